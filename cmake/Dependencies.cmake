@@ -1,0 +1,35 @@
+# Required: pthreads. Everything else is optional and reported in the summary.
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+find_package(PkgConfig QUIET)
+
+# CUDA toolkit: compiled where present; the CPU build never needs it.
+find_package(CUDAToolkit QUIET)
+set(GYRE_HAVE_CUDA ${CUDAToolkit_FOUND})
+
+if(PkgConfig_FOUND)
+  pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
+  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc)
+endif()
+set(GYRE_HAVE_UCX ${UCX_FOUND})
+set(GYRE_HAVE_HWLOC ${HWLOC_FOUND})
+
+find_library(IBVERBS_LIBRARY ibverbs)
+find_path(IBVERBS_INCLUDE_DIR infiniband/verbs.h)
+if(IBVERBS_LIBRARY AND IBVERBS_INCLUDE_DIR)
+  set(GYRE_HAVE_VERBS TRUE)
+else()
+  set(GYRE_HAVE_VERBS FALSE)
+endif()
+
+if(GYRE_BUILD_TESTS)
+  find_package(GTest QUIET)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "GoogleTest not found: apt-get install libgtest-dev, or -DGYRE_BUILD_TESTS=OFF")
+  endif()
+endif()
+if(GYRE_BUILD_BENCH)
+  find_package(benchmark QUIET)
+  find_package(MPI QUIET COMPONENTS C)
+  find_package(Gloo QUIET CONFIG)
+endif()

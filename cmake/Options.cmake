@@ -1,0 +1,18 @@
+# Compiler flags shared by every gyre target, applied through gyre_flags.
+add_library(gyre_flags INTERFACE)
+target_compile_options(gyre_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wshadow -Wno-unused-parameter>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>)
+# GCC 12 reports -Wrestrict on ordinary std::string concatenation at -O3
+# (GCC bug 105329), a false positive.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(gyre_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict>)
+endif()
+if(GYRE_WERROR)
+  target_compile_options(gyre_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-Werror>)
+endif()
+if(GYRE_SANITIZE)
+  target_compile_options(gyre_flags INTERFACE
+    -fsanitize=${GYRE_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(gyre_flags INTERFACE -fsanitize=${GYRE_SANITIZE})
+endif()

@@ -1,0 +1,164 @@
+/*
+ * gyre: collective communication for distributed training.
+ *
+ * The stable C ABI. C99, no C++ types. Every function returns a gyreResult_t
+ * (never aborts the process); gyreGetLastError() explains the last failure of
+ * the calling thread in a sentence.
+ *
+ * Enum values follow NCCL's where both have the same concept, so a mapping
+ * layer stays trivial.
+ */
+#ifndef GYRE_GYRE_H
+#define GYRE_GYRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GYRE_API __attribute__((visibility("default")))
+#else
+#define GYRE_API
+#endif
+
+#define GYRE_MAJOR 0
+#define GYRE_MINOR 1
+#define GYRE_PATCH 0
+/* Encoded as MAJOR*10000 + MINOR*100 + PATCH, as NCCL does. */
+#define GYRE_VERSION_CODE (GYRE_MAJOR * 10000 + GYRE_MINOR * 100 + GYRE_PATCH)
+
+typedef enum {
+  gyreSuccess = 0,
+  gyreUnhandledCudaError = 1,
+  gyreSystemError = 2,      /* a system call or resource failed (socket, shm, memory) */
+  gyreInternalError = 3,    /* a bug in gyre */
+  gyreInvalidArgument = 4,  /* a bad argument; the communicator stays usable */
+  gyreInvalidUsage = 5,     /* a call out of order, or on a failed communicator */
+  gyreRemoteError = 6,      /* a peer failed, died or aborted */
+  gyreInProgress = 7,       /* a nonblocking operation has not finished yet */
+  gyreTimeout = 8,          /* no progress within GYRE_TIMEOUT_MS */
+  gyreNumResults = 9
+} gyreResult_t;
+
+typedef enum {
+  gyreInt8 = 0,
+  gyreChar = 0,
+  gyreUint8 = 1,
+  gyreInt32 = 2,
+  gyreInt = 2,
+  gyreUint32 = 3,
+  gyreInt64 = 4,
+  gyreUint64 = 5,
+  gyreFloat16 = 6,
+  gyreHalf = 6,
+  gyreFloat32 = 7,
+  gyreFloat = 7,
+  gyreFloat64 = 8,
+  gyreDouble = 8,
+  gyreBfloat16 = 9,
+  gyreNumTypes = 10
+} gyreDataType_t;
+
+typedef enum {
+  gyreSum = 0,
+  gyreProd = 1,
+  gyreMax = 2,
+  gyreMin = 3,
+  gyreAvg = 4, /* sum, then divided by the rank count (integers: truncated) */
+  gyreNumOps = 5
+} gyreRedOp_t;
+
+/* Opaque communicator. */
+typedef struct gyreComm* gyreComm_t;
+
+/* An opaque stream handle: a cudaStream_t in a CUDA build, NULL for host
+ * memory. Host calls with a NULL stream complete before they return. */
+typedef void* gyreStream_t;
+
+#define GYRE_UNIQUE_ID_BYTES 128
+/* Identifies one rendezvous: the root's address and a random secret. Create
+ * it once (gyreGetUniqueId), pass the bytes to every rank out of band. */
+typedef struct {
+  char internal[GYRE_UNIQUE_ID_BYTES];
+} gyreUniqueId;
+
+/* Per-communicator settings. Initialise with GYRE_CONFIG_INITIALIZER; a field
+ * left at its undefined value takes the environment's (GYRE_*) or the default.
+ */
+#define GYRE_CONFIG_UNDEF_INT INT32_MIN
+#define GYRE_CONFIG_UNDEF_PTR NULL
+typedef struct {
+  size_t size;            /* sizeof(gyreConfig_t), set by the initializer */
+  unsigned int magic;     /* GYRE_CONFIG_MAGIC */
+  unsigned int version;   /* GYRE_VERSION_CODE at compile time */
+  int timeoutMs;          /* GYRE_TIMEOUT_MS: max time without progress (0 = never) */
+  const char* transport;  /* GYRE_TRANSPORT: "auto", "shm" or "tcp" */
+  const char* algo;       /* GYRE_ALGO: algorithm override */
+  const char* commName;   /* a name used in log and error messages */
+} gyreConfig_t;
+
+#define GYRE_CONFIG_MAGIC 0x67797265u /* 'gyre' */
+#define GYRE_CONFIG_INITIALIZER                                              \
+  {                                                                          \
+    sizeof(gyreConfig_t), GYRE_CONFIG_MAGIC, GYRE_VERSION_CODE,              \
+        GYRE_CONFIG_UNDEF_INT, GYRE_CONFIG_UNDEF_PTR, GYRE_CONFIG_UNDEF_PTR, \
+        GYRE_CONFIG_UNDEF_PTR                                                \
+  }
+
+/* Version of the library actually loaded (GYRE_VERSION_CODE encoding). */
+GYRE_API gyreResult_t gyreGetVersion(int* version);
+
+/* Opens a rendezvous listener in the calling process (a thread serves it until
+ * every rank has arrived) and writes its address and a fresh secret into id.
+ * The caller need not be a rank: a parent may create the id and fork ranks. */
+GYRE_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
+
+/* Collective over nranks processes: each calls it with the same id and its own
+ * rank in [0, nranks). Blocks until all have arrived or the timeout expires. */
+GYRE_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
+                                       int rank);
+GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks,
+                                             gyreUniqueId commId, int rank,
+                                             gyreConfig_t* config);
+
+/* Rank, size and rendezvous address from the launcher's environment: gyre's
+ * own (GYRE_RANK, GYRE_WORLD_SIZE, GYRE_COMM_ID), torchrun (RANK, WORLD_SIZE,
+ * MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*) or Slurm
+ * (SLURM_PROCID, SLURM_NTASKS, ...). config may be NULL. */
+GYRE_API gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm, gyreConfig_t* config);
+
+/* Frees the communicator's resources. Local: does not wait for peers. */
+GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
+
+/* Ends any call blocked on comm (from any thread) with an error, tells the
+ * peers this rank aborted, and frees the communicator. */
+GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
+
+/* gyreSuccess while healthy; otherwise the error that broke the communicator
+ * (a dead peer, a timeout, an abort). */
+GYRE_API gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError);
+
+GYRE_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
+GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
+
+/* recvbuff[i] = op over all ranks of sendbuff[i]. sendbuff == recvbuff is
+ * in-place. Every rank gets bitwise-identical results. */
+GYRE_API gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    gyreDataType_t datatype, gyreRedOp_t op,
+                                    gyreComm_t comm, gyreStream_t stream);
+
+/* A fixed string for a result code. */
+GYRE_API const char* gyreGetErrorString(gyreResult_t result);
+
+/* A sentence naming what went wrong in the calling thread's last failed call
+ * (which rank, which operation, which argument). comm may be NULL. */
+GYRE_API const char* gyreGetLastError(gyreComm_t comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GYRE_GYRE_H */

@@ -1,0 +1,86 @@
+// The rank side of the rendezvous, and the out-of-band network a
+// communicator keeps for its lifetime: a listener per rank, a ring of
+// connections for small collective exchanges (allgather, barrier), verified
+// point-to-point connections for transports, and abort notices.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "bootstrap/unique_id.h"
+
+namespace gyre::bootstrap {
+
+// What each rank tells every other at rendezvous. Fixed size, plain bytes.
+struct PeerInfo {
+  int32_t rank;
+  int32_t pid;
+  uint64_t hostHash;
+  uint8_t listenAddr[SockAddr::kPackedBytes];
+  int32_t cpus;  // CPUs the rank may run on
+  uint32_t reserved;
+  char hostName[64];
+};
+
+enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3 };
+
+class Bootstrap {
+ public:
+  struct Params {
+    UniqueIdContents id;
+    uint64_t round = 0;
+    int rank = 0;
+    int nranks = 1;
+    Deadline deadline;
+    std::string ifname;
+    int family = 0;
+    uint64_t hostHash = 0;
+  };
+
+  static std::unique_ptr<Bootstrap> create(const Params& params);
+  ~Bootstrap();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+  bool sameHost(int peer) const { return peers_[peer].hostHash == peers_[rank_].hostHash; }
+  // "rank 3 (pid 1234 on host1)"
+  std::string describe(int peer) const;
+
+  // data holds nranks blocks of bytesPerRank; this rank's block is filled in.
+  void allGather(void* data, size_t bytesPerRank, Deadline deadline);
+  void barrier(Deadline deadline);
+
+  // Verified connections to a peer for a purpose (kind, tag). Both sides name
+  // the same (kind, tag); the lower rank connects, the higher accepts.
+  Socket connectTo(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
+  Socket acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
+
+  // Best effort, bounded: tell every peer this communicator failed.
+  void notifyAbort(int originRank, const std::string& message);
+  // A notice received from a peer, if one is pending (non-blocking).
+  std::optional<std::pair<int, std::string>> pollAbortNotice();
+
+ private:
+  Bootstrap() = default;
+  SockAddr peerAddress(int peer) const;
+  // Accepts one pending connection and files it; returns false if none.
+  bool acceptOne(Deadline handshakeDeadline);
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  Secret secret_{};
+  Socket listener_;
+  Socket ringNext_, ringPrev_;
+  std::vector<PeerInfo> peers_;
+  std::map<std::tuple<int, uint32_t, uint32_t>, Socket> pending_;
+  std::vector<std::pair<int, std::string>> notices_;
+};
+
+}  // namespace gyre::bootstrap

@@ -1,0 +1,88 @@
+// RAII TCP sockets with deadlines, for the bootstrap and the TCP transport.
+// Blocking helpers use poll() so that every wait is bounded by a Deadline.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/clock.h"
+
+namespace gyre::bootstrap {
+
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+
+  int family() const { return storage.ss_family; }
+  uint16_t port() const;
+  void setPort(uint16_t port);
+  bool isLoopback() const;
+  std::string str() const;  // "1.2.3.4:5" or "[::1]:5"
+  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  sockaddr* sa() { return reinterpret_cast<sockaddr*>(&storage); }
+
+  // "host:port", "[v6]:port" or "host" (port 0); host may be a name.
+  static SockAddr parse(const std::string& text, int familyHint = AF_UNSPEC);
+  static SockAddr any(int family, uint16_t port);
+  static SockAddr loopback(int family, uint16_t port);
+
+  // Fixed 28-byte encoding (a sockaddr_in6 fits), for ids and peer tables.
+  static constexpr size_t kPackedBytes = 28;
+  void pack(uint8_t out[kPackedBytes]) const;
+  static SockAddr unpack(const uint8_t in[kPackedBytes]);
+};
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { reset(); }
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset();
+
+  static Socket listenOn(const SockAddr& bindAddr, int backlog = 512);
+  // Retries refused/unreachable connections until the deadline (the listener
+  // may not be up yet); throws Error(gyreTimeout) naming `who` when it passes.
+  static Socket connectTo(const SockAddr& addr, Deadline deadline, const std::string& who);
+  Socket accept(Deadline deadline) const;
+  // Non-blocking accept: an invalid socket when nothing is pending.
+  Socket tryAccept() const;
+
+  SockAddr localAddr() const;
+  void setNonBlocking(bool on);
+  void setNoDelay();
+  void setBufferBytes(size_t bytes);
+
+  // Complete transfers bounded by the deadline. A closed peer is
+  // Error(gyreRemoteError) naming `who`; an expired deadline Error(gyreTimeout).
+  void sendAll(const void* data, size_t bytes, Deadline deadline, const std::string& who);
+  void recvAll(void* data, size_t bytes, Deadline deadline, const std::string& who);
+
+ private:
+  int fd_ = -1;
+};
+
+// Sends `out` to one socket while receiving `in` from another (they may be the
+// same), so that two peers exchanging large blocks cannot deadlock on full
+// kernel buffers.
+void sendRecv(Socket& to, const void* out, size_t outBytes, Socket& from, void* in, size_t inBytes,
+              Deadline deadline, const std::string& who);
+
+}  // namespace gyre::bootstrap

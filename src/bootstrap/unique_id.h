@@ -1,0 +1,33 @@
+// The 128-byte gyreUniqueId: where the rendezvous root listens and the secret
+// it requires. Also the secrets themselves.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "bootstrap/socket.h"
+#include "gyre/gyre.h"
+
+namespace gyre::bootstrap {
+
+using Secret = std::array<uint8_t, 32>;
+
+Secret randomSecret();
+// A secret every rank of one job can compute from its environment alone (for
+// launchers that pass no secret). It keeps other jobs out, not attackers.
+Secret deriveSecret(const std::string& jobIdentity);
+Secret parseSecretHex(const std::string& hex);  // throws on malformed input
+std::string secretHex(const Secret& s);
+bool secretsEqual(const Secret& a, const Secret& b);  // constant time
+
+struct UniqueIdContents {
+  SockAddr root;
+  Secret secret{};
+};
+
+void encodeUniqueId(const UniqueIdContents& c, gyreUniqueId* out);
+// Throws Error(gyreInvalidArgument) when the bytes are not a gyre id.
+UniqueIdContents decodeUniqueId(const gyreUniqueId& id);
+
+}  // namespace gyre::bootstrap

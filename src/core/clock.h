@@ -1,0 +1,46 @@
+// Monotonic time and deadlines. A deadline of "never" is the zero value.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+#include <limits>
+
+namespace gyre {
+
+inline int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+class Deadline {
+ public:
+  Deadline() = default;  // never expires
+  static Deadline afterMs(int64_t ms) {
+    Deadline d;
+    if (ms > 0) d.at_ = nowNs() + ms * 1'000'000;
+    return d;
+  }
+  static Deadline never() { return Deadline(); }
+  bool isNever() const { return at_ == 0; }
+  bool expired() const { return at_ != 0 && nowNs() >= at_; }
+  // Nanoseconds left (max int64 when never; 0 when expired).
+  int64_t remainingNs() const {
+    if (at_ == 0) return std::numeric_limits<int64_t>::max();
+    int64_t left = at_ - nowNs();
+    return left > 0 ? left : 0;
+  }
+  // A poll() timeout in ms, capped at capMs, rounded up so we never spin.
+  int pollMs(int capMs) const {
+    int64_t left = remainingNs();
+    if (left == std::numeric_limits<int64_t>::max()) return capMs;
+    int64_t ms = (left + 999'999) / 1'000'000;
+    return static_cast<int>(ms < capMs ? ms : capMs);
+  }
+
+ private:
+  int64_t at_ = 0;
+};
+
+}  // namespace gyre

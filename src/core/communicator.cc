@@ -1,0 +1,349 @@
+#include "core/communicator.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "collectives/allreduce.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "topology/host_identity.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace gyre::core {
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kBlockSliceNs = 50 * kMs;   // longest sleep between health checks
+constexpr int64_t kHealthEveryNs = 10 * kMs;  // how often a blocked waiter checks peers
+
+// A failure with the rank it started at, so every rank can name it.
+class PeerFailure : public Error {
+ public:
+  PeerFailure(gyreResult_t code, int origin, std::string message)
+      : Error(code, std::move(message)), origin_(origin) {}
+  int origin() const { return origin_; }
+
+ private:
+  int origin_;
+};
+
+// Settings every rank must agree on, compared at init.
+struct SharedSettings {
+  int32_t transport;
+  int32_t shmSlots;
+  uint64_t shmSlotBytes;
+  uint64_t tcpChunkBytes;
+  int32_t socketsPerPeer;
+  int32_t reserved;
+  uint64_t smallMessageBytes;
+  uint64_t algoHash;
+};
+
+uint64_t hashString(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+const char* transportName(TransportChoice t) {
+  return t == TransportChoice::Shm ? "shm" : t == TransportChoice::Tcp ? "tcp" : "auto";
+}
+
+}  // namespace
+
+class ActiveCall {
+ public:
+  explicit ActiveCall(Communicator& c) : c_(c) { c_.activeCalls_.fetch_add(1); }
+  ~ActiveCall() { c_.activeCalls_.fetch_sub(1); }
+
+ private:
+  Communicator& c_;
+};
+
+std::unique_ptr<Communicator> Communicator::create(const InitArgs& args) {
+  std::unique_ptr<Communicator> c(new Communicator());
+  c->rank_ = args.rank;
+  c->nranks_ = args.nranks;
+  c->config_ = args.config;
+  log::setThreadRank(args.rank);
+  Deadline deadline = Deadline::afterMs(c->config_.timeoutMs);
+
+  topology::HostIdentity host = topology::detectHostIdentity(c->config_.hostId);
+  bootstrap::Bootstrap::Params bp;
+  bp.id = args.id;
+  bp.round = args.round;
+  bp.rank = args.rank;
+  bp.nranks = args.nranks;
+  bp.deadline = deadline;
+  bp.ifname = c->config_.socketIfname;
+  bp.family = c->config_.socketFamily;
+  bp.hostHash = host.hash;
+  c->bootstrap_ = bootstrap::Bootstrap::create(bp);
+  c->setUpTransports(deadline);
+  GYRE_INFO("rank %d of %d ready (host %s)", c->rank_, c->nranks_, host.description.c_str());
+  return c;
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::setUpTransports(Deadline deadline) {
+  // Ranks must agree on the transport settings, or their exchanges would
+  // not line up: compare them first.
+  std::vector<SharedSettings> all(static_cast<size_t>(nranks_));
+  SharedSettings& mine = all[rank_];
+  std::memset(&mine, 0, sizeof(mine));
+  mine.transport = static_cast<int32_t>(config_.transport);
+  mine.shmSlots = config_.shmSlots;
+  mine.shmSlotBytes = config_.shmSlotBytes;
+  mine.tcpChunkBytes = config_.tcpChunkBytes;
+  mine.socketsPerPeer = config_.socketsPerPeer;
+  mine.smallMessageBytes = config_.smallMessageBytes;
+  mine.algoHash = hashString(config_.algo);
+  bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
+  for (int r = 0; r < nranks_; ++r) {
+    if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
+    std::string what = all[r].transport != all[0].transport
+                           ? std::string("GYRE_TRANSPORT=") + transportName(TransportChoice(all[r].transport)) +
+                                 " where rank 0 has " + transportName(TransportChoice(all[0].transport))
+                           : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_SHM_*/GYRE_TCP_*/GYRE_NSOCKS_PERPEER settings than rank 0";
+    throwError(gyreInvalidUsage, "rank " + std::to_string(r) + " was started with " + what +
+                                     "; every rank needs the same transport and algorithm settings");
+  }
+
+  const auto& peers = bootstrap_->peers();
+  std::vector<int> local;
+  for (int r = 0; r < nranks_; ++r)
+    if (bootstrap_->sameHost(r)) local.push_back(r);
+  if (config_.transport == TransportChoice::Shm && int(local.size()) != nranks_) {
+    for (int r = 0; r < nranks_; ++r)
+      if (!bootstrap_->sameHost(r))
+        throwError(gyreInvalidArgument, "GYRE_TRANSPORT=shm, but " + bootstrap_->describe(r) +
+                                            " is on another host than rank " + std::to_string(rank_));
+  }
+  for (int r : local)
+    if (r != rank_) liveness_.watch(r, peers[r].pid);
+
+  // More ranks than cores: spinning steals the CPU from the peer we wait on.
+  int cpus = topology::availableCpus();
+  for (int r : local) cpus = std::min(cpus, peers[r].cpus);
+  const bool oversubscribed = int(local.size()) > cpus;
+  auto spin = [&](int64_t normal) { return config_.spinNs >= 0 ? config_.spinNs : oversubscribed ? 2000 : normal; };
+
+  const bool wantShm = config_.transport != TransportChoice::Tcp;
+  transport::ShmTransport::Options so;
+  so.slotBytes = config_.shmSlotBytes;
+  so.slots = config_.shmSlots;
+  so.spinNs = spin(50'000);
+  // Collective: every rank calls it (those alone on a host contribute nothing).
+  shm_ = transport::ShmTransport::create(*bootstrap_, wantShm ? local : std::vector<int>{rank_}, so,
+                                         deadline);
+  transport::TcpTransport::Options to;
+  to.chunkBytes = config_.tcpChunkBytes;
+  to.lanes = config_.socketsPerPeer;
+  to.socketBufferBytes = config_.tcpSocketBufferBytes;
+  to.spinNs = spin(20'000);
+  tcp_ = std::make_unique<transport::TcpTransport>(*bootstrap_, to);
+
+  connections_.assign(static_cast<size_t>(nranks_), nullptr);
+  useShm_.assign(static_cast<size_t>(nranks_), false);
+  for (int r : local) {
+    if (r == rank_ || !wantShm) continue;
+    useShm_[r] = true;
+    connections_[r] = shm_->connection(r);
+  }
+  GYRE_INFO("rank %d: %zu rank(s) on this host, transport %s%s", rank_, local.size(),
+            transportName(config_.transport), oversubscribed ? ", oversubscribed: short spins" : "");
+}
+
+void Communicator::ensureConnected(const std::vector<int>& peers) {
+  std::vector<int> missing;
+  for (int p : peers)
+    if (p != rank_ && !connections_[p]) missing.push_back(p);
+  if (missing.empty()) return;
+  tcp_->connect(missing, Deadline::afterMs(config_.timeoutMs));
+  for (int p : missing) connections_[p] = tcp_->connection(p);
+}
+
+transport::Connection& Communicator::connection(int peer) { return *connections_[peer]; }
+
+void Communicator::checkUsable() const {
+  if (failedCode_.load() == gyreSuccess) return;
+  std::lock_guard<std::mutex> lock(failMu_);
+  throwError(gyreInvalidUsage, "the communicator failed earlier and can only be destroyed: " + failedMessage_);
+}
+
+void Communicator::progressAll() {
+  if (!tcp_) return;
+  bool blocked = false;
+  for (int p = 0; p < nranks_; ++p)
+    if (connections_[p] && !useShm_[p]) blocked |= connections_[p]->progress(false).sendBlocked;
+  if (!blocked) return;
+  // Some peer is not draining our output; make sure we drain everyone's, or
+  // a cycle of full pipes could stall every rank.
+  for (int p = 0; p < nranks_; ++p)
+    if (connections_[p] && !useShm_[p]) connections_[p]->progress(true);
+}
+
+void Communicator::checkHealth() {
+  if (abortRequested_.load())
+    throw PeerFailure(gyreInvalidUsage, rank_, "rank " + std::to_string(rank_) +
+                                                   " was aborted with gyreCommAbort");
+  // Reports from failed peers first: they name where the failure began. A
+  // peer that reported and then exited must not be blamed for it.
+  if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
+  if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->first, n->second);
+  if (auto dead = liveness_.firstDead()) {
+    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->first, n->second);
+    throw PeerFailure(gyreRemoteError, *dead, bootstrap_->describe(*dead) + " exited");
+  }
+}
+
+std::string Communicator::describeWait(const transport::Connection& conn, Waiting what) const {
+  return (what == Waiting::ForData ? "data from " : "room at ") + bootstrap_->describe(conn.peer());
+}
+
+void Communicator::waitUntil(transport::Connection& conn, Waiting what, FunctionRef<bool()> ready) {
+  const int64_t start = nowNs();
+  transport::Transport& t = conn.transport();
+  const int64_t spinNs = t.spinNs();
+  // Busy-poll first: most waits end within microseconds.
+  while (nowNs() - start < spinNs) {
+    for (int i = 0; i < 8; ++i) {
+      if (ready()) return;
+      _mm_pause();
+    }
+    progressAll();
+    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth();
+  }
+  // Then sleep in slices, checking peers' health between them.
+  for (;;) {
+    if (ready()) return;
+    const int64_t now = nowNs();
+    if (now - lastHealthCheckNs_ >= kHealthEveryNs) {
+      lastHealthCheckNs_ = now;
+      checkHealth();
+    }
+    int64_t slice = kBlockSliceNs;
+    if (config_.timeoutMs > 0) {
+      const int64_t left = config_.timeoutMs * kMs - (now - start);
+      if (left <= 0)
+        throw PeerFailure(gyreTimeout, rank_,
+                          "rank " + std::to_string(rank_) + " made no progress for " +
+                              std::to_string(config_.timeoutMs) + " ms waiting for " +
+                              describeWait(conn, what) + " (GYRE_TIMEOUT_MS)");
+      slice = std::min(slice, left);
+    }
+    slice = std::min(slice, kHealthEveryNs);
+    progressAll();
+    if (&t != tcp_.get() && tcp_->hasPendingOutput()) slice = std::min<int64_t>(slice, kMs);
+    if (t.block(slice, ready)) return;
+  }
+}
+
+Error Communicator::fail(const Error& cause) {
+  int origin = rank_;
+  std::string sentence = cause.what();
+  gyreResult_t code = cause.code();
+  if (auto* pf = dynamic_cast<const PeerFailure*>(&cause)) {
+    origin = pf->origin();
+  } else if (code == gyreRemoteError) {
+    // A connection broke. Prefer a precise account: a notice from the rank
+    // where the failure began, or a local peer seen exiting.
+    try {
+      checkHealth();
+    } catch (const PeerFailure& better) {
+      origin = better.origin();
+      sentence = better.what();
+    }
+  }
+  std::string message = std::string(opName_) + " #" + std::to_string(opSeq_) + " failed on rank " +
+                        std::to_string(rank_) + ": " + sentence;
+  {
+    std::lock_guard<std::mutex> lock(failMu_);
+    if (failedCode_.load() == gyreSuccess) {
+      failedMessage_ = message;
+      failedCode_.store(code);
+    }
+    if (!peersNotified_) {
+      peersNotified_ = true;
+      shm_->raiseAbort(origin, sentence);
+      bootstrap_->notifyAbort(origin, sentence);
+      tcp_->shutdownAll();
+    }
+  }
+  GYRE_WARN("%s", message.c_str());
+  return Error(code, message);
+}
+
+void Communicator::abort() {
+  abortRequested_.store(true);
+  if (shm_) shm_->wakeSelf();
+  if (tcp_) tcp_->shutdownAll();  // a call blocked in poll() wakes up
+  // The call in progress (if any) sees the flag within a block slice.
+  while (activeCalls_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (failedCode_.load() == gyreSuccess) {
+    opName_ = "communicator";
+    (void)fail(PeerFailure(gyreInvalidUsage, rank_, "rank " + std::to_string(rank_) + " aborted its communicator"));
+  }
+}
+
+void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             gyreDataType_t dtype, gyreRedOp_t op) {
+  ActiveCall active(*this);
+  checkUsable();
+  opName_ = "allreduce";
+  ++opSeq_;
+  collectives::CallArgs args;
+  args.input = sendbuff;
+  args.output = recvbuff;
+  args.count = count;
+  args.dtype = static_cast<kernels::DType>(dtype);
+  args.elemSize = kernels::dtypeSize(args.dtype);
+  args.op = op == gyreAvg ? kernels::Op::Sum : static_cast<kernels::Op>(op);
+  args.divisor = op == gyreAvg ? static_cast<uint32_t>(nranks_) : 1;
+  if (count == 0) return;
+  try {
+    if (nranks_ == 1) {
+      if (sendbuff != recvbuff) kernels::copy(recvbuff, sendbuff, count * args.elemSize);
+      return;
+    }
+    const size_t bytes = count * args.elemSize;
+    collectives::AllReduceAlgo algo;
+    if (!config_.algo.empty()) {
+      algo = collectives::parseAllReduceAlgo(config_.algo);
+    } else {
+      const size_t small = config_.smallMessageBytes ? config_.smallMessageBytes : 16 * 1024;
+      algo = bytes <= small ? collectives::AllReduceAlgo::RecursiveDoubling : collectives::AllReduceAlgo::Ring;
+    }
+    // The first call of an algorithm connects its peers and learns their
+    // message size; later calls only build the plan.
+    AlgoSetup& setup = algoSetup_[static_cast<int>(algo)];
+    if (!setup.ready) {
+      if (algo == collectives::AllReduceAlgo::Ring)
+        collectives::buildRingAllReduce(plan_, rank_, nranks_, 1, 1, args.elemSize);
+      else
+        collectives::buildRecursiveDoublingAllReduce(plan_, rank_, nranks_, 1, 1);
+      ensureConnected(plan_.peers);
+      setup.chunkBytes = SIZE_MAX;
+      for (int p : plan_.peers) setup.chunkBytes = std::min(setup.chunkBytes, connections_[p]->maxMessageBytes());
+      setup.ready = true;
+    }
+    const size_t chunkElems = setup.chunkBytes / args.elemSize;
+    if (algo == collectives::AllReduceAlgo::Ring)
+      collectives::buildRingAllReduce(plan_, rank_, nranks_, count, chunkElems, args.elemSize);
+    else
+      collectives::buildRecursiveDoublingAllReduce(plan_, rank_, nranks_, count, chunkElems);
+    collectives::execute(plan_, args, *this);
+  } catch (const Error& e) {
+    if (e.code() == gyreInvalidArgument && std::string(e.what()).find("GYRE_ALGO") != std::string::npos)
+      throw;  // nothing was sent: the communicator stays usable
+    throw fail(e);
+  }
+}
+
+}  // namespace gyre::core

@@ -1,0 +1,49 @@
+// The communicator's settings: one table of parameters, each settable from
+// the environment (GYRE_*) and, for some, from gyreConfig_t. Resolved once per
+// communicator; a malformed value is an invalid-argument error naming it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "gyre/gyre.h"
+
+namespace gyre::core {
+
+enum class TransportChoice { Auto, Shm, Tcp };
+
+struct Config {
+  int64_t timeoutMs = 600000;            // 0: wait forever
+  TransportChoice transport = TransportChoice::Auto;
+  std::string algo;                      // empty: automatic choice
+  std::string commName;
+  std::string socketIfname;              // NCCL syntax: prefixes, ^exclude, =exact
+  int socketFamily = 0;                  // AF_UNSPEC, AF_INET or AF_INET6
+  int socketsPerPeer = 1;
+  size_t shmSlotBytes = 256 * 1024;
+  int shmSlots = 8;
+  size_t tcpChunkBytes = 1024 * 1024;
+  size_t tcpSocketBufferBytes = 4 * 1024 * 1024;
+  int64_t spinNs = -1;                   // <0: chosen from cores vs local ranks
+  std::string hostId;                    // override the detected host identity
+  size_t smallMessageBytes = 0;          // 0: automatic (below it: recursive doubling)
+
+  // Defaults, then GYRE_* environment, then the user's struct (may be null).
+  static Config resolve(const gyreConfig_t* user);
+};
+
+struct ParamInfo {
+  const char* env;
+  const char* defaultText;
+  const char* help;
+};
+std::span<const ParamInfo> parameterTable();
+
+// Strict number parsing with K/M/G suffixes (powers of 1024); throws
+// Error(gyreInvalidArgument) naming `what` when malformed or out of range.
+uint64_t parseSize(const std::string& text, const std::string& what);
+int64_t parseInt(const std::string& text, const std::string& what, int64_t lo, int64_t hi);
+
+}  // namespace gyre::core

@@ -1,0 +1,36 @@
+// Errors inside gyre are exceptions carrying a gyreResult_t and a sentence;
+// the C ABI layer (api.cc) turns them into result codes and the thread's last
+// error. Nothing else crosses the ABI.
+#pragma once
+
+#include <string>
+#include <stdexcept>
+#include <utility>
+
+#include "gyre/gyre.h"
+
+namespace gyre {
+
+class Error : public std::runtime_error {
+ public:
+  Error(gyreResult_t code, std::string message)
+      : std::runtime_error(std::move(message)), code_(code) {}
+  gyreResult_t code() const { return code_; }
+
+ private:
+  gyreResult_t code_;
+};
+
+// A failure of a system call: the message gets strerror(err) appended.
+[[noreturn]] void throwSystemError(const std::string& what, int err);
+[[noreturn]] inline void throwError(gyreResult_t code, std::string message) {
+  throw Error(code, std::move(message));
+}
+
+// The calling thread's last error sentence (gyreGetLastError).
+void setLastError(const std::string& message);
+const char* lastError();
+
+const char* resultString(gyreResult_t r);
+
+}  // namespace gyre

@@ -1,0 +1,58 @@
+#include "topology/host_identity.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace gyre::topology {
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string readFirstLine(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+std::string readLink(const char* path) {
+  char buf[256];
+  ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+std::string hostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+HostIdentity detectHostIdentity(const std::string& override) {
+  HostIdentity id;
+  if (!override.empty()) {
+    id.description = "GYRE_HOSTID=" + override;
+  } else {
+    id.description = hostName() + " boot " + readFirstLine("/proc/sys/kernel/random/boot_id") +
+                     " " + readLink("/proc/self/ns/net");
+  }
+  id.hash = fnv1a(id.description);
+  return id;
+}
+
+int availableCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+}  // namespace gyre::topology

@@ -1,0 +1,62 @@
+#include "transport/shm/shm_connection.h"
+
+#include "core/error.h"
+#include "kernels/cpu/reduce.h"
+#include "transport/shm/shm_transport.h"
+
+namespace gyre::transport {
+
+Transport& ShmConnection::transport() { return transport_; }
+
+void* ShmConnection::trySendBuffer(size_t bytes) {
+  if (sent_ - knownConsumed_ >= uint64_t(out_.nslots)) {
+    // Re-read the peer's progress only when our cached view says full, so the
+    // common case touches no line the peer writes.
+    knownConsumed_ = out_.control->consumed.load(std::memory_order_acquire);
+    if (sent_ - knownConsumed_ >= uint64_t(out_.nslots)) return nullptr;
+  }
+  return shm::Fifo::payload(out_.slot(sent_), bytes);
+}
+
+void ShmConnection::sendCommit(size_t bytes) {
+  shm::SlotHeader* s = out_.slot(sent_);
+  s->bytes = bytes;
+  s->seq.store(sent_ + 1, std::memory_order_release);
+  ++sent_;
+  ShmTransport::ringIfSleeping(peerHeader_);
+}
+
+bool ShmConnection::trySendFrom(const void* src, size_t bytes) {
+  void* dst = trySendBuffer(bytes);
+  if (!dst) return false;
+  kernels::copy(dst, src, bytes);
+  sendCommit(bytes);
+  return true;
+}
+
+const void* ShmConnection::tryRecvBuffer(size_t bytes) {
+  shm::SlotHeader* s = in_.slot(received_);
+  if (s->seq.load(std::memory_order_acquire) != received_ + 1) return nullptr;
+  if (s->bytes != bytes)
+    throwError(gyreInvalidUsage,
+               "rank " + std::to_string(peer_) + " sent " + std::to_string(s->bytes) +
+                   " bytes where " + std::to_string(bytes) +
+                   " were expected: the ranks called different operations or counts");
+  return shm::Fifo::payload(s, bytes);
+}
+
+void ShmConnection::recvRelease(size_t) {
+  ++received_;
+  in_.control->consumed.store(received_, std::memory_order_release);
+  ShmTransport::ringIfSleeping(peerHeader_);
+}
+
+bool ShmConnection::tryRecvInto(void* dst, size_t bytes) {
+  const void* src = tryRecvBuffer(bytes);
+  if (!src) return false;
+  kernels::copy(dst, src, bytes);
+  recvRelease(bytes);
+  return true;
+}
+
+}  // namespace gyre::transport

@@ -1,0 +1,42 @@
+// One local peer over shared memory: we write into the FIFO reserved for us
+// in the peer's segment and read the FIFO reserved for the peer in ours.
+#pragma once
+
+#include "transport/shm/shm_layout.h"
+#include "transport/transport.h"
+
+namespace gyre::transport {
+
+class ShmTransport;
+
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(ShmTransport& transport, int peer, shm::SegmentHeader* peerHeader,
+                shm::Fifo out, shm::Fifo in)
+      : transport_(transport), peer_(peer), peerHeader_(peerHeader), out_(out), in_(in) {}
+
+  Transport& transport() override;
+  int peer() const override { return peer_; }
+  size_t maxMessageBytes() const override { return out_.slotBytes; }
+  bool prefersDirect() const override { return false; }
+
+  void* trySendBuffer(size_t bytes) override;
+  void sendCommit(size_t bytes) override;
+  bool trySendFrom(const void* src, size_t bytes) override;
+  const void* tryRecvBuffer(size_t bytes) override;
+  void recvRelease(size_t bytes) override;
+  bool tryRecvInto(void* dst, size_t bytes) override;
+  ProgressResult progress(bool) override { return {}; }
+
+ private:
+  ShmTransport& transport_;
+  int peer_;
+  shm::SegmentHeader* peerHeader_;
+  shm::Fifo out_;  // in the peer's segment
+  shm::Fifo in_;   // in ours
+  uint64_t sent_ = 0;
+  uint64_t knownConsumed_ = 0;  // the peer's consumed count, as last read
+  uint64_t received_ = 0;
+};
+
+}  // namespace gyre::transport

@@ -1,0 +1,37 @@
+// A POSIX shared-memory segment: created 0600 with a unique name, mapped,
+// and unlinked as soon as every peer has mapped it, so nothing stays in
+// /dev/shm whether the job ends cleanly or is killed.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace gyre::transport {
+
+class ShmSegment {
+ public:
+  ShmSegment() = default;
+  ~ShmSegment();
+  ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+  ShmSegment& operator=(ShmSegment&& o) noexcept;
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  // Reserves the memory up front so a full /dev/shm is an error now, not a
+  // SIGBUS later.
+  static ShmSegment create(size_t bytes);
+  static ShmSegment open(const std::string& name, size_t bytes);
+
+  void unlink();  // the creator's name goes away; mappings stay valid
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  std::string name_;
+  bool linked_ = false;  // we created it and have not unlinked it yet
+};
+
+}  // namespace gyre::transport

@@ -1,0 +1,121 @@
+#include "transport/shm/shm_transport.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "transport/shm/futex.h"
+#include "transport/shm/shm_connection.h"
+
+namespace gyre::transport {
+
+namespace {
+constexpr size_t kNameBytes = 64;
+}
+
+std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
+                                                   const std::vector<int>& localRanks,
+                                                   const Options& options, Deadline deadline) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->options_ = options;
+  t->rank_ = bs.rank();
+  t->localRanks_ = localRanks;
+  t->localIndexOf_.assign(static_cast<size_t>(bs.nranks()), -1);
+  for (size_t i = 0; i < localRanks.size(); ++i) t->localIndexOf_[localRanks[i]] = static_cast<int>(i);
+  const int nlocal = static_cast<int>(localRanks.size());
+  const size_t bytes = shm::segmentBytes(nlocal, options.slotBytes, options.slots);
+
+  // Every rank takes part in the exchange; ranks alone on their host send an
+  // empty name.
+  std::vector<char> names(size_t(bs.nranks()) * kNameBytes, '\0');
+  if (nlocal > 1) {
+    t->own_ = ShmSegment::create(bytes);
+    auto* h = new (t->own_.data()) shm::SegmentHeader();
+    h->magic = shm::kSegmentMagic;
+    h->ownerRank = bs.rank();
+    std::strncpy(&names[size_t(bs.rank()) * kNameBytes], t->own_.name().c_str(), kNameBytes - 1);
+  }
+  bs.allGather(names.data(), kNameBytes, deadline);
+  if (nlocal <= 1) return t;
+
+  t->peerSegments_.resize(localRanks.size());
+  t->connections_.resize(localRanks.size());
+  const int me = t->localIndexOf_[bs.rank()];
+  for (int i = 0; i < nlocal; ++i) {
+    int peer = localRanks[i];
+    if (peer == bs.rank()) continue;
+    std::string name(&names[size_t(peer) * kNameBytes]);
+    if (name.empty())
+      throwError(gyreInternalError, bs.describe(peer) + " shares this host but made no shared memory");
+    t->peerSegments_[i] = ShmSegment::open(name, bytes);
+    auto* peerHeader = static_cast<shm::SegmentHeader*>(t->peerSegments_[i].data());
+    if (peerHeader->magic != shm::kSegmentMagic || peerHeader->ownerRank != peer)
+      throwError(gyreInternalError, "shared memory " + name + " is not " + bs.describe(peer) + "'s");
+    shm::Fifo out = shm::Fifo::at(t->peerSegments_[i].data(), me, options.slotBytes, options.slots);
+    shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
+    t->connections_[i] = std::make_unique<ShmConnection>(*t, peer, peerHeader, out, in);
+  }
+  // Once every peer has mapped our segment its name can go: the memory lives
+  // as long as a mapping does, and a killed job leaves nothing behind.
+  bs.barrier(deadline);
+  t->own_.unlink();
+  GYRE_INFO("rank %d: shared memory with %d local peers, %d slots of %zu KiB per peer",
+            bs.rank(), nlocal - 1, options.slots, options.slotBytes >> 10);
+  return t;
+}
+
+ShmTransport::~ShmTransport() = default;
+
+Connection* ShmTransport::connection(int peer) {
+  if (peer < 0 || size_t(peer) >= localIndexOf_.size()) return nullptr;
+  int i = localIndexOf_[peer];
+  return i < 0 || connections_.empty() ? nullptr : connections_[i].get();
+}
+
+void ShmTransport::ring(shm::SegmentHeader* header) {
+  header->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  futexWakeAll(&header->doorbell);
+}
+
+bool ShmTransport::block(int64_t timeoutNs, FunctionRef<bool()> ready) {
+  if (!own_.data()) return ready();
+  auto* h = static_cast<shm::SegmentHeader*>(own_.data());
+  // Announce the sleep, then re-check: a peer publishing after our check
+  // sees sleepers != 0 and rings; one publishing before is seen by ready().
+  h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  uint32_t bell = h->doorbell.load(std::memory_order_seq_cst);
+  const bool isReady = ready();
+  if (!isReady) futexWait(&h->doorbell, bell, timeoutNs);
+  h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  return isReady;
+}
+
+void ShmTransport::raiseAbort(int originRank, const std::string& message) {
+  if (!own_.data()) return;
+  auto* h = static_cast<shm::SegmentHeader*>(own_.data());
+  uint32_t expected = 0;
+  if (h->aborted.load() == 0) {
+    h->abortOrigin = originRank;
+    std::strncpy(h->abortMessage, message.c_str(), sizeof(h->abortMessage) - 1);
+    h->aborted.compare_exchange_strong(expected, 1, std::memory_order_release);
+  }
+  for (size_t i = 0; i < peerSegments_.size(); ++i)
+    if (peerSegments_[i].data()) ring(static_cast<shm::SegmentHeader*>(peerSegments_[i].data()));
+}
+
+std::optional<std::pair<int, std::string>> ShmTransport::peerAbort() const {
+  for (const ShmSegment& s : peerSegments_) {
+    if (!s.data()) continue;
+    auto* h = static_cast<const shm::SegmentHeader*>(s.data());
+    if (h->aborted.load(std::memory_order_acquire))
+      return std::make_pair(h->abortOrigin, std::string(h->abortMessage, strnlen(h->abortMessage, sizeof(h->abortMessage))));
+  }
+  return std::nullopt;
+}
+
+void ShmTransport::wakeSelf() {
+  if (own_.data()) ring(static_cast<shm::SegmentHeader*>(own_.data()));
+}
+
+}  // namespace gyre::transport

@@ -1,0 +1,302 @@
+#include "transport/tcp/tcp_connection.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/cpu/reduce.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace gyre::transport {
+
+namespace {
+
+constexpr uint32_t kPartMagic = 0x47595450;  // "GYTP"
+
+// One non-blocking vectored write or read. Returns bytes moved, 0 on EAGAIN;
+// throws when the peer is gone.
+size_t vectoredIo(int fd, bool writing, iovec* iov, int n, const std::string& peer) {
+  for (;;) {
+    ssize_t r;
+    if (writing) {
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<size_t>(n);
+      r = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      r = ::readv(fd, iov, n);
+    }
+    if (r > 0) return static_cast<size_t>(r);
+    if (r == 0 && !writing) throwError(gyreRemoteError, peer + " closed its connection");
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT))
+      throwError(gyreRemoteError, peer + " reset its connection");
+    throwSystemError(std::string(writing ? "send to " : "receive from ") + peer, errno);
+  }
+}
+
+}  // namespace
+
+TcpConnection::TcpConnection(TcpTransport& transport, int peer, std::string peerName,
+                             std::vector<bootstrap::Socket> lanes, size_t chunkBytes,
+                             int stagingSlots)
+    : transport_(transport),
+      peer_(peer),
+      peerName_(std::move(peerName)),
+      lanes_(std::move(lanes)),
+      chunkBytes_(chunkBytes),
+      queueSlots_(stagingSlots + 1) {
+  outQ_.resize(static_cast<size_t>(queueSlots_));
+  inQ_.resize(static_cast<size_t>(queueSlots_));
+  laneOut_.resize(lanes_.size());
+  laneIn_.resize(lanes_.size());
+  for (int i = 0; i < stagingSlots; ++i) {
+    outStaging_.emplace_back(new (std::align_val_t(64)) uint8_t[chunkBytes]);
+    inStaging_.emplace_back(new (std::align_val_t(64)) uint8_t[chunkBytes]);
+    outFree_.push_back(i);
+    inFree_.push_back(i);
+  }
+  for (bootstrap::Socket& s : lanes_) s.setNonBlocking(true);
+}
+
+TcpConnection::~TcpConnection() {
+  // Memory from aligned new[] must go back through aligned delete[].
+  for (auto& p : outStaging_) ::operator delete[](p.release(), std::align_val_t(64));
+  for (auto& p : inStaging_) ::operator delete[](p.release(), std::align_val_t(64));
+}
+
+Transport& TcpConnection::transport() { return transport_; }
+
+void TcpConnection::partRange(size_t total, int lane, size_t& offset, size_t& length) const {
+  size_t n = lanes_.size();
+  size_t part = ((total + n - 1) / n + 63) & ~size_t(63);
+  offset = std::min(size_t(lane) * part, total);
+  length = std::min(part, total - offset);
+}
+
+int TcpConnection::takeStaging(std::vector<int>& freeList) {
+  if (freeList.empty()) return -1;
+  int i = freeList.back();
+  freeList.pop_back();
+  return i;
+}
+
+void TcpConnection::sizeMismatch(size_t got, size_t expected) const {
+  throwError(gyreInvalidUsage, peerName_ + " sent " + std::to_string(got) + " bytes where " +
+                                   std::to_string(expected) +
+                                   " were expected: the ranks called different operations or counts");
+}
+
+// ---- sending ----
+
+void* TcpConnection::trySendBuffer(size_t bytes) {
+  if (reservedOut_ < 0) {
+    if (outTail_ - outHead_ >= uint64_t(queueSlots_)) {
+      pumpSend();
+      if (outTail_ - outHead_ >= uint64_t(queueSlots_)) return nullptr;
+    }
+    reservedOut_ = takeStaging(outFree_);
+    if (reservedOut_ < 0) {
+      pumpSend();
+      reservedOut_ = takeStaging(outFree_);
+      if (reservedOut_ < 0) return nullptr;
+    }
+  }
+  return outStaging_[reservedOut_].get();
+}
+
+void TcpConnection::sendCommit(size_t bytes) {
+  outQ_[outTail_ % queueSlots_] = OutMsg{outStaging_[reservedOut_].get(), bytes, reservedOut_};
+  ++outTail_;
+  reservedOut_ = -1;
+  pumpSend();
+}
+
+bool TcpConnection::trySendFrom(const void* src, size_t bytes) {
+  if (!directSendActive_) {
+    if (outTail_ - outHead_ >= uint64_t(queueSlots_)) {
+      pumpSend();
+      if (outTail_ - outHead_ >= uint64_t(queueSlots_)) return false;
+    }
+    outQ_[outTail_ % queueSlots_] = OutMsg{static_cast<const uint8_t*>(src), bytes, -1};
+    directSendMsg_ = outTail_++;
+    directSendActive_ = true;
+  }
+  pumpSend();
+  if (outHead_ <= directSendMsg_) return false;
+  directSendActive_ = false;
+  return true;
+}
+
+bool TcpConnection::pumpSend() {
+  bool moved = false;
+  const int nlanes = static_cast<int>(lanes_.size());
+  for (int k = 0; k < nlanes; ++k) {
+    LaneOut& lane = laneOut_[k];
+    while (lane.msg < outTail_) {
+      const OutMsg& m = outQ_[lane.msg % queueSlots_];
+      size_t off, len;
+      partRange(m.bytes, k, off, len);
+      if (lane.done == 0) lane.header = PartHeader{kPartMagic, uint32_t(k), m.bytes};
+      iovec iov[2];
+      int n = 0;
+      if (lane.done < sizeof(PartHeader))
+        iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done, sizeof(PartHeader) - lane.done};
+      size_t payloadDone = lane.done > sizeof(PartHeader) ? lane.done - sizeof(PartHeader) : 0;
+      if (len > payloadDone) iov[n++] = {const_cast<uint8_t*>(m.data) + off + payloadDone, len - payloadDone};
+      size_t w = vectoredIo(lanes_[k].fd(), true, iov, n, peerName_);
+      if (w == 0) break;
+      moved = true;
+      lane.done += w;
+      if (lane.done < sizeof(PartHeader) + len) break;  // the kernel took part of it
+      lane.done = 0;
+      ++lane.msg;
+    }
+  }
+  // Messages every lane has finished are complete.
+  while (outHead_ < outTail_) {
+    bool done = true;
+    for (const LaneOut& l : laneOut_) done = done && l.msg > outHead_;
+    if (!done) break;
+    OutMsg& m = outQ_[outHead_ % queueSlots_];
+    if (m.staging >= 0) outFree_.push_back(m.staging);
+    ++outHead_;
+  }
+  return moved;
+}
+
+// ---- receiving ----
+
+void TcpConnection::assignStaging(bool sizeKnown, size_t bytes) {
+  int s = takeStaging(inFree_);
+  if (s < 0) throwError(gyreInternalError, "tcp: no free staging buffer");
+  inQ_[inTail_ % queueSlots_] = InMsg{inStaging_[s].get(), bytes, sizeKnown, s, 0};
+  ++inTail_;
+}
+
+const void* TcpConnection::tryRecvBuffer(size_t bytes) {
+  if (inTail_ == inHead_) assignStaging(true, bytes);
+  InMsg& m = inQ_[inHead_ % queueSlots_];
+  if (m.lanesDone < int(lanes_.size())) pumpRecv();
+  if (m.lanesDone < int(lanes_.size())) return nullptr;
+  if (m.bytes != bytes) sizeMismatch(m.bytes, bytes);
+  if (m.staging < 0) throwError(gyreInternalError, "tcp: buffer requested for a direct receive");
+  return m.dst;
+}
+
+void TcpConnection::recvRelease(size_t) {
+  InMsg& m = inQ_[inHead_ % queueSlots_];
+  if (m.staging >= 0) inFree_.push_back(m.staging);
+  ++inHead_;
+}
+
+bool TcpConnection::tryRecvInto(void* dst, size_t bytes) {
+  if (inTail_ == inHead_) {
+    // Nobody has read this message yet: it can land in place.
+    inQ_[inTail_ % queueSlots_] = InMsg{static_cast<uint8_t*>(dst), bytes, true, -1, 0};
+    ++inTail_;
+  }
+  InMsg& m = inQ_[inHead_ % queueSlots_];
+  if (m.lanesDone < int(lanes_.size())) pumpRecv();
+  if (m.lanesDone < int(lanes_.size())) return false;
+  if (m.bytes != bytes) sizeMismatch(m.bytes, bytes);
+  if (m.staging >= 0) {
+    kernels::copy(dst, m.dst, bytes);  // it came early, into staging
+    inFree_.push_back(m.staging);
+  } else if (m.dst != dst) {
+    throwError(gyreInternalError, "tcp: resumed receive with a different buffer");
+  }
+  ++inHead_;
+  return true;
+}
+
+bool TcpConnection::pumpLaneIn(int k) {
+  LaneIn& lane = laneIn_[k];
+  bool moved = false;
+  while (lane.msg < inTail_) {
+    InMsg& m = inQ_[lane.msg % queueSlots_];
+    if (lane.done < sizeof(PartHeader)) {
+      iovec iov[2];
+      int n = 0;
+      iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done, sizeof(PartHeader) - lane.done};
+      size_t off = 0, len = 0;
+      if (m.sizeKnown) {  // read the header and the payload in one call
+        partRange(m.bytes, k, off, len);
+        if (len) iov[n++] = {m.dst + off, len};
+      }
+      size_t r = vectoredIo(lanes_[k].fd(), false, iov, n, peerName_);
+      if (r == 0) break;
+      moved = true;
+      lane.done += r;
+      if (lane.done < sizeof(PartHeader)) break;
+      if (lane.header.magic != kPartMagic || lane.header.lane != uint32_t(k))
+        throwError(gyreRemoteError, peerName_ + " sent a corrupt message header");
+      if (!m.sizeKnown) {
+        if (lane.header.totalBytes > chunkBytes_)
+          throwError(gyreRemoteError, peerName_ + " sent a message larger than the chunk size");
+        m.bytes = lane.header.totalBytes;
+        m.sizeKnown = true;
+      } else if (lane.header.totalBytes != m.bytes) {
+        sizeMismatch(lane.header.totalBytes, m.bytes);
+      }
+    } else {
+      size_t off, len;
+      partRange(m.bytes, k, off, len);
+      size_t got = lane.done - sizeof(PartHeader);
+      if (got < len) {
+        iovec iov{m.dst + off + got, len - got};
+        size_t r = vectoredIo(lanes_[k].fd(), false, &iov, 1, peerName_);
+        if (r == 0) break;
+        moved = true;
+        lane.done += r;
+      }
+    }
+    size_t off, len;
+    partRange(m.bytes, k, off, len);
+    if (lane.done < sizeof(PartHeader) + len) continue;  // more may be readable
+    ++m.lanesDone;
+    lane.done = 0;
+    ++lane.msg;
+  }
+  return moved;
+}
+
+bool TcpConnection::pumpRecv() {
+  bool moved = false;
+  for (int k = 0; k < int(lanes_.size()); ++k) moved |= pumpLaneIn(k);
+  return moved;
+}
+
+ProgressResult TcpConnection::progress(bool readAhead) {
+  ProgressResult r;
+  r.moved = pumpSend();
+  r.sendBlocked = hasQueuedOutput();
+  if (readAhead) {
+    // Make room for what the peer is pushing at us, so its sends complete.
+    while (inTail_ - inHead_ < uint64_t(queueSlots_ - 1) && !inFree_.empty())
+      assignStaging(false, 0);
+  }
+  r.moved |= pumpRecv();
+  return r;
+}
+
+void TcpConnection::pollInterest(std::vector<pollfd>& fds) const {
+  for (size_t k = 0; k < lanes_.size(); ++k) {
+    short ev = 0;
+    if (laneOut_[k].msg < outTail_) ev |= POLLOUT;
+    if (laneIn_[k].msg < inTail_) ev |= POLLIN;
+    if (ev) fds.push_back(pollfd{lanes_[k].fd(), ev, 0});
+  }
+}
+
+void TcpConnection::shutdown() {
+  for (bootstrap::Socket& s : lanes_)
+    if (s.valid()) ::shutdown(s.fd(), SHUT_RDWR);
+}
+
+}  // namespace gyre::transport

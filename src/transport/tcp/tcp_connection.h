@@ -1,0 +1,108 @@
+// One peer over TCP. Messages go out in order; each is cut into one part per
+// lane (socket), every part preceded by a 16-byte header. Output is either a
+// staging buffer (trySendBuffer) or the caller's memory (trySendFrom); input
+// lands straight in the caller's memory when it asked before the bytes came
+// (tryRecvInto), otherwise in a staging buffer.
+#pragma once
+
+#include <poll.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "transport/transport.h"
+
+namespace gyre::transport {
+
+class TcpTransport;
+
+class TcpConnection final : public Connection {
+ public:
+  TcpConnection(TcpTransport& transport, int peer, std::string peerName,
+                std::vector<bootstrap::Socket> lanes, size_t chunkBytes, int stagingSlots);
+  ~TcpConnection() override;
+
+  Transport& transport() override;
+  int peer() const override { return peer_; }
+  size_t maxMessageBytes() const override { return chunkBytes_; }
+  bool prefersDirect() const override { return true; }
+
+  void* trySendBuffer(size_t bytes) override;
+  void sendCommit(size_t bytes) override;
+  bool trySendFrom(const void* src, size_t bytes) override;
+  const void* tryRecvBuffer(size_t bytes) override;
+  void recvRelease(size_t bytes) override;
+  bool tryRecvInto(void* dst, size_t bytes) override;
+  ProgressResult progress(bool readAhead) override;
+
+  // poll() interest: fills (fd, events) pairs for lanes with work.
+  void pollInterest(std::vector<pollfd>& fds) const;
+  bool hasQueuedOutput() const { return outHead_ != outTail_; }
+  void shutdown();
+
+ private:
+  struct PartHeader {
+    uint32_t magic;
+    uint32_t lane;
+    uint64_t totalBytes;
+  };
+  struct OutMsg {
+    const uint8_t* data = nullptr;
+    size_t bytes = 0;
+    int staging = -1;  // -1: caller memory
+  };
+  struct InMsg {
+    uint8_t* dst = nullptr;
+    size_t bytes = 0;
+    bool sizeKnown = false;
+    int staging = -1;
+    int lanesDone = 0;
+  };
+  struct LaneOut {
+    uint64_t msg = 0;
+    size_t done = 0;  // header + payload bytes written of the current part
+    PartHeader header{};
+  };
+  struct LaneIn {
+    uint64_t msg = 0;
+    size_t done = 0;
+    PartHeader header{};
+  };
+
+  void partRange(size_t total, int lane, size_t& offset, size_t& length) const;
+  bool pumpSend();
+  bool pumpRecv();
+  bool pumpLaneIn(int lane);
+  void assignStaging(bool sizeKnown, size_t bytes);
+  int takeStaging(std::vector<int>& freeList);
+  [[noreturn]] void sizeMismatch(size_t got, size_t expected) const;
+
+  TcpTransport& transport_;
+  int peer_;
+  std::string peerName_;
+  std::vector<bootstrap::Socket> lanes_;
+  size_t chunkBytes_;
+  int queueSlots_;
+
+  // Output queue: messages [outHead_, outTail_) not fully written yet.
+  std::vector<OutMsg> outQ_;
+  uint64_t outHead_ = 0, outTail_ = 0;
+  std::vector<LaneOut> laneOut_;
+  std::vector<std::unique_ptr<uint8_t[]>> outStaging_;
+  std::vector<int> outFree_;
+  int reservedOut_ = -1;
+  bool directSendActive_ = false;
+  uint64_t directSendMsg_ = 0;
+
+  // Input: messages [inHead_, inTail_) have a destination; lanes fill them.
+  std::vector<InMsg> inQ_;
+  uint64_t inHead_ = 0, inTail_ = 0;
+  std::vector<LaneIn> laneIn_;
+  std::vector<std::unique_ptr<uint8_t[]>> inStaging_;
+  std::vector<int> inFree_;
+};
+
+}  // namespace gyre::transport

@@ -1,0 +1,50 @@
+// TCP transport: for ranks on different hosts, or every peer when forced
+// (GYRE_TRANSPORT=tcp). Connections are made on first use through the
+// bootstrap (verified by the communicator's secret), TCP_NODELAY, with
+// GYRE_NSOCKS_PERPEER sockets ("lanes") per peer; each message is split
+// across the lanes.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/transport.h"
+
+namespace gyre::transport {
+
+class TcpConnection;
+
+class TcpTransport final : public Transport {
+ public:
+  struct Options {
+    size_t chunkBytes = 1 << 20;
+    int lanes = 1;
+    size_t socketBufferBytes = 4 << 20;
+    int stagingSlots = 4;
+    int64_t spinNs = 20'000;
+  };
+
+  TcpTransport(bootstrap::Bootstrap& bootstrap, const Options& options);
+  ~TcpTransport() override;
+
+  const char* name() const override { return "tcp"; }
+  int64_t spinNs() const override { return options_.spinNs; }
+  bool block(int64_t timeoutNs, FunctionRef<bool()> ready) override;
+  bool hasPendingOutput() const override;
+
+  // Makes sure connections to these peers exist. Every listed peer must call
+  // it with this rank in its list during the same operation.
+  void connect(const std::vector<int>& peers, Deadline deadline);
+  Connection* connection(int peer);
+  // Stops all I/O (after a failure): peers see the connections close.
+  void shutdownAll();
+
+ private:
+  bootstrap::Bootstrap& bootstrap_;
+  Options options_;
+  std::map<int, std::unique_ptr<TcpConnection>> connections_;
+};
+
+}  // namespace gyre::transport

@@ -1,0 +1,74 @@
+// The transport interface. A Connection carries ordered messages to and from
+// one peer; it knows nothing of collectives. Both ends agree on every
+// message's size (the plan says it), and the receiver checks it.
+//
+// All operations are non-blocking ("try"): waiting is the caller's loop,
+// which spins briefly and then asks the transport to block the way that suits
+// it (futex for shared memory, poll for sockets).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/function_ref.h"
+
+namespace gyre::transport {
+
+struct ProgressResult {
+  bool moved = false;        // some bytes moved
+  bool sendBlocked = false;  // queued output could not be written (peer not reading)
+};
+
+class Transport;
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  virtual Transport& transport() = 0;
+  virtual int peer() const = 0;
+  // The largest message; the plans cut data into pieces of at most this.
+  virtual size_t maxMessageBytes() const = 0;
+  // True when sending from / receiving into the caller's memory saves a copy
+  // compared with the buffer interface (sockets); false for shared memory,
+  // where writing straight into the peer-visible buffer is cheapest.
+  virtual bool prefersDirect() const = 0;
+
+  // --- sending, in message order ---
+  // Room for the next message, or nullptr while the peer has no space.
+  virtual void* trySendBuffer(size_t bytes) = 0;
+  // Publishes the message written into the last trySendBuffer.
+  virtual void sendCommit(size_t bytes) = 0;
+  // Sends from caller memory. Resumable: call again with the same arguments
+  // until it returns true; after that the caller may reuse src.
+  virtual bool trySendFrom(const void* src, size_t bytes) = 0;
+
+  // --- receiving, in message order ---
+  // The next message once it has fully arrived, else nullptr.
+  virtual const void* tryRecvBuffer(size_t bytes) = 0;
+  virtual void recvRelease(size_t bytes) = 0;
+  // Receives the next message into dst. Resumable like trySendFrom.
+  virtual bool tryRecvInto(void* dst, size_t bytes) = 0;
+
+  // Moves queued bytes between user space and the kernel (sockets); with
+  // readAhead, also pulls in data nobody asked for yet, into staging, so a
+  // peer blocked on a full pipe can go on.
+  virtual ProgressResult progress(bool readAhead) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // How long a waiter should busy-poll before blocking.
+  virtual int64_t spinNs() const = 0;
+  // Blocks until some connection of this transport may have changed state
+  // or timeoutNs passes; spurious returns are allowed. It calls ready() once
+  // it has armed its wake-up, and returns true if ready() did: a ready() that
+  // completes an operation (trySendFrom) must not be called again.
+  virtual bool block(int64_t timeoutNs, FunctionRef<bool()> ready) = 0;
+  // True while queued output needs progress() calls to move.
+  virtual bool hasPendingOutput() const = 0;
+};
+
+}  // namespace gyre::transport
