@@ -1,0 +1,154 @@
+// Portable implementation: one element per "register". It is the fallback on
+// CPUs without AVX2 (and on other architectures) and defines the semantics the
+// vector versions are tested against.
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/half.h"
+
+#define GYRE_KERNELS_ISA scalar
+#include "kernels/cpu/reduce_impl.h"
+
+namespace gyre::kernels::scalar {
+namespace {
+
+template <class T>
+struct IntV {
+  // Arithmetic in the unsigned type: wraps by definition, so UBSan is quiet.
+  using U = std::make_unsigned_t<T>;
+  using Elem = T;
+  using Reg = T;
+  using Packed = T;
+  using Div = uint32_t;
+  static constexpr size_t kLanes = 1;
+  static Reg load(const T* p) { return *p; }
+  static Packed pack(Reg r) { return r; }
+  static void store(T* p, Packed v) { *p = v; }
+  static Reg add(Reg x, Reg y) {
+    return static_cast<T>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
+  }
+  // uint8 * uint8 promotes to int but cannot overflow it (255 * 255).
+  static Reg mul(Reg x, Reg y) {
+    return static_cast<T>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
+  }
+  static Reg max(Reg x, Reg y) { return y > x ? y : x; }
+  static Reg min(Reg x, Reg y) { return y < x ? y : x; }
+  static Div makeDiv(uint32_t d) { return d; }
+  static Reg div(Reg r, Div d) { return divideInt(r, d); }
+};
+
+// Max/min pick one input, never compute: a if a is NaN, else b if b is NaN,
+// else b only when strictly greater (less), so equal values (and -0 vs +0)
+// give a.
+template <class F>
+inline F pickMax(F x, F y) {
+  return (!(x >= y) && x == x) ? y : x;
+}
+template <class F>
+inline F pickMin(F x, F y) {
+  return (!(x <= y) && x == x) ? y : x;
+}
+
+template <class F>
+struct FloatV {
+  using Elem = F;
+  using Reg = F;
+  using Packed = F;
+  using Div = F;  // float32 divides in float32, float64 in float64
+  static constexpr size_t kLanes = 1;
+  static Reg load(const F* p) { return *p; }
+  static Packed pack(Reg r) { return r; }
+  static void store(F* p, Packed v) { *p = v; }
+  static Reg add(Reg x, Reg y) { return x + y; }
+  static Reg mul(Reg x, Reg y) { return x * y; }
+  static Reg max(Reg x, Reg y) { return pickMax(x, y); }
+  static Reg min(Reg x, Reg y) { return pickMin(x, y); }
+  static Div makeDiv(uint32_t d) { return static_cast<F>(d); }
+  static Reg div(Reg r, Div d) { return r / d; }
+};
+
+// float16 and bfloat16: compute in float32, round once when storing.
+template <float (*kToFloat)(uint16_t), uint16_t (*kFromFloat)(float)>
+struct HalfV {
+  using Elem = uint16_t;
+  using Reg = float;
+  using Packed = uint16_t;
+  using Div = float;
+  static constexpr size_t kLanes = 1;
+  static Reg load(const uint16_t* p) { return kToFloat(*p); }
+  static Packed pack(Reg r) { return kFromFloat(r); }
+  static void store(uint16_t* p, Packed v) { *p = v; }
+  static Reg add(Reg x, Reg y) { return x + y; }
+  static Reg mul(Reg x, Reg y) { return x * y; }
+  static Reg max(Reg x, Reg y) { return pickMax(x, y); }
+  static Reg min(Reg x, Reg y) { return pickMin(x, y); }
+  static Div makeDiv(uint32_t d) { return static_cast<float>(d); }
+  // reduce.h divides the stored out0, so round to 16 bits before dividing.
+  static Reg div(Reg r, Div d) { return kToFloat(kFromFloat(r)) / d; }
+};
+
+template <DType D>
+struct VecOf;
+template <>
+struct VecOf<DType::Int8> {
+  using type = IntV<int8_t>;
+};
+template <>
+struct VecOf<DType::Uint8> {
+  using type = IntV<uint8_t>;
+};
+template <>
+struct VecOf<DType::Int32> {
+  using type = IntV<int32_t>;
+};
+template <>
+struct VecOf<DType::Uint32> {
+  using type = IntV<uint32_t>;
+};
+template <>
+struct VecOf<DType::Int64> {
+  using type = IntV<int64_t>;
+};
+template <>
+struct VecOf<DType::Uint64> {
+  using type = IntV<uint64_t>;
+};
+template <>
+struct VecOf<DType::Float16> {
+  using type = HalfV<&halfToFloat, &floatToHalf>;
+};
+template <>
+struct VecOf<DType::Float32> {
+  using type = FloatV<float>;
+};
+template <>
+struct VecOf<DType::Float64> {
+  using type = FloatV<double>;
+};
+template <>
+struct VecOf<DType::Bfloat16> {
+  using type = HalfV<&bfloat16ToFloat, &floatToBfloat16>;
+};
+
+// Two destinations from one read of the source: each chunk is copied to dst0
+// and then, still in L1, to dst1.
+void copy2(void* dst0, void* dst1, const void* src, size_t bytes) {
+  constexpr size_t kChunk = 8192;
+  auto* d0 = static_cast<unsigned char*>(dst0);
+  auto* d1 = static_cast<unsigned char*>(dst1);
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (size_t i = 0; i < bytes; i += kChunk) {
+    const size_t n = bytes - i < kChunk ? bytes - i : kChunk;
+    std::memcpy(d0 + i, s + i, n);
+    std::memcpy(d1 + i, s + i, n);
+  }
+}
+
+constexpr detail::KernelTable kTable = makeTable<VecOf>(detail::Isa::Scalar, &copy2);
+
+}  // namespace
+}  // namespace gyre::kernels::scalar
+
+namespace gyre::kernels::detail {
+const KernelTable& scalarTable() { return scalar::kTable; }
+}  // namespace gyre::kernels::detail
