@@ -134,6 +134,20 @@ Socket Socket::listenOn(const SockAddr& bindAddr, int backlog) {
   return s;
 }
 
+namespace {
+
+// Connecting to a free port in the ephemeral range can, rarely, connect the
+// socket to itself (TCP simultaneous open). That is no listener at all.
+bool isSelfConnection(const Socket& s) {
+  SockAddr local, peer;
+  local.len = peer.len = sizeof(sockaddr_storage);
+  if (getsockname(s.fd(), local.sa(), &local.len) != 0 || getpeername(s.fd(), peer.sa(), &peer.len) != 0)
+    return false;
+  return local.len == peer.len && local.str() == peer.str();
+}
+
+}  // namespace
+
 Socket Socket::connectTo(const SockAddr& addr, Deadline deadline, const std::string& who) {
   int backoffMs = 1;
   for (;;) {
@@ -151,6 +165,7 @@ Socket Socket::connectTo(const SockAddr& addr, Deadline deadline, const std::str
         err = ETIMEDOUT;
       }
     }
+    if (err == 0 && isSelfConnection(s)) err = ECONNREFUSED;  // nobody listens there yet
     if (err == 0) {
       s.setNonBlocking(false);
       return s;

@@ -189,7 +189,7 @@ void Communicator::progressAll() {
     if (connections_[p] && !useShm_[p]) connections_[p]->progress(true);
 }
 
-void Communicator::checkHealth() {
+void Communicator::checkHealth(int awaitedPeer) {
   if (abortRequested_.load())
     throw PeerFailure(gyreInvalidUsage, rank_, "rank " + std::to_string(rank_) +
                                                    " was aborted with gyreCommAbort");
@@ -197,9 +197,11 @@ void Communicator::checkHealth() {
   // peer that reported and then exited must not be blamed for it.
   if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
   if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->first, n->second);
-  if (auto dead = liveness_.firstDead()) {
+  // Only the peer we wait on: others may have finished this operation and
+  // exited normally; a failure elsewhere reaches us as a report.
+  if (awaitedPeer >= 0 && liveness_.isDead(awaitedPeer)) {
     if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->first, n->second);
-    throw PeerFailure(gyreRemoteError, *dead, bootstrap_->describe(*dead) + " exited");
+    throw PeerFailure(gyreRemoteError, awaitedPeer, bootstrap_->describe(awaitedPeer) + " exited");
   }
 }
 
@@ -218,7 +220,7 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
       _mm_pause();
     }
     progressAll();
-    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth();
+    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(conn.peer());
   }
   // Then sleep in slices, checking peers' health between them.
   for (;;) {
@@ -226,7 +228,14 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
     const int64_t now = nowNs();
     if (now - lastHealthCheckNs_ >= kHealthEveryNs) {
       lastHealthCheckNs_ = now;
-      checkHealth();
+      try {
+        checkHealth(conn.peer());
+      } catch (const PeerFailure&) {
+        // A peer may publish its last message and exit between our ready()
+        // and this check: what it left behind still counts.
+        if (ready()) return;
+        throw;
+      }
     }
     int64_t slice = kBlockSliceNs;
     if (config_.timeoutMs > 0) {
@@ -245,17 +254,21 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
   }
 }
 
-Error Communicator::fail(const Error& cause) {
+Error Communicator::fail(const Error& cause, int failedPeer) {
   int origin = rank_;
   std::string sentence = cause.what();
   gyreResult_t code = cause.code();
+  if (auto* ce = dynamic_cast<const transport::ConnectionError*>(&cause)) {
+    failedPeer = ce->peer();
+    if (code == gyreRemoteError) origin = failedPeer;  // it closed on us, unless a report says otherwise
+  }
   if (auto* pf = dynamic_cast<const PeerFailure*>(&cause)) {
     origin = pf->origin();
   } else if (code == gyreRemoteError) {
     // A connection broke. Prefer a precise account: a notice from the rank
     // where the failure began, or a local peer seen exiting.
     try {
-      checkHealth();
+      checkHealth(failedPeer);
     } catch (const PeerFailure& better) {
       origin = better.origin();
       sentence = better.what();

@@ -61,11 +61,13 @@ class Communicator final : public collectives::ExecContext {
   void setUpTransports(Deadline deadline);
   void ensureConnected(const std::vector<int>& peers);
   void progressAll();
-  // Throws if this rank was aborted, or a peer died or reported a failure.
-  void checkHealth();
+  // Throws if this rank was aborted, a peer reported a failure, or the peer
+  // we wait on (-1: none) has died.
+  void checkHealth(int awaitedPeer);
   // Records a failure that breaks the communicator and tells the peers;
-  // returns the error to throw, its message naming the origin.
-  Error fail(const Error& cause);
+  // returns the error to throw, its message naming the origin. failedPeer:
+  // the peer whose connection broke, if known.
+  Error fail(const Error& cause, int failedPeer = -1);
   std::string describeWait(const transport::Connection& conn, Waiting what) const;
 
   int rank_ = 0;

@@ -23,15 +23,13 @@ void PeerLiveness::watch(int rank, int pid) {
   watched_.push_back({rank, fd});
 }
 
-std::optional<int> PeerLiveness::firstDead() const {
-  if (watched_.empty()) return std::nullopt;
-  std::vector<pollfd> fds;
-  fds.reserve(watched_.size());
-  for (const Watched& w : watched_) fds.push_back({w.fd, POLLIN, 0});
-  if (::poll(fds.data(), fds.size(), 0) <= 0) return std::nullopt;
-  for (size_t i = 0; i < fds.size(); ++i)
-    if (fds[i].revents) return watched_[i].rank;
-  return std::nullopt;
+bool PeerLiveness::isDead(int rank) const {
+  for (const Watched& w : watched_) {
+    if (w.rank != rank) continue;
+    pollfd p{w.fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  return false;
 }
 
 }  // namespace gyre::core

@@ -15,8 +15,9 @@ class PeerLiveness {
   PeerLiveness& operator=(const PeerLiveness&) = delete;
 
   void watch(int rank, int pid);
-  // The first watched rank that has exited, if any (does not block).
-  std::optional<int> firstDead() const;
+  // True once a watched rank has exited (does not block); false for ranks
+  // not watched.
+  bool isDead(int rank) const;
 
  private:
   struct Watched {

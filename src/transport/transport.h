@@ -10,9 +10,22 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/error.h"
 #include "core/function_ref.h"
 
 namespace gyre::transport {
+
+// A failure on the connection to one peer (closed, reset, or a message of
+// the wrong size), so the caller knows whom to ask what happened.
+class ConnectionError : public Error {
+ public:
+  ConnectionError(gyreResult_t code, int peer, std::string message)
+      : Error(code, std::move(message)), peer_(peer) {}
+  int peer() const { return peer_; }
+
+ private:
+  int peer_;
+};
 
 struct ProgressResult {
   bool moved = false;        // some bytes moved

@@ -38,10 +38,10 @@ const void* ShmConnection::tryRecvBuffer(size_t bytes) {
   shm::SlotHeader* s = in_.slot(received_);
   if (s->seq.load(std::memory_order_acquire) != received_ + 1) return nullptr;
   if (s->bytes != bytes)
-    throwError(gyreInvalidUsage,
-               "rank " + std::to_string(peer_) + " sent " + std::to_string(s->bytes) +
-                   " bytes where " + std::to_string(bytes) +
-                   " were expected: the ranks called different operations or counts");
+    throw ConnectionError(gyreInvalidUsage, peer_,
+                          "rank " + std::to_string(peer_) + " sent " + std::to_string(s->bytes) +
+                              " bytes where " + std::to_string(bytes) +
+                              " were expected: the ranks called different operations or counts");
   return shm::Fifo::payload(s, bytes);
 }
 

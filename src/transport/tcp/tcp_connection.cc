@@ -19,7 +19,7 @@ constexpr uint32_t kPartMagic = 0x47595450;  // "GYTP"
 
 // One non-blocking vectored write or read. Returns bytes moved, 0 on EAGAIN;
 // throws when the peer is gone.
-size_t vectoredIo(int fd, bool writing, iovec* iov, int n, const std::string& peer) {
+size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const std::string& peer) {
   for (;;) {
     ssize_t r;
     if (writing) {
@@ -31,12 +31,13 @@ size_t vectoredIo(int fd, bool writing, iovec* iov, int n, const std::string& pe
       r = ::readv(fd, iov, n);
     }
     if (r > 0) return static_cast<size_t>(r);
-    if (r == 0 && !writing) throwError(gyreRemoteError, peer + " closed its connection");
+    if (r == 0 && !writing) throw ConnectionError(gyreRemoteError, peerRank, peer + " closed its connection");
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT))
-      throwError(gyreRemoteError, peer + " reset its connection");
-    throwSystemError(std::string(writing ? "send to " : "receive from ") + peer, errno);
+      throw ConnectionError(gyreRemoteError, peerRank, peer + " reset its connection");
+    throw ConnectionError(gyreSystemError, peerRank,
+                          std::string(writing ? "send to " : "receive from ") + peer + ": " + std::strerror(errno));
   }
 }
 
@@ -87,9 +88,9 @@ int TcpConnection::takeStaging(std::vector<int>& freeList) {
 }
 
 void TcpConnection::sizeMismatch(size_t got, size_t expected) const {
-  throwError(gyreInvalidUsage, peerName_ + " sent " + std::to_string(got) + " bytes where " +
-                                   std::to_string(expected) +
-                                   " were expected: the ranks called different operations or counts");
+  throw ConnectionError(gyreInvalidUsage, peer_,
+                        peerName_ + " sent " + std::to_string(got) + " bytes where " + std::to_string(expected) +
+                            " were expected: the ranks called different operations or counts");
 }
 
 // ---- sending ----
@@ -149,7 +150,7 @@ bool TcpConnection::pumpSend() {
         iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done, sizeof(PartHeader) - lane.done};
       size_t payloadDone = lane.done > sizeof(PartHeader) ? lane.done - sizeof(PartHeader) : 0;
       if (len > payloadDone) iov[n++] = {const_cast<uint8_t*>(m.data) + off + payloadDone, len - payloadDone};
-      size_t w = vectoredIo(lanes_[k].fd(), true, iov, n, peerName_);
+      size_t w = vectoredIo(lanes_[k].fd(), true, iov, n, peer_, peerName_);
       if (w == 0) break;
       moved = true;
       lane.done += w;
@@ -229,16 +230,16 @@ bool TcpConnection::pumpLaneIn(int k) {
         partRange(m.bytes, k, off, len);
         if (len) iov[n++] = {m.dst + off, len};
       }
-      size_t r = vectoredIo(lanes_[k].fd(), false, iov, n, peerName_);
+      size_t r = vectoredIo(lanes_[k].fd(), false, iov, n, peer_, peerName_);
       if (r == 0) break;
       moved = true;
       lane.done += r;
       if (lane.done < sizeof(PartHeader)) break;
       if (lane.header.magic != kPartMagic || lane.header.lane != uint32_t(k))
-        throwError(gyreRemoteError, peerName_ + " sent a corrupt message header");
+        throw ConnectionError(gyreRemoteError, peer_, peerName_ + " sent a corrupt message header");
       if (!m.sizeKnown) {
         if (lane.header.totalBytes > chunkBytes_)
-          throwError(gyreRemoteError, peerName_ + " sent a message larger than the chunk size");
+          throw ConnectionError(gyreRemoteError, peer_, peerName_ + " sent a message larger than the chunk size");
         m.bytes = lane.header.totalBytes;
         m.sizeKnown = true;
       } else if (lane.header.totalBytes != m.bytes) {
@@ -250,7 +251,7 @@ bool TcpConnection::pumpLaneIn(int k) {
       size_t got = lane.done - sizeof(PartHeader);
       if (got < len) {
         iovec iov{m.dst + off + got, len - got};
-        size_t r = vectoredIo(lanes_[k].fd(), false, &iov, 1, peerName_);
+        size_t r = vectoredIo(lanes_[k].fd(), false, &iov, 1, peer_, peerName_);
         if (r == 0) break;
         moved = true;
         lane.done += r;

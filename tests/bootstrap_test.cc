@@ -1,0 +1,242 @@
+// Unit tests of the bootstrap layer: addresses, interface choice, ids and
+// secrets, launcher environments, configuration parsing, and the root's
+// refusal of connections without the secret.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/interfaces.h"
+#include "bootstrap/launch_env.h"
+#include "bootstrap/rendezvous_protocol.h"
+#include "bootstrap/root_server.h"
+#include "bootstrap/unique_id.h"
+#include "core/config.h"
+#include "core/error.h"
+
+namespace gyre::bootstrap {
+namespace {
+
+// Sets variables for one test and restores the previous environment.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const char* name : kLauncherVars) save(name);
+    for (const char* name : kLauncherVars) unsetenv(name);
+    for (auto& [k, v] : vars) {
+      save(k);
+      setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) {
+      if (v.first) setenv(k.c_str(), v.second.c_str(), 1);
+      else unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  void save(const char* k) {
+    if (saved_.count(k)) return;
+    const char* v = getenv(k);
+    saved_[k] = {v != nullptr, v ? v : ""};
+  }
+  static constexpr const char* kLauncherVars[] = {
+      "GYRE_RANK", "GYRE_WORLD_SIZE", "GYRE_COMM_ID", "GYRE_SECRET", "GYRE_LOCAL_RANK", "GYRE_ROOT_EXTERNAL",
+      "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+      "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+      "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"};
+  std::map<std::string, std::pair<bool, std::string>> saved_;
+};
+
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Interfaces, NcclStyleSpecs) {
+  EXPECT_TRUE(interfaceMatches("eth", "eth0"));
+  EXPECT_TRUE(interfaceMatches("eth,ib", "ib1"));
+  EXPECT_FALSE(interfaceMatches("eth,ib", "lo"));
+  EXPECT_FALSE(interfaceMatches("^eth", "eth3"));
+  EXPECT_TRUE(interfaceMatches("^eth", "lo"));
+  EXPECT_TRUE(interfaceMatches("=eth0", "eth0"));
+  EXPECT_FALSE(interfaceMatches("=eth0", "eth01"));
+  EXPECT_FALSE(interfaceMatches("^=eth0", "eth0"));
+  EXPECT_TRUE(interfaceMatches("^=eth0", "eth01"));
+}
+
+TEST(Interfaces, ChoiceAndErrors) {
+  NetInterface lo = chooseInterface("lo", 0);
+  EXPECT_TRUE(lo.loopback);
+  std::string msg = errorOf([] { chooseInterface("=nosuchif9", 0); });
+  EXPECT_NE(msg.find("GYRE_SOCKET_IFNAME=") , std::string::npos) << msg;
+  EXPECT_NE(msg.find("lo"), std::string::npos) << "lists what exists: " << msg;
+  NetInterface any = chooseInterface("", 0);
+  EXPECT_NE(any.addr.family(), 0);
+}
+
+TEST(SockAddr, ParsesHostPortForms) {
+  EXPECT_EQ(SockAddr::parse("127.0.0.1:80").str(), "127.0.0.1:80");
+  EXPECT_EQ(SockAddr::parse("[::1]:90").str(), "[::1]:90");
+  EXPECT_EQ(SockAddr::parse("localhost:7", AF_INET).port(), 7);
+  EXPECT_TRUE(SockAddr::parse("127.0.0.1").isLoopback());
+  EXPECT_NE(errorOf([] { SockAddr::parse("127.0.0.1:99999"); }).find("port"), std::string::npos);
+  EXPECT_NE(errorOf([] { SockAddr::parse("[::1"); }), "");
+  EXPECT_NE(errorOf([] { SockAddr::parse("no.such.host.invalid:1"); }).find("resolve"), std::string::npos);
+  uint8_t packed[SockAddr::kPackedBytes];
+  SockAddr a = SockAddr::parse("[::1]:5000");
+  a.pack(packed);
+  EXPECT_EQ(SockAddr::unpack(packed).str(), "[::1]:5000");
+}
+
+TEST(UniqueId, RoundTripsAndRejectsGarbage) {
+  UniqueIdContents c{SockAddr::parse("10.1.2.3:4567"), randomSecret()};
+  gyreUniqueId id;
+  encodeUniqueId(c, &id);
+  UniqueIdContents d = decodeUniqueId(id);
+  EXPECT_EQ(d.root.str(), "10.1.2.3:4567");
+  EXPECT_TRUE(secretsEqual(c.secret, d.secret));
+  std::memset(&id, 0, sizeof(id));
+  EXPECT_NE(errorOf([&] { decodeUniqueId(id); }).find("unique id"), std::string::npos);
+}
+
+TEST(Secrets, HexRoundTripAndValidation) {
+  Secret s = randomSecret();
+  EXPECT_TRUE(secretsEqual(parseSecretHex(secretHex(s)), s));
+  EXPECT_FALSE(secretsEqual(randomSecret(), s));
+  EXPECT_NE(errorOf([] { parseSecretHex("abc"); }).find("GYRE_SECRET"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseSecretHex(std::string(64, 'z')); }), "");
+  EXPECT_TRUE(secretsEqual(deriveSecret("job-1"), deriveSecret("job-1")));
+  EXPECT_FALSE(secretsEqual(deriveSecret("job-1"), deriveSecret("job-2")));
+}
+
+TEST(Config, ParsesSizesAndRejectsNonsense) {
+  EXPECT_EQ(core::parseSize("4K", "x"), 4096u);
+  EXPECT_EQ(core::parseSize("1M", "x"), 1u << 20);
+  EXPECT_EQ(core::parseSize("2GB", "x"), 2ull << 30);
+  EXPECT_EQ(core::parseSize("17", "x"), 17u);
+  EXPECT_NE(errorOf([] { core::parseSize("lots", "GYRE_X"); }).find("GYRE_X=lots"), std::string::npos);
+  EXPECT_NE(errorOf([] { core::parseSize("5T", "x"); }), "");
+  EXPECT_NE(errorOf([] { core::parseInt("9", "GYRE_Y", 0, 5); }).find("0 to 5"), std::string::npos);
+  ScopedEnv env({{"GYRE_SHM_SLOTS", "1"}});
+  EXPECT_NE(errorOf([] { core::Config::resolve(nullptr); }).find("GYRE_SHM_SLOTS"), std::string::npos);
+}
+
+TEST(Config, StructOverridesEnvironment) {
+  ScopedEnv env({{"GYRE_TIMEOUT_MS", "1234"}, {"GYRE_TRANSPORT", "shm"}});
+  gyreConfig_t c = GYRE_CONFIG_INITIALIZER;
+  EXPECT_EQ(core::Config::resolve(&c).timeoutMs, 1234);
+  c.timeoutMs = 99;
+  c.transport = "tcp";
+  core::Config r = core::Config::resolve(&c);
+  EXPECT_EQ(r.timeoutMs, 99);
+  EXPECT_EQ(r.transport, core::TransportChoice::Tcp);
+  EXPECT_FALSE(core::parameterTable().empty());
+}
+
+TEST(LaunchEnv, GyreVariables) {
+  ScopedEnv env({{"GYRE_RANK", "2"}, {"GYRE_WORLD_SIZE", "4"}, {"GYRE_COMM_ID", "127.0.0.1:1234"},
+                 {"GYRE_SECRET", std::string(64, 'a').c_str()}, {"GYRE_ROOT_EXTERNAL", "1"}});
+  LaunchEnv e = detectLaunchEnv();
+  EXPECT_EQ(e.source, "gyre");
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.nranks, 4);
+  EXPECT_EQ(e.rootAddress, "127.0.0.1:1234");
+  EXPECT_TRUE(e.rootExternal);
+  EXPECT_EQ(e.secret[0], 0xaa);
+}
+
+TEST(LaunchEnv, RankOutOfRangeIsNamed) {
+  ScopedEnv env({{"GYRE_RANK", "4"}, {"GYRE_WORLD_SIZE", "4"}, {"GYRE_COMM_ID", "127.0.0.1:1"}});
+  EXPECT_NE(errorOf([] { detectLaunchEnv(); }).find("GYRE_RANK=4"), std::string::npos);
+}
+
+TEST(LaunchEnv, Torchrun) {
+  ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"},
+                 {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}});
+  LaunchEnv e = detectLaunchEnv();
+  EXPECT_EQ(e.source, "torchrun");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.nranks, 8);
+  EXPECT_EQ(e.localRank, 1);
+  EXPECT_EQ(e.localSize, 4);
+  EXPECT_EQ(e.rootAddress, "node7:29500");
+  EXPECT_FALSE(e.rootExternal);
+}
+
+TEST(LaunchEnv, OpenMpiOnOneHostAndAcrossHosts) {
+  {
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "123456"}});
+    LaunchEnv e = detectLaunchEnv();
+    EXPECT_EQ(e.source, "openmpi");
+    EXPECT_EQ(e.rootAddress.rfind("127.0.0.1:", 0), 0u) << e.rootAddress;
+  }
+  {
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "123456"}});
+    EXPECT_NE(errorOf([] { detectLaunchEnv(); }).find("GYRE_COMM_ID"), std::string::npos);
+  }
+}
+
+TEST(LaunchEnv, Slurm) {
+  EXPECT_EQ(firstSlurmHost("node[01-03,7],gpu5"), "node01");
+  EXPECT_EQ(firstSlurmHost("a,b"), "a");
+  EXPECT_EQ(firstSlurmHost("host"), "host");
+  EXPECT_EQ(firstSlurmHost("rack1-[3-4]"), "rack1-3");
+  ScopedEnv env({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"},
+                 {"SLURM_JOB_NODELIST", "cn[10-11]"}, {"SLURM_JOB_ID", "77"}});
+  LaunchEnv e = detectLaunchEnv();
+  EXPECT_EQ(e.source, "slurm");
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.rootAddress.rfind("cn10:", 0), 0u) << e.rootAddress;
+}
+
+TEST(LaunchEnv, NothingFoundSaysWhatToSet) {
+  ScopedEnv env({});
+  std::string msg = errorOf([] { detectLaunchEnv(); });
+  EXPECT_NE(msg.find("GYRE_RANK"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gyrerun"), std::string::npos) << msg;
+}
+
+TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
+  RootServer::Options o;
+  o.bind = SockAddr::loopback(AF_INET, 0);
+  o.advertise = SockAddr::loopback(AF_INET, 0);
+  o.secret = randomSecret();
+  o.expectRound = 0;
+  auto root = RootServer::start(o);
+  // An intruder with the wrong secret is dropped without an answer.
+  Socket s = Socket::connectTo(root->address(), Deadline::afterMs(5000), "root");
+  Hello h{};
+  h.magic = kHelloMagic;
+  h.version = kProtocolVersion;
+  h.nranks = 1;
+  h.rank = 0;
+  h.infoBytes = sizeof(PeerInfo);
+  PeerInfo info{};
+  s.sendAll(&h, sizeof(h), Deadline::afterMs(5000), "root");
+  s.sendAll(&info, sizeof(info), Deadline::afterMs(5000), "root");
+  Reply r{};
+  std::string msg = errorOf([&] { s.recvAll(&r, sizeof(r), Deadline::afterMs(5000), "the root"); });
+  EXPECT_TRUE(msg.find("closed") != std::string::npos || msg.find("reset") != std::string::npos) << msg;
+  // The real rank still gets in.
+  Bootstrap::Params p;
+  p.id = UniqueIdContents{root->address(), o.secret};
+  p.nranks = 1;
+  p.deadline = Deadline::afterMs(5000);
+  auto b = Bootstrap::create(p);
+  EXPECT_EQ(b->peers().size(), 1u);
+}
+
+}  // namespace
+}  // namespace gyre::bootstrap

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building, testing and benchmarking gyre need, from Debian's
+# archive. Safe to run again: apt-get skips what is already there.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config   # the build
+  libgtest-dev libbenchmark-dev                  # tests and micro-benchmarks
+  openmpi-bin libopenmpi-dev libgloo-dev         # the peers we measure against
+  python3                                        # tools/compare.py
+  iproute2 procps                                # network namespaces, process tools
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing packages: ${missing[*]} (run as root, or install them)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi

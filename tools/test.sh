@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets everything up and runs the tests: a warnings-as-errors build with its
+# tests, then the same tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+# GYRE_SKIP_SANITIZERS=1 skips the second pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGYRE_WERROR=ON
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${GYRE_SKIP_SANITIZERS:-0}" != 1 ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGYRE_WERROR=ON \
+    -DGYRE_SANITIZE=address,undefined -DGYRE_BUILD_BENCH=OFF
+  cmake --build build-asan -j"$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs"
+fi
+echo "all tests passed"
