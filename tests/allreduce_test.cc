@@ -21,16 +21,34 @@ constexpr unsigned char kFill = 0xA5;
 struct MatrixParam {
   const char* transport;
   int nranks;
-  const char* algo;  // nullptr: automatic choice
+  const char* algo;              // nullptr: automatic choice
+  const char* env = nullptr;     // "NAME=VALUE NAME=VALUE" set in each rank
+  const char* label = nullptr;   // test name suffix for env variants
 };
 
 std::string paramName(const testing::TestParamInfo<MatrixParam>& info) {
   std::string algo = info.param.algo ? info.param.algo : "auto";
-  return std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks_" + algo;
+  std::string name = std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks_" + algo;
+  return info.param.label ? name + "_" + info.param.label : name;
+}
+
+void applyEnv(const char* env) {
+  if (!env) return;
+  std::string all = env;
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find(' ', start);
+    std::string kv = all.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
 }
 
 int runMatrix(int rank, int nranks, const gyreUniqueId& id, const MatrixParam& p) {
   if (p.algo) setenv("GYRE_ALGO", p.algo, 1);
+  applyEnv(p.env);
   Checker check(rank);
   gyreComm_t comm = initRank(rank, nranks, id, p.transport);
   if (!comm) return 1;
@@ -95,6 +113,17 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(MatrixParam{"shm", 3, "ring"}, MatrixParam{"shm", 4, "recursive_doubling"},
                     MatrixParam{"shm", 5, "recursive_doubling"}, MatrixParam{"tcp", 2, "ring"},
                     MatrixParam{"tcp", 3, "recursive_doubling"}, MatrixParam{"tcp", 4, "ring"}),
+    paramName);
+
+// Transport settings that change how bytes move: several sockets per peer
+// (each message striped across them), tiny pieces that make every FIFO wrap
+// and fill many times per call.
+INSTANTIATE_TEST_SUITE_P(
+    Settings, AllReduceMatrix,
+    testing::Values(MatrixParam{"tcp", 3, nullptr, "GYRE_NSOCKS_PERPEER=3", "3sockets"},
+                    MatrixParam{"tcp", 2, "ring", "GYRE_NSOCKS_PERPEER=2 GYRE_TCP_CHUNK_BYTES=8K", "2sockets_8Kchunks"},
+                    MatrixParam{"shm", 3, "ring", "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2", "4Kslots"},
+                    MatrixParam{"shm", 2, nullptr, "GYRE_SPIN_NS=0", "nospin"}),
     paramName);
 
 }  // namespace

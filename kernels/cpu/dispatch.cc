@@ -1,4 +1,5 @@
 // Chooses the instruction set once and routes run() through its table.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -110,8 +111,40 @@ const KernelTable& activeTable() {
   return table;
 }
 
+namespace {
+
+// Computes into an L1-resident block and streams each block to out0, so
+// every ISA's loop gets non-temporal output without a variant of its own.
+void runStreaming(const KernelTable& table, const ReduceTask& task) {
+  alignas(64) unsigned char block[4096];
+  const size_t esz = dtypeSize(task.dtype);
+  const size_t per = sizeof(block) / esz;
+  auto at = [esz](const void* p, size_t i) {
+    return p ? static_cast<const unsigned char*>(p) + i * esz : nullptr;
+  };
+  for (size_t i = 0; i < task.count; i += per) {
+    ReduceTask part = task;
+    part.streamOut0 = false;
+    part.count = std::min(per, task.count - i);
+    part.a = at(task.a, i);
+    part.b = at(task.b, i);
+    part.out0 = block;
+    part.out1 = task.out1 ? const_cast<unsigned char*>(at(task.out1, i)) : nullptr;
+    runWith(table, part);
+    streamCopyNoFence(const_cast<unsigned char*>(at(task.out0, i)), block, part.count * esz);
+  }
+  storeFence();  // streamed stores are weakly ordered; order them before what follows
+}
+
+}  // namespace
+
 void runWith(const KernelTable& table, const ReduceTask& task) {
   if (task.count == 0) return;
+  if (task.streamOut0 && task.out0 != nullptr) {
+    const bool plainCopy = task.b == nullptr && task.divisor <= 1 && task.out1 == nullptr;
+    if (plainCopy) return copy(task.out0, task.a, task.count * dtypeSize(task.dtype), true);
+    return runStreaming(table, task);
+  }
   const auto dt = static_cast<unsigned>(task.dtype);
   const auto op = static_cast<unsigned>(task.op);
   // The core validates tasks before they get here; an out-of-range value has

@@ -52,6 +52,10 @@ void runWith(const KernelTable& table, const ReduceTask& task);
 // copy() streams too.
 void copy2With(const KernelTable& table, void* dst0, void* dst1, const void* src, size_t bytes);
 size_t streamingFootprint();
+// Non-temporal copy without the closing fence (the caller fences once after
+// a series); plain memcpy where the CPU has no streaming stores.
+void streamCopyNoFence(void* dst, const void* src, size_t bytes);
+void storeFence();
 
 // Per-ISA tables, defined by reduce_<isa>.cc. Use tableFor(), which checks
 // that the CPU can run them.

@@ -51,13 +51,22 @@ struct ReduceTask {
   void* out1 = nullptr;
   size_t count = 0;
   uint32_t divisor = 1;
+  // out0 is part of a large buffer that will not be read again soon: write
+  // it with non-temporal stores (x86), skipping the read-for-ownership and
+  // leaving the cache to data that is about to be used (out1, a peer's FIFO).
+  bool streamOut0 = false;
 };
 
 void run(const ReduceTask& task);
 
 // Byte copies tuned for the collectives' buffers (large, cache-missing).
-void copy(void* dst, const void* src, size_t bytes);
+// streamDst: as ReduceTask::streamOut0, whatever the size.
+void copy(void* dst, const void* src, size_t bytes, bool streamDst = false);
 void copy2(void* dst0, void* dst1, const void* src, size_t bytes);
+
+// An operation writing this many bytes of output in total should ask for
+// streamOut0: its output cannot stay in cache anyway.
+size_t streamingThresholdBytes();
 
 // The instruction set in use: "scalar", "avx2" or "avx512".
 const char* isaName();

@@ -18,7 +18,7 @@ class StepRunner {
     const uint32_t divisor = s.finalReduce ? args_.divisor : 1;
     switch (s.prim) {
       case Prim::Copy:
-        if (src != dst || divisor > 1) reduce(dst, nullptr, src, nullptr, s, divisor);
+        if (src != dst || divisor > 1) reduce(dst, nullptr, src, nullptr, s, divisor, true);
         break;
       case Prim::Send:
         sendFrom(ctx_.connection(s.sendPeer), src, bytes);
@@ -28,7 +28,7 @@ class StepRunner {
         break;
       case Prim::RecvReduce: {
         Connection& in = ctx_.connection(s.recvPeer);
-        reduce(dst, nullptr, recvBuffer(in, bytes), src, s, divisor);
+        reduce(dst, nullptr, recvBuffer(in, bytes), src, s, divisor, true);
         in.recvRelease(bytes);
         break;
       }
@@ -36,7 +36,7 @@ class StepRunner {
         Connection& in = ctx_.connection(s.recvPeer);
         Connection& out = ctx_.connection(s.sendPeer);
         const void* data = recvBuffer(in, bytes);
-        reduce(sendBuffer(out, bytes), nullptr, data, src, s, divisor);
+        reduce(sendBuffer(out, bytes), nullptr, data, src, s, divisor, false);
         out.sendCommit(bytes);
         in.recvRelease(bytes);
         break;
@@ -46,11 +46,12 @@ class StepRunner {
         Connection& out = ctx_.connection(s.sendPeer);
         const void* data = recvBuffer(in, bytes);
         if (out.prefersDirect()) {  // reduce once into place, send from there
-          reduce(dst, nullptr, data, src, s, divisor);
+          // Cached stores: the socket reads dst right away.
+          reduce(dst, nullptr, data, src, s, divisor, false);
           in.recvRelease(bytes);
           sendFrom(out, dst, bytes);
         } else {  // one pass writes both our result and the peer's slot
-          reduce(dst, sendBuffer(out, bytes), data, src, s, divisor);
+          reduce(dst, sendBuffer(out, bytes), data, src, s, divisor, true);
           out.sendCommit(bytes);
           in.recvRelease(bytes);
         }
@@ -63,7 +64,7 @@ class StepRunner {
           recvInto(in, dst, bytes);
           sendFrom(out, dst, bytes);
         } else if (out.prefersDirect()) {
-          kernels::copy(dst, recvBuffer(in, bytes), bytes);
+          kernels::copy(dst, recvBuffer(in, bytes), bytes);  // cached: sent next
           in.recvRelease(bytes);
           sendFrom(out, dst, bytes);
         } else {
@@ -85,8 +86,9 @@ class StepRunner {
   }
 
   // received: the peer's data; local: ours. Operand order follows the step.
+  // out0IsOutput: out0 is the user's output, which may be streamed.
   void reduce(void* out0, void* out1, const void* received, const void* local, const Step& s,
-              uint32_t divisor) {
+              uint32_t divisor, bool out0IsOutput) {
     kernels::ReduceTask t;
     t.dtype = args_.dtype;
     t.op = args_.op;
@@ -103,6 +105,7 @@ class StepRunner {
     t.out1 = out1;
     t.count = s.count;
     t.divisor = divisor;
+    t.streamOut0 = out0IsOutput && args_.streamOutput;
     kernels::run(t);
   }
 
@@ -123,6 +126,11 @@ class StepRunner {
       ctx_.waitUntil(c, Waiting::ForRoom, [&] { return c.trySendFrom(src, bytes); });
   }
   void recvInto(Connection& c, void* dst, size_t bytes) {
+    if (!c.prefersDirect()) {  // copy out of the peer's buffer ourselves, streaming if large
+      kernels::copy(dst, recvBuffer(c, bytes), bytes, args_.streamOutput);
+      c.recvRelease(bytes);
+      return;
+    }
     if (!c.tryRecvInto(dst, bytes))
       ctx_.waitUntil(c, Waiting::ForData, [&] { return c.tryRecvInto(dst, bytes); });
   }

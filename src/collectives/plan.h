@@ -57,6 +57,9 @@ struct CallArgs {
   kernels::Op op = kernels::Op::Sum;
   uint32_t divisor = 1;  // average: the rank count
   size_t elemSize = 4;
+  // The output is too large to stay in cache: write it with non-temporal
+  // stores (never the FIFO slots, which a peer reads next).
+  bool streamOutput = false;
 };
 
 }  // namespace gyre::collectives

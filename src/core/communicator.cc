@@ -319,6 +319,7 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
   args.elemSize = kernels::dtypeSize(args.dtype);
   args.op = op == gyreAvg ? kernels::Op::Sum : static_cast<kernels::Op>(op);
   args.divisor = op == gyreAvg ? static_cast<uint32_t>(nranks_) : 1;
+  args.streamOutput = count * args.elemSize >= kernels::streamingThresholdBytes();
   if (count == 0) return;
   try {
     if (nranks_ == 1) {

@@ -68,7 +68,7 @@ const Param kParams[] = {
        if (c.tcpChunkBytes < 4096 || c.tcpChunkBytes > (64u << 20) || c.tcpChunkBytes % 64)
          throwError(gyreInvalidArgument, std::string(n) + "=" + v + " must be a multiple of 64 between 4K and 64M");
      }},
-    {{"GYRE_TCP_BUFFER_BYTES", "4M", "socket send/receive buffer size requested from the kernel"},
+    {{"GYRE_TCP_BUFFER_BYTES", "4M", "socket send/receive buffer size asked of the kernel (0: kernel autotuning)"},
      [](Config& c, const std::string& v, const char* n) { c.tcpSocketBufferBytes = parseSize(v, n); }},
     {{"GYRE_SPIN_NS", "auto", "busy-poll this long before sleeping (auto: 50us, 2us when ranks outnumber cores)"},
      [](Config& c, const std::string& v, const char* n) {

@@ -28,7 +28,8 @@ void TcpTransport::connect(const std::vector<int>& peers, Deadline deadline) {
             weConnect ? bootstrap_.connectTo(p, bootstrap::ConnKind::Data, uint32_t(k), deadline)
                       : bootstrap_.acceptFrom(p, bootstrap::ConnKind::Data, uint32_t(k), deadline);
         s.setNoDelay();
-        s.setBufferBytes(options_.socketBufferBytes);
+        // 0 leaves the kernel's autotuning on (setting a size turns it off).
+        if (options_.socketBufferBytes) s.setBufferBytes(options_.socketBufferBytes);
         lanes.push_back(std::move(s));
       }
       made[p] = std::move(lanes);
