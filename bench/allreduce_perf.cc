@@ -127,7 +127,9 @@ int runRank(const Options& o, gyreComm_t comm) {
     const char* t = std::getenv("GYRE_TRANSPORT");
     const char* a = std::getenv("GYRE_ALGO");
     std::printf("# transport: %s   algorithm: %s\n#\n", t ? t : "auto", a ? a : "auto");
-    std::printf("#%71s%37s\n", "out-of-place", "in-place");
+    // Labels centred over the two 33-column blocks that follow the 52 of
+    // size/count/type/redop/root.
+    std::printf("#%51s%22s%31s\n", "", "out-of-place", "in-place");
     std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
                 "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
     std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "",

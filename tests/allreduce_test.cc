@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct MatrixParam {
   const char* env = nullptr;     // "NAME=VALUE NAME=VALUE" set in each rank
   const char* label = nullptr;   // test name suffix for env variants
 };
+
+// What ctest shows after the test name.
+void PrintTo(const MatrixParam& p, std::ostream* os) {
+  *os << p.transport << ", " << p.nranks << " ranks, " << (p.algo ? p.algo : "auto")
+      << (p.env ? std::string(", ") + p.env : std::string());
+}
 
 std::string paramName(const testing::TestParamInfo<MatrixParam>& info) {
   std::string algo = info.param.algo ? info.param.algo : "auto";

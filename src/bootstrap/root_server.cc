@@ -124,8 +124,11 @@ void RootServer::run() {
     return clients.erase(it);
   };
 
+  // Reused so that an idle root allocates nothing: a process that forks its
+  // ranks while this thread runs is safest when the thread holds no locks.
+  std::vector<pollfd> fds;
   while (!finished_.load()) {
-    std::vector<pollfd> fds;
+    fds.clear();
     fds.push_back({wakePipe_[0], POLLIN, 0});
     fds.push_back({listener_.fd(), POLLIN, 0});
     for (Client& c : clients) fds.push_back({c.sock.fd(), POLLIN, 0});

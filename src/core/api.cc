@@ -49,17 +49,27 @@ gyre::core::Communicator& impl(gyreComm_t comm) {
   return *comm->impl;
 }
 
-void checkDataType(gyreDataType_t t) {
-  if (static_cast<int>(t) < 0 || static_cast<int>(t) >= gyreNumTypes)
-    throwError(gyreInvalidArgument, "datatype " + std::to_string(static_cast<int>(t)) +
-                                        " is not a gyreDataType_t (valid: 0 to " +
+// A caller may pass any int where an enum is expected. Reading such a value
+// as the C++ enum type is undefined, so look at its bits instead.
+template <typename E>
+int enumBits(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+void checkDataType(const gyreDataType_t& t) {
+  const int v = enumBits(t);
+  if (v < 0 || v >= gyreNumTypes)
+    throwError(gyreInvalidArgument, "datatype " + std::to_string(v) + " is not a gyreDataType_t (valid: 0 to " +
                                         std::to_string(gyreNumTypes - 1) + ")");
 }
 
-void checkRedOp(gyreRedOp_t op) {
-  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= gyreNumOps)
-    throwError(gyreInvalidArgument, "op " + std::to_string(static_cast<int>(op)) +
-                                        " is not a gyreRedOp_t (valid: 0 to " +
+void checkRedOp(const gyreRedOp_t& op) {
+  const int v = enumBits(op);
+  if (v < 0 || v >= gyreNumOps)
+    throwError(gyreInvalidArgument, "op " + std::to_string(v) + " is not a gyreRedOp_t (valid: 0 to " +
                                         std::to_string(gyreNumOps - 1) + ")");
 }
 

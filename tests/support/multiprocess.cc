@@ -40,34 +40,50 @@ bool RunOutcome::allSucceeded() const {
 RunOutcome runRanks(int nranks, const std::function<int(int, int, const gyreUniqueId&)>& body,
                     const RunOptions& options) {
   RunOutcome out;
-  gyreUniqueId id;
-  if (gyreGetUniqueId(&id) != gyreSuccess) {
-    out.ranks.push_back(RankOutcome{-1, -1, 1, 0, std::string("gyreGetUniqueId: ") + gyreGetLastError(nullptr)});
-    return out;
-  }
   std::fflush(stdout);
   std::fflush(stderr);
-  std::vector<int> pipes(static_cast<size_t>(nranks), -1);
+  // The ranks are forked before the parent creates the unique id (and with it
+  // the root's thread): forking a process while another of its threads may
+  // hold an allocator lock is unsafe under the sanitizers' allocators. The
+  // id reaches each rank through a pipe; the parent stays the root.
+  std::vector<int> pipes(static_cast<size_t>(nranks), -1), idPipes(static_cast<size_t>(nranks), -1);
   out.ranks.resize(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) std::abort();
+    int fds[2], idFds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0 || pipe2(idFds, O_CLOEXEC) != 0) std::abort();
     pid_t pid = fork();
     if (pid == 0) {
       dup2(fds[1], 1);
       dup2(fds[1], 2);
       setvbuf(stdout, nullptr, _IOLBF, 0);
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test process
+      close(idFds[1]);
+      gyreUniqueId id;
+      size_t got = 0;
+      while (got < sizeof(id)) {
+        ssize_t n = read(idFds[0], reinterpret_cast<char*>(&id) + got, sizeof(id) - got);
+        if (n <= 0) _exit(99);  // the parent could not make an id
+        got += static_cast<size_t>(n);
+      }
       int code = body(r, nranks, id);
       std::fflush(stdout);
       std::fflush(stderr);
       _exit(code);
     }
     close(fds[1]);
+    close(idFds[0]);
     pipes[r] = fds[0];
+    idPipes[r] = idFds[1];
     out.ranks[r].rank = r;
     out.ranks[r].pid = pid;
     if (options.onStarted) options.onStarted(r, pid);
+  }
+  gyreUniqueId id;
+  const bool haveId = gyreGetUniqueId(&id) == gyreSuccess;
+  if (!haveId) std::fprintf(stderr, "gyreGetUniqueId: %s\n", gyreGetLastError(nullptr));
+  for (int fd : idPipes) {
+    if (haveId && write(fd, &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) std::abort();
+    close(fd);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeoutSec);
   int open = nranks;
