@@ -30,12 +30,13 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "gyre-allreduce-perf: %s\n"
-               "usage: gyre-allreduce-perf [-b min] [-e max] [-f factor] [-n iters] [-w warmup]\n"
-               "                           [-d dtype] [-o op] [-c 0|1] [--ranks N] [--bind core|none]\n"
-               "sizes take K, M, G suffixes; without --ranks, rank and size come from the launcher.\n",
-               why);
+  std::fprintf(
+      stderr,
+      "gyre-allreduce-perf: %s\n"
+      "usage: gyre-allreduce-perf [-b min] [-e max] [-f factor] [-n iters] [-w warmup]\n"
+      "                           [-d dtype] [-o op] [-c 0|1] [--ranks N] [--bind core|none]\n"
+      "sizes take K, M, G suffixes; without --ranks, rank and size come from the launcher.\n",
+      why);
   std::exit(2);
 }
 
@@ -44,10 +45,23 @@ size_t parseBytes(const char* s) {
   double v = std::strtod(s, &end);
   if (end == s || v < 0) usage("bad size");
   switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      ++end;
+      break;
+    default:
+      break;
   }
   if (*end) usage("bad size suffix");
   return static_cast<size_t>(v);
@@ -61,20 +75,29 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(("missing value for " + a).c_str());
       return argv[++i];
     };
-    if (a == "-b") o.minBytes = parseBytes(next());
-    else if (a == "-e") o.maxBytes = parseBytes(next());
-    else if (a == "-f") o.factor = std::atof(next());
-    else if (a == "-n") o.iters = std::atoi(next());
-    else if (a == "-w") o.warmup = std::atoi(next());
-    else if (a == "-c") o.check = std::atoi(next()) != 0;
-    else if (a == "--ranks") o.spawn = std::atoi(next());
-    else if (a == "--bind") o.bind = std::string(next()) == "core";
+    if (a == "-b")
+      o.minBytes = parseBytes(next());
+    else if (a == "-e")
+      o.maxBytes = parseBytes(next());
+    else if (a == "-f")
+      o.factor = std::atof(next());
+    else if (a == "-n")
+      o.iters = std::atoi(next());
+    else if (a == "-w")
+      o.warmup = std::atoi(next());
+    else if (a == "-c")
+      o.check = std::atoi(next()) != 0;
+    else if (a == "--ranks")
+      o.spawn = std::atoi(next());
+    else if (a == "--bind")
+      o.bind = std::string(next()) == "core";
     else if (a == "-d") {
       std::string d = next();
       int t = 0;
       for (; t < gyreNumTypes; ++t)
-        if (d == gyre::test::dtypeLabel(static_cast<gyreDataType_t>(t)) || (d == "float" && t == gyreFloat32) ||
-            (d == "half" && t == gyreFloat16) || (d == "double" && t == gyreFloat64))
+        if (d == gyre::test::dtypeLabel(static_cast<gyreDataType_t>(t)) ||
+            (d == "float" && t == gyreFloat32) || (d == "half" && t == gyreFloat16) ||
+            (d == "double" && t == gyreFloat64))
           break;
       if (t == gyreNumTypes) usage("unknown dtype");
       o.dtype = static_cast<gyreDataType_t>(t);
@@ -94,20 +117,24 @@ Options parse(int argc, char** argv) {
 }
 
 const char* typeName(gyreDataType_t t) {
-  return t == gyreFloat32 ? "float" : t == gyreFloat16 ? "half" : t == gyreFloat64 ? "double"
-                                                                   : gyre::test::dtypeLabel(t);
+  return t == gyreFloat32   ? "float"
+         : t == gyreFloat16 ? "half"
+         : t == gyreFloat64 ? "double"
+                            : gyre::test::dtypeLabel(t);
 }
 
-#define CHECKG(call)                                                                        \
-  do {                                                                                      \
-    gyreResult_t r_ = (call);                                                               \
-    if (r_ != gyreSuccess) {                                                                \
+#define CHECKG(call)                                                                           \
+  do {                                                                                         \
+    gyreResult_t r_ = (call);                                                                  \
+    if (r_ != gyreSuccess) {                                                                   \
       std::fprintf(stderr, "gyre-allreduce-perf: %s: %s\n", #call, gyreGetLastError(nullptr)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // Average of a per-rank value over all ranks.
 double average(gyreComm_t comm, double v, int nranks) {
@@ -122,23 +149,28 @@ int runRank(const Options& o, gyreComm_t comm) {
   const size_t esz = gyre::test::dtypeBytes(o.dtype);
   std::vector<unsigned char> send(o.maxBytes + esz), recv(o.maxBytes + esz);
   if (rank == 0) {
-    std::printf("# gyre-allreduce-perf: nranks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d validation: %d\n",
-                nranks, o.minBytes, o.maxBytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0);
+    std::printf(
+        "# gyre-allreduce-perf: nranks %d minBytes %zu maxBytes %zu step: %g(factor) warmup iters: "
+        "%d iters: %d validation: %d\n",
+        nranks, o.minBytes, o.maxBytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0);
     const char* t = std::getenv("GYRE_TRANSPORT");
     const char* a = std::getenv("GYRE_ALGO");
     std::printf("# transport: %s   algorithm: %s\n#\n", t ? t : "auto", a ? a : "auto");
     // Labels centred over the two 33-column blocks that follow the 52 of
     // size/count/type/redop/root.
     std::printf("#%51s%22s%31s\n", "", "out-of-place", "in-place");
-    std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
-                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "",
-                "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+                "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+                "algbw", "busbw", "#wrong");
+    std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                "(GB/s)", "");
   }
   double busSum = 0;
   int rows = 0;
   long long wrongTotal = 0;
-  for (double sz = static_cast<double>(o.minBytes); sz <= static_cast<double>(o.maxBytes) * 1.0000001; sz *= o.factor) {
+  for (double sz = static_cast<double>(o.minBytes);
+       sz <= static_cast<double>(o.maxBytes) * 1.0000001; sz *= o.factor) {
     const size_t count = static_cast<size_t>(sz) / esz;
     const size_t bytes = count * esz;
     char cols[2][64];
@@ -151,15 +183,18 @@ int runRank(const Options& o, gyreComm_t comm) {
         if (inPlace) gyre::test::fillInput(send.data(), count, o.dtype, o.op, rank);
       }
       double token = 0;
-      CHECKG(gyreAllReduce(&token, &token, 1, gyreFloat64, gyreSum, comm, nullptr));  // line up the ranks
+      CHECKG(gyreAllReduce(&token, &token, 1, gyreFloat64, gyreSum, comm,
+                           nullptr));  // line up the ranks
       const double t0 = now();
-      for (int i = 0; i < o.iters; ++i) CHECKG(gyreAllReduce(send.data(), out, count, o.dtype, o.op, comm, nullptr));
+      for (int i = 0; i < o.iters; ++i)
+        CHECKG(gyreAllReduce(send.data(), out, count, o.dtype, o.op, comm, nullptr));
       const double usec = average(comm, (now() - t0) / o.iters * 1e6, nranks);
       long long wrong = 0;
       if (o.check) {
         gyre::test::fillInput(send.data(), count, o.dtype, o.op, rank);
         CHECKG(gyreAllReduce(send.data(), out, count, o.dtype, o.op, comm, nullptr));
-        wrong = static_cast<long long>(gyre::test::countWrong(out, count, o.dtype, o.op, nranks, nullptr));
+        wrong = static_cast<long long>(
+            gyre::test::countWrong(out, count, o.dtype, o.op, nranks, nullptr));
         double w = static_cast<double>(wrong);
         CHECKG(gyreAllReduce(&w, &w, 1, gyreFloat64, gyreSum, comm, nullptr));
         wrong = static_cast<long long>(w);
@@ -170,13 +205,13 @@ int runRank(const Options& o, gyreComm_t comm) {
       wrongRow += wrong;
       char t[16];
       std::snprintf(t, sizeof(t), usec >= 10000 ? "%7.0f" : usec >= 100 ? "%7.1f" : "%7.2f", usec);
-      std::snprintf(cols[inPlace], sizeof(cols[inPlace]), "  %7s  %6.2f  %6.2f  %6s", t, algbw, busbw,
-                    o.check ? std::to_string(wrong).c_str() : "N/A");
+      std::snprintf(cols[inPlace], sizeof(cols[inPlace]), "  %7s  %6.2f  %6.2f  %6s", t, algbw,
+                    busbw, o.check ? std::to_string(wrong).c_str() : "N/A");
     }
     wrongTotal += wrongRow;
     if (rank == 0)
-      std::printf("%12zu  %12zu  %8s  %6s  %6d%s%s\n", bytes, count, typeName(o.dtype), gyre::test::opLabel(o.op), -1,
-                  cols[0], cols[1]);
+      std::printf("%12zu  %12zu  %8s  %6s  %6d%s%s\n", bytes, count, typeName(o.dtype),
+                  gyre::test::opLabel(o.op), -1, cols[0], cols[1]);
     std::fflush(stdout);
   }
   if (rank == 0) {

@@ -22,9 +22,9 @@ constexpr unsigned char kFill = 0xA5;
 struct MatrixParam {
   const char* transport;
   int nranks;
-  const char* algo;              // nullptr: automatic choice
-  const char* env = nullptr;     // "NAME=VALUE NAME=VALUE" set in each rank
-  const char* label = nullptr;   // test name suffix for env variants
+  const char* algo;             // nullptr: automatic choice
+  const char* env = nullptr;    // "NAME=VALUE NAME=VALUE" set in each rank
+  const char* label = nullptr;  // test name suffix for env variants
 };
 
 // What ctest shows after the test name.
@@ -35,7 +35,8 @@ void PrintTo(const MatrixParam& p, std::ostream* os) {
 
 std::string paramName(const testing::TestParamInfo<MatrixParam>& info) {
   std::string algo = info.param.algo ? info.param.algo : "auto";
-  std::string name = std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks_" + algo;
+  std::string name =
+      std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks_" + algo;
   return info.param.label ? name + "_" + info.param.label : name;
 }
 
@@ -69,13 +70,15 @@ int runMatrix(int rank, int nranks, const gyreUniqueId& id, const MatrixParam& p
       for (size_t count : kCounts) {
         for (int inPlace = 0; inPlace < 2; ++inPlace) {
           const std::string what = std::string(dtypeLabel(dtype)) + " " + opLabel(op) + " count " +
-                                   std::to_string(count) + (inPlace ? " in-place" : " out-of-place");
+                                   std::to_string(count) +
+                                   (inPlace ? " in-place" : " out-of-place");
           std::memset(send.data(), kFill, count * esz + kGuard);
           std::memset(recv.data(), kFill, count * esz + kGuard);
           fillInput(send.data(), count, dtype, op, rank);
           void* out = inPlace ? send.data() : recv.data();
           if (!inPlace) std::memcpy(sendCopy.data(), send.data(), count * esz);
-          if (!check.expectOk(gyreAllReduce(send.data(), out, count, dtype, op, comm, nullptr), what))
+          if (!check.expectOk(gyreAllReduce(send.data(), out, count, dtype, op, comm, nullptr),
+                              what))
             return check.failures();
           std::string bad;
           size_t wrong = countWrong(out, count, dtype, op, nranks, &bad);
@@ -101,16 +104,19 @@ TEST_P(AllReduceMatrix, ExactResultsForEveryTypeOpAndCount) {
   const MatrixParam p = GetParam();
   RunOptions options;
   options.timeoutSec = 300;
-  RunOutcome out = runRanks(p.nranks, [&](int r, int n, const gyreUniqueId& id) { return runMatrix(r, n, id, p); }, options);
+  RunOutcome out = runRanks(
+      p.nranks, [&](int r, int n, const gyreUniqueId& id) { return runMatrix(r, n, id, p); },
+      options);
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Auto, AllReduceMatrix,
-    testing::Values(MatrixParam{"shm", 1, nullptr}, MatrixParam{"shm", 2, nullptr}, MatrixParam{"shm", 3, nullptr},
-                    MatrixParam{"shm", 4, nullptr}, MatrixParam{"shm", 5, nullptr}, MatrixParam{"tcp", 1, nullptr},
-                    MatrixParam{"tcp", 2, nullptr}, MatrixParam{"tcp", 3, nullptr}, MatrixParam{"tcp", 4, nullptr},
-                    MatrixParam{"tcp", 5, nullptr}),
+    testing::Values(MatrixParam{"shm", 1, nullptr}, MatrixParam{"shm", 2, nullptr},
+                    MatrixParam{"shm", 3, nullptr}, MatrixParam{"shm", 4, nullptr},
+                    MatrixParam{"shm", 5, nullptr}, MatrixParam{"tcp", 1, nullptr},
+                    MatrixParam{"tcp", 2, nullptr}, MatrixParam{"tcp", 3, nullptr},
+                    MatrixParam{"tcp", 4, nullptr}, MatrixParam{"tcp", 5, nullptr}),
     paramName);
 
 // The automatic choice uses recursive doubling only for small vectors; force
@@ -128,8 +134,10 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Settings, AllReduceMatrix,
     testing::Values(MatrixParam{"tcp", 3, nullptr, "GYRE_NSOCKS_PERPEER=3", "3sockets"},
-                    MatrixParam{"tcp", 2, "ring", "GYRE_NSOCKS_PERPEER=2 GYRE_TCP_CHUNK_BYTES=8K", "2sockets_8Kchunks"},
-                    MatrixParam{"shm", 3, "ring", "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2", "4Kslots"},
+                    MatrixParam{"tcp", 2, "ring", "GYRE_NSOCKS_PERPEER=2 GYRE_TCP_CHUNK_BYTES=8K",
+                                "2sockets_8Kchunks"},
+                    MatrixParam{"shm", 3, "ring", "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2",
+                                "4Kslots"},
                     MatrixParam{"shm", 2, nullptr, "GYRE_SPIN_NS=0", "nospin"}),
     paramName);
 

@@ -1,6 +1,8 @@
 // Unit tests of the bootstrap layer: addresses, interface choice, ids and
 // secrets, launcher environments, configuration parsing, and the root's
 // refusal of connections without the secret.
+#include "bootstrap/bootstrap.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,7 +10,6 @@
 #include <map>
 #include <string>
 
-#include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/launch_env.h"
 #include "bootstrap/rendezvous_protocol.h"
@@ -33,8 +34,10 @@ class ScopedEnv {
   }
   ~ScopedEnv() {
     for (auto& [k, v] : saved_) {
-      if (v.first) setenv(k.c_str(), v.second.c_str(), 1);
-      else unsetenv(k.c_str());
+      if (v.first)
+        setenv(k.c_str(), v.second.c_str(), 1);
+      else
+        unsetenv(k.c_str());
     }
   }
 
@@ -44,12 +47,32 @@ class ScopedEnv {
     const char* v = getenv(k);
     saved_[k] = {v != nullptr, v ? v : ""};
   }
-  static constexpr const char* kLauncherVars[] = {
-      "GYRE_RANK", "GYRE_WORLD_SIZE", "GYRE_COMM_ID", "GYRE_SECRET", "GYRE_LOCAL_RANK", "GYRE_ROOT_EXTERNAL",
-      "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-      "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-      "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"};
+  static constexpr const char* kLauncherVars[] = {"GYRE_RANK",
+                                                  "GYRE_WORLD_SIZE",
+                                                  "GYRE_COMM_ID",
+                                                  "GYRE_SECRET",
+                                                  "GYRE_LOCAL_RANK",
+                                                  "GYRE_ROOT_EXTERNAL",
+                                                  "RANK",
+                                                  "WORLD_SIZE",
+                                                  "MASTER_ADDR",
+                                                  "MASTER_PORT",
+                                                  "LOCAL_RANK",
+                                                  "LOCAL_WORLD_SIZE",
+                                                  "OMPI_COMM_WORLD_RANK",
+                                                  "OMPI_COMM_WORLD_SIZE",
+                                                  "OMPI_COMM_WORLD_LOCAL_RANK",
+                                                  "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                                  "OMPI_MCA_ess_base_jobid",
+                                                  "PMIX_NAMESPACE",
+                                                  "SLURM_PROCID",
+                                                  "SLURM_NTASKS",
+                                                  "SLURM_LOCALID",
+                                                  "SLURM_JOB_NODELIST",
+                                                  "SLURM_NODELIST",
+                                                  "SLURM_JOB_ID",
+                                                  "SLURM_STEP_ID",
+                                                  "TORCHELASTIC_RUN_ID"};
   std::map<std::string, std::pair<bool, std::string>> saved_;
 };
 
@@ -78,7 +101,7 @@ TEST(Interfaces, ChoiceAndErrors) {
   NetInterface lo = chooseInterface("lo", 0);
   EXPECT_TRUE(lo.loopback);
   std::string msg = errorOf([] { chooseInterface("=nosuchif9", 0); });
-  EXPECT_NE(msg.find("GYRE_SOCKET_IFNAME=") , std::string::npos) << msg;
+  EXPECT_NE(msg.find("GYRE_SOCKET_IFNAME="), std::string::npos) << msg;
   EXPECT_NE(msg.find("lo"), std::string::npos) << "lists what exists: " << msg;
   NetInterface any = chooseInterface("", 0);
   EXPECT_NE(any.addr.family(), 0);
@@ -91,7 +114,8 @@ TEST(SockAddr, ParsesHostPortForms) {
   EXPECT_TRUE(SockAddr::parse("127.0.0.1").isLoopback());
   EXPECT_NE(errorOf([] { SockAddr::parse("127.0.0.1:99999"); }).find("port"), std::string::npos);
   EXPECT_NE(errorOf([] { SockAddr::parse("[::1"); }), "");
-  EXPECT_NE(errorOf([] { SockAddr::parse("no.such.host.invalid:1"); }).find("resolve"), std::string::npos);
+  EXPECT_NE(errorOf([] { SockAddr::parse("no.such.host.invalid:1"); }).find("resolve"),
+            std::string::npos);
   uint8_t packed[SockAddr::kPackedBytes];
   SockAddr a = SockAddr::parse("[::1]:5000");
   a.pack(packed);
@@ -124,11 +148,13 @@ TEST(Config, ParsesSizesAndRejectsNonsense) {
   EXPECT_EQ(core::parseSize("1M", "x"), 1u << 20);
   EXPECT_EQ(core::parseSize("2GB", "x"), 2ull << 30);
   EXPECT_EQ(core::parseSize("17", "x"), 17u);
-  EXPECT_NE(errorOf([] { core::parseSize("lots", "GYRE_X"); }).find("GYRE_X=lots"), std::string::npos);
+  EXPECT_NE(errorOf([] { core::parseSize("lots", "GYRE_X"); }).find("GYRE_X=lots"),
+            std::string::npos);
   EXPECT_NE(errorOf([] { core::parseSize("5T", "x"); }), "");
   EXPECT_NE(errorOf([] { core::parseInt("9", "GYRE_Y", 0, 5); }).find("0 to 5"), std::string::npos);
   ScopedEnv env({{"GYRE_SHM_SLOTS", "1"}});
-  EXPECT_NE(errorOf([] { core::Config::resolve(nullptr); }).find("GYRE_SHM_SLOTS"), std::string::npos);
+  EXPECT_NE(errorOf([] { core::Config::resolve(nullptr); }).find("GYRE_SHM_SLOTS"),
+            std::string::npos);
 }
 
 TEST(Config, StructOverridesEnvironment) {
@@ -144,8 +170,11 @@ TEST(Config, StructOverridesEnvironment) {
 }
 
 TEST(LaunchEnv, GyreVariables) {
-  ScopedEnv env({{"GYRE_RANK", "2"}, {"GYRE_WORLD_SIZE", "4"}, {"GYRE_COMM_ID", "127.0.0.1:1234"},
-                 {"GYRE_SECRET", std::string(64, 'a').c_str()}, {"GYRE_ROOT_EXTERNAL", "1"}});
+  ScopedEnv env({{"GYRE_RANK", "2"},
+                 {"GYRE_WORLD_SIZE", "4"},
+                 {"GYRE_COMM_ID", "127.0.0.1:1234"},
+                 {"GYRE_SECRET", std::string(64, 'a').c_str()},
+                 {"GYRE_ROOT_EXTERNAL", "1"}});
   LaunchEnv e = detectLaunchEnv();
   EXPECT_EQ(e.source, "gyre");
   EXPECT_EQ(e.rank, 2);
@@ -161,8 +190,12 @@ TEST(LaunchEnv, RankOutOfRangeIsNamed) {
 }
 
 TEST(LaunchEnv, Torchrun) {
-  ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"},
-                 {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}});
+  ScopedEnv env({{"RANK", "1"},
+                 {"WORLD_SIZE", "8"},
+                 {"MASTER_ADDR", "node7"},
+                 {"MASTER_PORT", "29500"},
+                 {"LOCAL_RANK", "1"},
+                 {"LOCAL_WORLD_SIZE", "4"}});
   LaunchEnv e = detectLaunchEnv();
   EXPECT_EQ(e.source, "torchrun");
   EXPECT_EQ(e.rank, 1);
@@ -175,15 +208,21 @@ TEST(LaunchEnv, Torchrun) {
 
 TEST(LaunchEnv, OpenMpiOnOneHostAndAcrossHosts) {
   {
-    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "123456"}});
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "0"},
+                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"OMPI_MCA_ess_base_jobid", "123456"}});
     LaunchEnv e = detectLaunchEnv();
     EXPECT_EQ(e.source, "openmpi");
     EXPECT_EQ(e.rootAddress.rfind("127.0.0.1:", 0), 0u) << e.rootAddress;
   }
   {
-    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "123456"}});
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "0"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"OMPI_MCA_ess_base_jobid", "123456"}});
     EXPECT_NE(errorOf([] { detectLaunchEnv(); }).find("GYRE_COMM_ID"), std::string::npos);
   }
 }
@@ -193,8 +232,11 @@ TEST(LaunchEnv, Slurm) {
   EXPECT_EQ(firstSlurmHost("a,b"), "a");
   EXPECT_EQ(firstSlurmHost("host"), "host");
   EXPECT_EQ(firstSlurmHost("rack1-[3-4]"), "rack1-3");
-  ScopedEnv env({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"},
-                 {"SLURM_JOB_NODELIST", "cn[10-11]"}, {"SLURM_JOB_ID", "77"}});
+  ScopedEnv env({{"SLURM_PROCID", "3"},
+                 {"SLURM_NTASKS", "4"},
+                 {"SLURM_LOCALID", "1"},
+                 {"SLURM_JOB_NODELIST", "cn[10-11]"},
+                 {"SLURM_JOB_ID", "77"}});
   LaunchEnv e = detectLaunchEnv();
   EXPECT_EQ(e.source, "slurm");
   EXPECT_EQ(e.rank, 3);
@@ -228,7 +270,8 @@ TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
   s.sendAll(&info, sizeof(info), Deadline::afterMs(5000), "root");
   Reply r{};
   std::string msg = errorOf([&] { s.recvAll(&r, sizeof(r), Deadline::afterMs(5000), "the root"); });
-  EXPECT_TRUE(msg.find("closed") != std::string::npos || msg.find("reset") != std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("closed") != std::string::npos || msg.find("reset") != std::string::npos)
+      << msg;
   // The real rank still gets in.
   Bootstrap::Params p;
   p.id = UniqueIdContents{root->address(), o.secret};

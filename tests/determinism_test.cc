@@ -20,12 +20,14 @@ namespace {
 
 uint64_t fnv(const void* data, size_t bytes) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < bytes; ++i)
+    h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
   return h;
 }
 
 // Each rank prints "HASH <case> <hash>"; returns {case -> set of hashes seen}.
-std::map<std::string, std::set<std::string>> runAndHash(int nranks, const char* transport, const char* algo) {
+std::map<std::string, std::set<std::string>> runAndHash(int nranks, const char* transport,
+                                                        const char* algo) {
   RunOutcome out = runRanks(nranks, [&](int rank, int n, const gyreUniqueId& id) {
     if (algo) setenv("GYRE_ALGO", algo, 1);
     Checker check(rank);
@@ -40,17 +42,27 @@ std::map<std::string, std::set<std::string>> runAndHash(int nranks, const char* 
           std::vector<unsigned char> buf(count * esz);
           // Random inputs, seeded by rank only: identical on every run.
           std::mt19937 gen(1234 + rank);
-          std::uniform_real_distribution<float> dist(op == gyreProd ? 0.5f : -100.0f, op == gyreProd ? 1.5f : 100.0f);
+          std::uniform_real_distribution<float> dist(op == gyreProd ? 0.5f : -100.0f,
+                                                     op == gyreProd ? 1.5f : 100.0f);
           for (size_t i = 0; i < count; ++i) {
             float v = dist(gen);
             switch (t) {
-              case gyreFloat16: reinterpret_cast<uint16_t*>(buf.data())[i] = kernels::floatToHalf(v); break;
-              case gyreBfloat16: reinterpret_cast<uint16_t*>(buf.data())[i] = kernels::floatToBfloat16(v); break;
-              case gyreFloat32: reinterpret_cast<float*>(buf.data())[i] = v; break;
-              default: reinterpret_cast<double*>(buf.data())[i] = double(v) * 1.000000001; break;
+              case gyreFloat16:
+                reinterpret_cast<uint16_t*>(buf.data())[i] = kernels::floatToHalf(v);
+                break;
+              case gyreBfloat16:
+                reinterpret_cast<uint16_t*>(buf.data())[i] = kernels::floatToBfloat16(v);
+                break;
+              case gyreFloat32:
+                reinterpret_cast<float*>(buf.data())[i] = v;
+                break;
+              default:
+                reinterpret_cast<double*>(buf.data())[i] = double(v) * 1.000000001;
+                break;
             }
           }
-          check.expectOk(gyreAllReduce(buf.data(), buf.data(), count, t, op, comm, nullptr), "allreduce");
+          check.expectOk(gyreAllReduce(buf.data(), buf.data(), count, t, op, comm, nullptr),
+                         "allreduce");
           std::printf("HASH %s-%s-%zu %016llx\n", dtypeLabel(t), opLabel(op), count,
                       static_cast<unsigned long long>(fnv(buf.data(), buf.size())));
         }
@@ -87,13 +99,15 @@ TEST_P(Determinism, IdenticalBitsOnEveryRankAndEveryRun) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Algorithms, Determinism,
-    testing::Values(std::make_tuple("shm", "ring", 3), std::make_tuple("shm", "recursive_doubling", 3),
-                    std::make_tuple("tcp", "ring", 4), std::make_tuple("tcp", "recursive_doubling", 5)),
-    [](const auto& p) {
-      return std::string(std::get<0>(p.param)) + "_" + std::get<1>(p.param) + "_" + std::to_string(std::get<2>(p.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Algorithms, Determinism,
+                         testing::Values(std::make_tuple("shm", "ring", 3),
+                                         std::make_tuple("shm", "recursive_doubling", 3),
+                                         std::make_tuple("tcp", "ring", 4),
+                                         std::make_tuple("tcp", "recursive_doubling", 5)),
+                         [](const auto& p) {
+                           return std::string(std::get<0>(p.param)) + "_" + std::get<1>(p.param) +
+                                  "_" + std::to_string(std::get<2>(p.param));
+                         });
 
 }  // namespace
 }  // namespace gyre::test

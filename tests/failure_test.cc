@@ -2,10 +2,9 @@
 // and arguments. Each must end with an error naming the problem on every
 // surviving rank, within a bound, and leave nothing in /dev/shm.
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -26,7 +25,8 @@ std::vector<std::string> shmSegmentsOf(const RunOutcome& out) {
   if (!d) return left;
   while (dirent* e = readdir(d)) {
     for (const RankOutcome& r : out.ranks)
-      if (std::string(e->d_name).rfind("gyre-" + std::to_string(r.pid) + "-", 0) == 0) left.push_back(e->d_name);
+      if (std::string(e->d_name).rfind("gyre-" + std::to_string(r.pid) + "-", 0) == 0)
+        left.push_back(e->d_name);
   }
   closedir(d);
   return left;
@@ -38,7 +38,8 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 // ---- a rank killed with SIGKILL in the middle of AllReduce ----
 
-int killedRankBody(int rank, int nranks, const gyreUniqueId& id, const char* transport, int victim) {
+int killedRankBody(int rank, int nranks, const gyreUniqueId& id, const char* transport,
+                   int victim) {
   Checker check(rank);
   gyreComm_t comm = initRank(rank, nranks, id, transport, 30000);
   if (!comm) return 1;
@@ -61,13 +62,17 @@ int killedRankBody(int rank, int nranks, const gyreUniqueId& id, const char* tra
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string msg = gyreGetLastError(comm);
-  check.expect(r == gyreRemoteError, std::string("expected a remote error, got ") + gyreGetErrorString(r) + ": " + msg);
-  check.expect(contains(msg, "rank " + std::to_string(victim)), "the error names the dead rank: " + msg);
-  check.expect(secs < 25, "the failure was detected before the 30 s timeout (" + std::to_string(secs) + " s)");
+  check.expect(r == gyreRemoteError,
+               std::string("expected a remote error, got ") + gyreGetErrorString(r) + ": " + msg);
+  check.expect(contains(msg, "rank " + std::to_string(victim)),
+               "the error names the dead rank: " + msg);
+  check.expect(secs < 25,
+               "the failure was detected before the 30 s timeout (" + std::to_string(secs) + " s)");
   gyreResult_t async = gyreSuccess;
   check.expectOk(gyreCommGetAsyncError(comm, &async), "async error query");
   check.expect(async == gyreRemoteError, "the communicator reports the remote error afterwards");
-  gyreResult_t again = gyreAllReduce(buf.data(), buf.data(), 1, gyreFloat32, gyreSum, comm, nullptr);
+  gyreResult_t again =
+      gyreAllReduce(buf.data(), buf.data(), 1, gyreFloat32, gyreSum, comm, nullptr);
   check.expect(again == gyreInvalidUsage, "a call on the failed communicator is refused");
   check.expectOk(gyreCommDestroy(comm), "destroy after failure");
   std::printf("rank %d: %s\n", rank, msg.c_str());
@@ -82,13 +87,18 @@ TEST_P(KilledRank, SurvivorsGetRemoteErrorNamingTheDeadRank) {
   const int victim = 1;
   RunOptions o;
   o.timeoutSec = 60;
-  RunOutcome out = runRanks(nranks, [&](int r, int n, const gyreUniqueId& id) {
-    return killedRankBody(r, n, id, transport, victim);
-  }, o);
+  RunOutcome out = runRanks(
+      nranks,
+      [&](int r, int n, const gyreUniqueId& id) {
+        return killedRankBody(r, n, id, transport, victim);
+      },
+      o);
   ASSERT_FALSE(out.timedOut) << out.describe();
   for (const RankOutcome& r : out.ranks) {
-    if (r.rank == victim) EXPECT_EQ(r.signal, SIGKILL) << out.describe();
-    else EXPECT_EQ(r.exitCode, 0) << out.describe();
+    if (r.rank == victim)
+      EXPECT_EQ(r.signal, SIGKILL) << out.describe();
+    else
+      EXPECT_EQ(r.exitCode, 0) << out.describe();
   }
   EXPECT_TRUE(shmSegmentsOf(out).empty()) << "left in /dev/shm: " << shmSegmentsOf(out).front();
 }
@@ -114,7 +124,8 @@ TEST(SharedMemory, NothingLeftInDevShmDuringOrAfterARun) {
                    std::string("segment still linked: ") + e->d_name);
     closedir(d);
     std::vector<float> v(1000, 1.0f);
-    check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr), "allreduce");
+    check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
+                   "allreduce");
     check.expect(v[0] == 3.0f, "result");
     check.expectOk(gyreCommDestroy(comm), "destroy");
     return check.failures();
@@ -148,7 +159,8 @@ TEST(Abort, FromAnotherThreadEndsABlockedCall) {
       check.expectOk(gyreCommAbort(comm), "abort");
     });
     started.store(true);
-    gyreResult_t r = gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
+    gyreResult_t r =
+        gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
     std::string msg = gyreGetLastError(nullptr);
     aborter.join();
     check.expect(r != gyreSuccess, "the blocked call returned an error");
@@ -180,10 +192,12 @@ TEST_P(Timeout, ACallWithAMissingPeerTimesOut) {
       return check.failures();
     }
     std::vector<float> v(1000, 1.0f);
-    gyreResult_t r = gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
+    gyreResult_t r =
+        gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
     std::string msg = gyreGetLastError(nullptr);
     check.expect(r == gyreTimeout, std::string("timeout expected, got ") + gyreGetErrorString(r));
-    check.expect(contains(msg, "500 ms") && contains(msg, "rank 1"), "message names the wait: " + msg);
+    check.expect(contains(msg, "500 ms") && contains(msg, "rank 1"),
+                 "message names the wait: " + msg);
     check.expect(write(gate[1], "x", 1) == 1, "release rank 1");
     gyreCommDestroy(comm);
     return check.failures();
@@ -209,7 +223,8 @@ TEST_P(Mismatch, DifferentCountsFailOnEveryRank) {
     size_t count = rank == 1 ? 200000 : 300000;
     gyreResult_t r = gyreAllReduce(v.data(), v.data(), count, gyreFloat32, gyreSum, comm, nullptr);
     check.expect(r != gyreSuccess && r != gyreTimeout,
-                 std::string("an error before the timeout, got ") + gyreGetErrorString(r) + ": " + gyreGetLastError(nullptr));
+                 std::string("an error before the timeout, got ") + gyreGetErrorString(r) + ": " +
+                     gyreGetLastError(nullptr));
     gyreCommDestroy(comm);
     return check.failures();
   });
@@ -241,7 +256,8 @@ TEST(Mismatch, DifferentRankCountsAreRefusedAtRendezvous) {
     gyreResult_t r = gyreCommInitRank(&comm, rank == 0 ? 2 : 3, id, rank);
     std::string msg = gyreGetLastError(nullptr);
     Checker check(rank);
-    check.expect(r == gyreInvalidUsage, std::string("invalid usage expected, got ") + gyreGetErrorString(r) + ": " + msg);
+    check.expect(r == gyreInvalidUsage,
+                 std::string("invalid usage expected, got ") + gyreGetErrorString(r) + ": " + msg);
     check.expect(contains(msg, "nranks"), "message names nranks: " + msg);
     return check.failures();
   });
@@ -257,32 +273,43 @@ int badArgumentsBody(int rank, int nranks, const gyreUniqueId& id) {
   std::vector<float> a(100, 1.0f), b(100);
   auto expectInvalid = [&](gyreResult_t r, const char* what, const char* mentions) {
     std::string msg = gyreGetLastError(comm);
-    check.expect(r == gyreInvalidArgument, std::string(what) + ": expected invalid argument, got " + gyreGetErrorString(r));
-    check.expect(contains(msg, mentions), std::string(what) + ": message should mention '" + mentions + "': " + msg);
+    check.expect(r == gyreInvalidArgument,
+                 std::string(what) + ": expected invalid argument, got " + gyreGetErrorString(r));
+    check.expect(contains(msg, mentions),
+                 std::string(what) + ": message should mention '" + mentions + "': " + msg);
   };
-  expectInvalid(gyreAllReduce(nullptr, b.data(), 100, gyreFloat32, gyreSum, comm, nullptr), "null sendbuff", "sendbuff");
-  expectInvalid(gyreAllReduce(a.data(), nullptr, 100, gyreFloat32, gyreSum, comm, nullptr), "null recvbuff", "recvbuff");
-  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, static_cast<gyreDataType_t>(42), gyreSum, comm, nullptr),
+  expectInvalid(gyreAllReduce(nullptr, b.data(), 100, gyreFloat32, gyreSum, comm, nullptr),
+                "null sendbuff", "sendbuff");
+  expectInvalid(gyreAllReduce(a.data(), nullptr, 100, gyreFloat32, gyreSum, comm, nullptr),
+                "null recvbuff", "recvbuff");
+  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, static_cast<gyreDataType_t>(42), gyreSum,
+                              comm, nullptr),
                 "unknown dtype", "datatype 42");
-  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, static_cast<gyreRedOp_t>(-1), comm, nullptr),
+  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, static_cast<gyreRedOp_t>(-1),
+                              comm, nullptr),
                 "unknown op", "op -1");
-  expectInvalid(gyreAllReduce(a.data(), b.data(), SIZE_MAX / 2, gyreFloat32, gyreSum, comm, nullptr),
-                "count overflow", "overflow");
+  expectInvalid(
+      gyreAllReduce(a.data(), b.data(), SIZE_MAX / 2, gyreFloat32, gyreSum, comm, nullptr),
+      "count overflow", "overflow");
   expectInvalid(gyreAllReduce(a.data(), a.data() + 1, 50, gyreFloat32, gyreSum, comm, nullptr),
                 "partial overlap", "overlap");
-  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, gyreSum, comm, reinterpret_cast<gyreStream_t>(1)),
+  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, gyreSum, comm,
+                              reinterpret_cast<gyreStream_t>(1)),
                 "stream without CUDA", "stream");
-  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, gyreSum, nullptr, nullptr), "null comm", "comm");
+  expectInvalid(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, gyreSum, nullptr, nullptr),
+                "null comm", "comm");
   int out = 0;
   expectInvalid(gyreCommCount(comm, nullptr), "null count pointer", "count");
   expectInvalid(gyreCommUserRank(nullptr, &out), "null comm for rank", "comm");
   // Zero elements with null buffers is allowed (nothing to touch).
-  check.expectOk(gyreAllReduce(nullptr, nullptr, 0, gyreFloat32, gyreSum, comm, nullptr), "count 0 with null buffers");
+  check.expectOk(gyreAllReduce(nullptr, nullptr, 0, gyreFloat32, gyreSum, comm, nullptr),
+                 "count 0 with null buffers");
   // Still usable, still correct.
   gyreResult_t async = gyreInternalError;
   check.expectOk(gyreCommGetAsyncError(comm, &async), "async");
   check.expect(async == gyreSuccess, "bad arguments did not break the communicator");
-  check.expectOk(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, gyreSum, comm, nullptr), "valid call after bad ones");
+  check.expectOk(gyreAllReduce(a.data(), b.data(), 100, gyreFloat32, gyreSum, comm, nullptr),
+                 "valid call after bad ones");
   check.expect(b[99] == float(nranks), "valid call's result");
   check.expectOk(gyreCommDestroy(comm), "destroy");
   return check.failures();
@@ -324,7 +351,8 @@ TEST(BadArguments, MalformedEnvironmentValuesAreNamed) {
   setenv("GYRE_TIMEOUT_MS", "soon", 1);
   gyreComm_t comm = nullptr;
   EXPECT_EQ(gyreCommInitRank(&comm, 1, id, 0), gyreInvalidArgument);
-  EXPECT_TRUE(contains(gyreGetLastError(nullptr), "GYRE_TIMEOUT_MS=soon")) << gyreGetLastError(nullptr);
+  EXPECT_TRUE(contains(gyreGetLastError(nullptr), "GYRE_TIMEOUT_MS=soon"))
+      << gyreGetLastError(nullptr);
   unsetenv("GYRE_TIMEOUT_MS");
   setenv("GYRE_ALGO", "quantum", 1);
   ASSERT_EQ(gyreCommInitRank(&comm, 1, id, 0), gyreSuccess) << gyreGetLastError(nullptr);
@@ -345,7 +373,9 @@ TEST(BadArguments, UnknownAlgorithmListsTheValidOnes) {
     gyreResult_t r = gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, comm, nullptr);
     std::string msg = gyreGetLastError(comm);
     check.expect(r == gyreInvalidArgument, "invalid argument");
-    check.expect(contains(msg, "quantum") && contains(msg, "ring") && contains(msg, "recursive_doubling"), msg);
+    check.expect(
+        contains(msg, "quantum") && contains(msg, "ring") && contains(msg, "recursive_doubling"),
+        msg);
     gyreCommDestroy(comm);
     return check.failures();
   });

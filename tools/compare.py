@@ -35,7 +35,7 @@ GiB = 1 << 30
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-PEER_TARGETS = ["mpi-allreduce-perf", "gloo-allreduce-perf", "memcpy-bw"]
+PEER_TARGETS = ["mpi-allreduce-perf", "gloo-allreduce-perf", "memcpy-bw", "tcp-loopback-bw"]
 GYRE_TARGETS = ["gyre-allreduce-perf", "gyrerun"]
 
 # (largest size in the class, timed iterations, warmup iterations). Sizes of
@@ -561,6 +561,19 @@ def run_memcpy(ctx, threads):
     return {"total_gbs": size / rows[size]["oop_us"] / 1e3, "per_thread_gbs": per}
 
 
+def run_tcp_ceiling(ctx):
+    """Loopback TCP throughput per direction with both directions busy, the
+    traffic of a 2-rank AllReduce: its busbw cannot exceed this."""
+    p = ctx.peer_bin("tcp-loopback-bw")
+    if not os.access(p, os.X_OK):
+        raise LaunchError("%s not built" % p)
+    out = run_group([[p, "-b", str(16 * MiB), "-n", "10"]], base_env(), ctx.timeout)
+    for line in out.splitlines():
+        if line.startswith("best:"):
+            return float(line.split()[1])
+    raise LaunchError("no result from %s" % p)
+
+
 def cpu_sample():
     """(busy seconds of the whole machine, steal seconds, CPU seconds of our
     finished children): the difference over a scenario tells how much other
@@ -605,8 +618,15 @@ def run_scenario(ctx, sc):
         log("compare: [%s] memcpy-bw: %s not built" % (sc.name, ctx.peer_bin("memcpy-bw")))
         ctx.errors.append("%s: memcpy-bw: %s not built" % (sc.name, ctx.peer_bin("memcpy-bw")))
         memcpy_raw = {}
+    tcp_raw = []
     load_before = cpu_sample()
     for rep in range(args.repeats):
+        if sc.name.startswith("tcp") and sc.nranks == 2:
+            try:
+                tcp_raw.append(run_tcp_ceiling(ctx))
+            except LaunchError as e:
+                log("compare: [%s] tcp-loopback-bw: %s" % (sc.name, e))
+                ctx.errors.append("%s: tcp-loopback-bw: %s" % (sc.name, str(e).splitlines()[0]))
         for threads in memcpy_raw:
             try:
                 memcpy_raw[threads].append(run_memcpy(ctx, threads))
@@ -632,6 +652,7 @@ def run_scenario(ctx, sc):
                     time.monotonic() - t0))
     other, steal = foreign_load(load_before, cpu_sample(), os.cpu_count() or 1)
     res = summarize(ctx, sc, libs, sizes, raw, failed, memcpy_raw)
+    res["tcp_ceiling"] = statistics.median(tcp_raw) if tcp_raw else None
     res["other_load"] = other
     res["steal"] = steal
     if other > 0.05:
@@ -723,6 +744,9 @@ def table_rows(res):
     for p in peers:
         head += [p.label, "gyre/" + p.label]
     head.append("gyre/memcpy")
+    tcp = res.get("tcp_ceiling")
+    if tcp:
+        head.append("gyre/tcp-ceiling")
     bw_rows = []
     for s in res["sizes"]:
         g = busbw(s, med["gyre"][s], sc.nranks)
@@ -734,6 +758,8 @@ def table_rows(res):
                 cell += " (%s)" % res["best_gloo"][s]
             row += [cell, fmt_ratio(g, v)]
         row.append(fmt_ratio(g, mem1))
+        if tcp:
+            row.append(fmt_ratio(g, tcp))
         bw_rows.append(row)
     t_head = ["size"] + [c.label for c in cols]
     t_rows = [[fmt_size(s)] + [fmt_us(med[c.key][s]) for c in cols] for s in res["sizes"]]
@@ -777,6 +803,10 @@ def scenario_notes(res, ctx):
                  PLACEMENT_TEXT[ctx.args.placement], ctx.args.repeats),
              "gyre/memcpy = gyre busbw / single-thread memcpy bandwidth (%s buffer)" % fmt_size(ctx.args.memcpy_size),
              "memcpy-bw, same run: " + memcpy_line(res)]
+    if res.get("tcp_ceiling"):
+        notes.append("tcp-loopback-bw, same run: %.2f GB/s each way with both directions busy (the traffic of a "
+                     "2-rank AllReduce, best of 256K/1M/4M writes); gyre/tcp-ceiling = gyre busbw / that, "
+                     "the share of this machine's loopback TCP that gyre uses" % res["tcp_ceiling"])
     notes.append("CPU used by other processes during this scenario: %.0f%% of the machine (steal %.0f%%)%s" % (
         res["other_load"] * 100, res["steal"] * 100,
         " -- numbers disturbed, rerun on a quiet machine" if res["other_load"] > 0.05 else ""))
@@ -939,6 +969,7 @@ def write_json(path, ctx, results, targets, info):
             "raw": {k: {str(s): v for s, v in d.items()} for k, d in res["raw"].items()},
             "best_gloo": {str(s): v for s, v in res["best_gloo"].items()},
             "memcpy": {str(t): m for t, m in res["memcpy"].items()},
+            "tcp_ceiling_gbs": res.get("tcp_ceiling"),
             "failed": res["failed"], "missing": res["missing"], "bindings": res["bindings"],
         }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

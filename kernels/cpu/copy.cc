@@ -78,7 +78,8 @@ void streamCopyNoFence(void* dst, const void* src, size_t bytes) {
   size_t i = head;
   for (; i + 64 <= bytes; i += 64) {
     __m128i v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16 * k));
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16 * k));
     for (int k = 0; k < 4; ++k) _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16 * k), v[k]);
   }
   if (i < bytes) std::memcpy(d + i, s + i, bytes - i);

@@ -13,8 +13,16 @@ namespace gyre::kernels {
 
 // Values match gyreDataType_t.
 enum class DType : uint8_t {
-  Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5,
-  Float16 = 6, Float32 = 7, Float64 = 8, Bfloat16 = 9,
+  Int8 = 0,
+  Uint8 = 1,
+  Int32 = 2,
+  Uint32 = 3,
+  Int64 = 4,
+  Uint64 = 5,
+  Float16 = 6,
+  Float32 = 7,
+  Float64 = 8,
+  Bfloat16 = 9,
 };
 inline constexpr int kNumDTypes = 10;
 
@@ -25,7 +33,7 @@ inline constexpr int kNumOps = 4;
 
 size_t dtypeSize(DType t);
 const char* dtypeName(DType t);  // "int8", ..., "bfloat16"
-const char* opName(Op op);        // "sum", "prod", "max", "min"
+const char* opName(Op op);       // "sum", "prod", "max", "min"
 
 // out0[i] = a[i] op b[i]            (b != nullptr)
 // out0[i] = a[i]                    (b == nullptr: a copy, or a divide)

@@ -195,49 +195,6 @@ struct IntV {
   }
 };
 
-template <DType D>
-struct VecOf;
-template <>
-struct VecOf<DType::Int8> {
-  using type = IntV<int8_t>;
-};
-template <>
-struct VecOf<DType::Uint8> {
-  using type = IntV<uint8_t>;
-};
-template <>
-struct VecOf<DType::Int32> {
-  using type = IntV<int32_t>;
-};
-template <>
-struct VecOf<DType::Uint32> {
-  using type = IntV<uint32_t>;
-};
-template <>
-struct VecOf<DType::Int64> {
-  using type = IntV<int64_t>;
-};
-template <>
-struct VecOf<DType::Uint64> {
-  using type = IntV<uint64_t>;
-};
-template <>
-struct VecOf<DType::Float16> {
-  using type = F16V;
-};
-template <>
-struct VecOf<DType::Float32> {
-  using type = F32V;
-};
-template <>
-struct VecOf<DType::Float64> {
-  using type = F64V;
-};
-template <>
-struct VecOf<DType::Bfloat16> {
-  using type = Bf16x16V;
-};
-
 // One pass over the source, 128 bytes per trip, into both destinations.
 void copy2(void* dst0, void* dst1, const void* src, size_t bytes) {
   auto* d0 = static_cast<unsigned char*>(dst0);
@@ -259,7 +216,9 @@ void copy2(void* dst0, void* dst1, const void* src, size_t bytes) {
   }
 }
 
-constexpr detail::KernelTable kTable = makeTable<VecOf>(detail::Isa::Avx2, &copy2);
+constexpr detail::KernelTable kTable =
+    makeTable<IntV<int8_t>, IntV<uint8_t>, IntV<int32_t>, IntV<uint32_t>, IntV<int64_t>,
+              IntV<uint64_t>, F16V, F32V, F64V, Bf16x16V>(detail::Isa::Avx2, &copy2);
 
 }  // namespace
 }  // namespace gyre::kernels::avx2

@@ -155,22 +155,23 @@ constexpr void fillRow(detail::ReduceFn (&row)[kNumOps + 1][2]) {
   row[kCopy][1] = &reduce<V, kCopy, true>;
 }
 
-// VecOf<DType>::type names the vector type for each dtype.
-template <template <DType> class VecOf>
+// The vector type of each dtype, in DType order (gyreDataType_t's).
+template <class I8, class U8, class I32, class U32, class I64, class U64, class F16, class F32,
+          class F64, class BF16>
 constexpr detail::KernelTable makeTable(detail::Isa isa, detail::Copy2Fn copy2) {
   detail::KernelTable t{};
   t.isa = isa;
   t.copy2 = copy2;
-  fillRow<typename VecOf<DType::Int8>::type>(t.reduce[0]);
-  fillRow<typename VecOf<DType::Uint8>::type>(t.reduce[1]);
-  fillRow<typename VecOf<DType::Int32>::type>(t.reduce[2]);
-  fillRow<typename VecOf<DType::Uint32>::type>(t.reduce[3]);
-  fillRow<typename VecOf<DType::Int64>::type>(t.reduce[4]);
-  fillRow<typename VecOf<DType::Uint64>::type>(t.reduce[5]);
-  fillRow<typename VecOf<DType::Float16>::type>(t.reduce[6]);
-  fillRow<typename VecOf<DType::Float32>::type>(t.reduce[7]);
-  fillRow<typename VecOf<DType::Float64>::type>(t.reduce[8]);
-  fillRow<typename VecOf<DType::Bfloat16>::type>(t.reduce[9]);
+  fillRow<I8>(t.reduce[static_cast<int>(DType::Int8)]);
+  fillRow<U8>(t.reduce[static_cast<int>(DType::Uint8)]);
+  fillRow<I32>(t.reduce[static_cast<int>(DType::Int32)]);
+  fillRow<U32>(t.reduce[static_cast<int>(DType::Uint32)]);
+  fillRow<I64>(t.reduce[static_cast<int>(DType::Int64)]);
+  fillRow<U64>(t.reduce[static_cast<int>(DType::Uint64)]);
+  fillRow<F16>(t.reduce[static_cast<int>(DType::Float16)]);
+  fillRow<F32>(t.reduce[static_cast<int>(DType::Float32)]);
+  fillRow<F64>(t.reduce[static_cast<int>(DType::Float64)]);
+  fillRow<BF16>(t.reduce[static_cast<int>(DType::Bfloat16)]);
   return t;
 }
 

@@ -87,49 +87,6 @@ struct HalfV {
   static Reg div(Reg r, Div d) { return kToFloat(kFromFloat(r)) / d; }
 };
 
-template <DType D>
-struct VecOf;
-template <>
-struct VecOf<DType::Int8> {
-  using type = IntV<int8_t>;
-};
-template <>
-struct VecOf<DType::Uint8> {
-  using type = IntV<uint8_t>;
-};
-template <>
-struct VecOf<DType::Int32> {
-  using type = IntV<int32_t>;
-};
-template <>
-struct VecOf<DType::Uint32> {
-  using type = IntV<uint32_t>;
-};
-template <>
-struct VecOf<DType::Int64> {
-  using type = IntV<int64_t>;
-};
-template <>
-struct VecOf<DType::Uint64> {
-  using type = IntV<uint64_t>;
-};
-template <>
-struct VecOf<DType::Float16> {
-  using type = HalfV<&halfToFloat, &floatToHalf>;
-};
-template <>
-struct VecOf<DType::Float32> {
-  using type = FloatV<float>;
-};
-template <>
-struct VecOf<DType::Float64> {
-  using type = FloatV<double>;
-};
-template <>
-struct VecOf<DType::Bfloat16> {
-  using type = HalfV<&bfloat16ToFloat, &floatToBfloat16>;
-};
-
 // Two destinations from one read of the source: each chunk is copied to dst0
 // and then, still in L1, to dst1.
 void copy2(void* dst0, void* dst1, const void* src, size_t bytes) {
@@ -144,7 +101,10 @@ void copy2(void* dst0, void* dst1, const void* src, size_t bytes) {
   }
 }
 
-constexpr detail::KernelTable kTable = makeTable<VecOf>(detail::Isa::Scalar, &copy2);
+constexpr detail::KernelTable kTable =
+    makeTable<IntV<int8_t>, IntV<uint8_t>, IntV<int32_t>, IntV<uint32_t>, IntV<int64_t>,
+              IntV<uint64_t>, HalfV<&halfToFloat, &floatToHalf>, FloatV<float>, FloatV<double>,
+              HalfV<&bfloat16ToFloat, &floatToBfloat16>>(detail::Isa::Scalar, &copy2);
 
 }  // namespace
 }  // namespace gyre::kernels::scalar

@@ -61,13 +61,13 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
     std::string message(r.messageBytes, '\0');
     if (r.messageBytes) s.recvAll(message.data(), message.size(), p.deadline, who);
     if (r.status == ReplyStatus::Retry) {
-      if (p.deadline.expired()) throwError(gyreTimeout, "rendezvous at " + p.id.root.str() + " timed out: " + message);
+      if (p.deadline.expired())
+        throwError(gyreTimeout, "rendezvous at " + p.id.root.str() + " timed out: " + message);
       std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
       backoffMs = std::min(backoffMs * 2, 100);
       continue;
     }
-    if (r.status != ReplyStatus::Ok)
-      throwError(gyreInvalidUsage, "rendezvous failed: " + message);
+    if (r.status != ReplyStatus::Ok) throwError(gyreInvalidUsage, "rendezvous failed: " + message);
     if (r.nranks != p.nranks || r.infoBytes != sizeof(PeerInfo))
       throwError(gyreRemoteError, who + " sent a table of the wrong shape");
     std::vector<PeerInfo> table(static_cast<size_t>(p.nranks));

@@ -48,8 +48,10 @@ bool interfaceMatches(const std::string& specIn, const std::string& name) {
   size_t start = 0;
   while (start <= spec.size()) {
     size_t comma = spec.find(',', start);
-    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty() && (exact ? name == item : name.compare(0, item.size(), item) == 0)) hit = true;
+    std::string item =
+        spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty() && (exact ? name == item : name.compare(0, item.size(), item) == 0))
+      hit = true;
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

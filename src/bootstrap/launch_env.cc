@@ -32,9 +32,12 @@ std::string firstSlurmHost(const std::string& nodelist) {
   // The first entry ends at a comma outside brackets.
   size_t depth = 0, end = 0;
   for (; end < nodelist.size(); ++end) {
-    if (nodelist[end] == '[') ++depth;
-    else if (nodelist[end] == ']') --depth;
-    else if (nodelist[end] == ',' && depth == 0) break;
+    if (nodelist[end] == '[')
+      ++depth;
+    else if (nodelist[end] == ']')
+      --depth;
+    else if (nodelist[end] == ',' && depth == 0)
+      break;
   }
   std::string first = nodelist.substr(0, end);
   size_t open = first.find('[');
@@ -57,7 +60,8 @@ LaunchEnv detectLaunchEnv() {
     if (env("GYRE_LOCAL_RANK")) e.localRank = envInt("GYRE_LOCAL_RANK", 0, 1 << 24);
     if (env("GYRE_LOCAL_SIZE")) e.localSize = envInt("GYRE_LOCAL_SIZE", 1, 1 << 24);
     if (!env("GYRE_COMM_ID"))
-      throwError(gyreInvalidUsage, "GYRE_RANK is set but GYRE_COMM_ID (host:port of the rendezvous root) is not");
+      throwError(gyreInvalidUsage,
+                 "GYRE_RANK is set but GYRE_COMM_ID (host:port of the rendezvous root) is not");
   } else if (env("RANK") && env("WORLD_SIZE") && env("MASTER_ADDR") && env("MASTER_PORT")) {
     e.source = "torchrun";
     e.nranks = envInt("WORLD_SIZE", 1, 1 << 24);
@@ -69,16 +73,19 @@ LaunchEnv detectLaunchEnv() {
     e.source = "openmpi";
     e.nranks = envInt("OMPI_COMM_WORLD_SIZE", 1, 1 << 24);
     e.rank = envInt("OMPI_COMM_WORLD_RANK", 0, e.nranks - 1);
-    if (env("OMPI_COMM_WORLD_LOCAL_RANK")) e.localRank = envInt("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 24);
-    if (env("OMPI_COMM_WORLD_LOCAL_SIZE")) e.localSize = envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 24);
+    if (env("OMPI_COMM_WORLD_LOCAL_RANK"))
+      e.localRank = envInt("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 24);
+    if (env("OMPI_COMM_WORLD_LOCAL_SIZE"))
+      e.localSize = envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 24);
     const char* job = env("OMPI_MCA_ess_base_jobid");
     if (!job) job = env("PMIX_NAMESPACE");
     jobIdentity = job ? job : "";
     if (!env("GYRE_COMM_ID") && !env("MASTER_ADDR")) {
       if (e.localSize != e.nranks || jobIdentity.empty())
-        throwError(gyreInvalidUsage,
-                   "under Open MPI across several hosts, set GYRE_COMM_ID=host:port (or MASTER_ADDR "
-                   "and MASTER_PORT) to the address where rank 0 should listen");
+        throwError(
+            gyreInvalidUsage,
+            "under Open MPI across several hosts, set GYRE_COMM_ID=host:port (or MASTER_ADDR "
+            "and MASTER_PORT) to the address where rank 0 should listen");
       e.rootAddress = "127.0.0.1:" + std::to_string(portFromJobId(jobIdentity));
     }
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
@@ -88,10 +95,12 @@ LaunchEnv detectLaunchEnv() {
     if (env("SLURM_LOCALID")) e.localRank = envInt("SLURM_LOCALID", 0, 1 << 24);
     jobIdentity = std::string(env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : "") + "." +
                   (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "");
-    const char* nodes = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST") : env("SLURM_NODELIST");
+    const char* nodes =
+        env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST") : env("SLURM_NODELIST");
     if (!env("GYRE_COMM_ID") && !env("MASTER_ADDR")) {
       if (!nodes)
-        throwError(gyreInvalidUsage, "under Slurm without SLURM_JOB_NODELIST, set GYRE_COMM_ID=host:port");
+        throwError(gyreInvalidUsage,
+                   "under Slurm without SLURM_JOB_NODELIST, set GYRE_COMM_ID=host:port");
       e.rootAddress = firstSlurmHost(nodes) + ":" + std::to_string(portFromJobId(jobIdentity));
     }
   } else {
@@ -108,8 +117,11 @@ LaunchEnv detectLaunchEnv() {
     e.rootAddress = std::string(env("MASTER_ADDR")) + ":" + env("MASTER_PORT");
   }
   if (const char* ext = env("GYRE_ROOT_EXTERNAL")) e.rootExternal = std::string(ext) == "1";
-  if (const char* s = env("GYRE_SECRET")) e.secret = parseSecretHex(s);
-  else e.secret = deriveSecret(e.source + "|" + e.rootAddress + "|" + std::to_string(e.nranks) + "|" + jobIdentity);
+  if (const char* s = env("GYRE_SECRET"))
+    e.secret = parseSecretHex(s);
+  else
+    e.secret = deriveSecret(e.source + "|" + e.rootAddress + "|" + std::to_string(e.nranks) + "|" +
+                            jobIdentity);
   return e;
 }
 

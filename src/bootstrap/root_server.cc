@@ -92,7 +92,8 @@ RootServer::~RootServer() {
 
 void RootServer::stop() {
   char b = 1;
-  if (wakePipe_[1] >= 0) [[maybe_unused]] auto n = ::write(wakePipe_[1], &b, 1);
+  if (wakePipe_[1] >= 0) [[maybe_unused]]
+    auto n = ::write(wakePipe_[1], &b, 1);
 }
 
 void RootServer::keepAlive(std::shared_ptr<RootServer> root) {
@@ -192,8 +193,10 @@ void RootServer::run() {
         continue;
       }
       bool headerWasIncomplete = c.headerGot < sizeof(Hello);
-      if (headerWasIncomplete) c.headerGot += static_cast<size_t>(n);
-      else c.infoGot += static_cast<size_t>(n);
+      if (headerWasIncomplete)
+        c.headerGot += static_cast<size_t>(n);
+      else
+        c.infoGot += static_cast<size_t>(n);
       if (headerWasIncomplete && c.headerGot == sizeof(Hello)) {
         Secret got;
         std::memcpy(got.data(), c.hello.secret, got.size());
@@ -233,9 +236,9 @@ void RootServer::run() {
       }
       std::string problem;
       if (c.hello.nranks != round.nranks)
-        problem = "rank " + std::to_string(c.hello.rank) + " was started with nranks=" +
-                  std::to_string(c.hello.nranks) + " but other ranks use nranks=" +
-                  std::to_string(round.nranks);
+        problem = "rank " + std::to_string(c.hello.rank) +
+                  " was started with nranks=" + std::to_string(c.hello.nranks) +
+                  " but other ranks use nranks=" + std::to_string(round.nranks);
       else if (c.hello.infoBytes != round.infoBytes)
         problem = "rank " + std::to_string(c.hello.rank) + " runs a different gyre version";
       else if (round.byRank[c.hello.rank])
@@ -247,7 +250,8 @@ void RootServer::run() {
         for (Client* waiting : round.byRank)
           if (waiting) sendReply(*waiting, ReplyStatus::Failed, problem, nullptr, 0, 0);
         for (auto ci = clients.begin(); ci != clients.end();)
-          ci = (ci->waiting && ci->hello.round == bad) || &*ci == &c ? clients.erase(ci) : std::next(ci);
+          ci = (ci->waiting && ci->hello.round == bad) || &*ci == &c ? clients.erase(ci)
+                                                                     : std::next(ci);
         rounds.erase(bad);
         if (!options_.persistent) finished_.store(true);
         break;  // the client list changed under the iterator; poll again

@@ -17,11 +17,11 @@ namespace gyre::bootstrap {
 class RootServer {
  public:
   struct Options {
-    SockAddr bind;          // where to listen (port 0: any free port)
-    SockAddr advertise;     // the address put in ids (port filled in)
+    SockAddr bind;       // where to listen (port 0: any free port)
+    SockAddr advertise;  // the address put in ids (port filled in)
     Secret secret{};
-    bool persistent = false;     // serve rounds until stopped, else one round
-    int64_t lifetimeMs = 0;      // a one-round root gives up after this (0: never)
+    bool persistent = false;       // serve rounds until stopped, else one round
+    int64_t lifetimeMs = 0;        // a one-round root gives up after this (0: never)
     uint64_t expectRound = ~0ull;  // one-round roots: the only round accepted
   };
 

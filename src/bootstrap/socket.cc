@@ -17,7 +17,8 @@ namespace gyre::bootstrap {
 
 uint16_t SockAddr::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
-  if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  if (family() == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
   return 0;
 }
 
@@ -37,11 +38,13 @@ bool SockAddr::isLoopback() const {
 std::string SockAddr::str() const {
   char host[INET6_ADDRSTRLEN] = "?";
   if (family() == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, host, sizeof(host));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, host,
+              sizeof(host));
     return std::string(host) + ":" + std::to_string(port());
   }
   if (family() == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, host, sizeof(host));
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, host,
+              sizeof(host));
     return "[" + std::string(host) + "]:" + std::to_string(port());
   }
   return "<no address>";
@@ -55,7 +58,8 @@ SockAddr SockAddr::parse(const std::string& text, int familyHint) {
       throwError(gyreInvalidArgument, "address '" + text + "' has '[' without ']'");
     host = text.substr(1, close - 1);
     if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') throwError(gyreInvalidArgument, "address '" + text + "' is malformed");
+      if (text[close + 1] != ':')
+        throwError(gyreInvalidArgument, "address '" + text + "' is malformed");
       port = text.substr(close + 2);
     }
   } else if (size_t colon = text.rfind(':');
@@ -101,8 +105,10 @@ SockAddr SockAddr::any(int family, uint16_t port) {
 
 SockAddr SockAddr::loopback(int family, uint16_t port) {
   SockAddr a = any(family, port);
-  if (family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&a.storage)->sin6_addr = in6addr_loopback;
-  else reinterpret_cast<sockaddr_in*>(&a.storage)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (family == AF_INET6)
+    reinterpret_cast<sockaddr_in6*>(&a.storage)->sin6_addr = in6addr_loopback;
+  else
+    reinterpret_cast<sockaddr_in*>(&a.storage)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return a;
 }
 
@@ -114,7 +120,9 @@ void SockAddr::pack(uint8_t out[kPackedBytes]) const {
 SockAddr SockAddr::unpack(const uint8_t in[kPackedBytes]) {
   SockAddr a;
   std::memcpy(&a.storage, in, kPackedBytes);
-  a.len = a.family() == AF_INET6 ? sizeof(sockaddr_in6) : a.family() == AF_INET ? sizeof(sockaddr_in) : 0;
+  a.len = a.family() == AF_INET6  ? sizeof(sockaddr_in6)
+          : a.family() == AF_INET ? sizeof(sockaddr_in)
+                                  : 0;
   return a;
 }
 
@@ -141,7 +149,8 @@ namespace {
 bool isSelfConnection(const Socket& s) {
   SockAddr local, peer;
   local.len = peer.len = sizeof(sockaddr_storage);
-  if (getsockname(s.fd(), local.sa(), &local.len) != 0 || getpeername(s.fd(), peer.sa(), &peer.len) != 0)
+  if (getsockname(s.fd(), local.sa(), &local.len) != 0 ||
+      getpeername(s.fd(), peer.sa(), &peer.len) != 0)
     return false;
   return local.len == peer.len && local.str() == peer.str();
 }
@@ -271,7 +280,8 @@ void sendRecv(Socket& to, const void* out, size_t outBytes, Socket& from, void* 
       moved |= n > 0;
     }
     if (received < inBytes) {
-      size_t n = ioStep(from.fd(), false, static_cast<char*>(in) + received, inBytes - received, who);
+      size_t n =
+          ioStep(from.fd(), false, static_cast<char*>(in) + received, inBytes - received, who);
       received += n;
       moved |= n > 0;
     }

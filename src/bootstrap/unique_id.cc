@@ -63,8 +63,10 @@ Secret parseSecretHex(const std::string& hex) {
     unsigned v = 0;
     for (int k = 0; k < 2; ++k) {
       char c = hex[2 * i + k];
-      int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
       if (d < 0) throwError(gyreInvalidArgument, "GYRE_SECRET must be 64 hex digits");
       v = v * 16 + static_cast<unsigned>(d);
     }
@@ -106,7 +108,8 @@ UniqueIdContents decodeUniqueId(const gyreUniqueId& id) {
     throwError(gyreInvalidArgument, "the unique id was not made by gyreGetUniqueId (bad magic)");
   if (p.version != kIdVersion)
     throwError(gyreInvalidArgument, "the unique id has version " + std::to_string(p.version) +
-                                        "; this gyre understands version " + std::to_string(kIdVersion));
+                                        "; this gyre understands version " +
+                                        std::to_string(kIdVersion));
   UniqueIdContents c;
   c.root = SockAddr::unpack(p.root);
   if (c.root.len == 0) throwError(gyreInvalidArgument, "the unique id holds no root address");

@@ -26,7 +26,8 @@ void buildRecursiveDoublingAllReduce(Plan& plan, int rank, int nranks, size_t co
   // Whole-vector transfers in pieces, each piece's send and receive
   // interleaved so neither side ever runs more than one piece ahead.
   auto pieces = [&](auto&& emit) {
-    for (size_t off = 0; off < count; off += chunkElems) emit(off, std::min(chunkElems, count - off));
+    for (size_t off = 0; off < count; off += chunkElems)
+      emit(off, std::min(chunkElems, count - off));
   };
   auto step = [&](Prim prim, BufId src, int sendPeer, int recvPeer, size_t off, size_t n,
                   bool recvFirst, bool final) {
@@ -46,8 +47,12 @@ void buildRecursiveDoublingAllReduce(Plan& plan, int rank, int nranks, size_t co
   if (rank >= pof2) {  // fold into rank - pof2, get the result back at the end
     const int partner = rank - pof2;
     plan.peers = {partner};
-    pieces([&](size_t off, size_t n) { step(Prim::Send, BufId::Input, partner, -1, off, n, false, false); });
-    pieces([&](size_t off, size_t n) { step(Prim::Recv, BufId::Output, -1, partner, off, n, false, false); });
+    pieces([&](size_t off, size_t n) {
+      step(Prim::Send, BufId::Input, partner, -1, off, n, false, false);
+    });
+    pieces([&](size_t off, size_t n) {
+      step(Prim::Recv, BufId::Output, -1, partner, off, n, false, false);
+    });
     return;
   }
   BufId current = BufId::Input;
@@ -74,7 +79,9 @@ void buildRecursiveDoublingAllReduce(Plan& plan, int rank, int nranks, size_t co
     step(Prim::Copy, BufId::Input, -1, -1, 0, count, false, true);
   if (rank < extra) {
     const int partner = rank + pof2;
-    pieces([&](size_t off, size_t n) { step(Prim::Send, BufId::Output, partner, -1, off, n, false, false); });
+    pieces([&](size_t off, size_t n) {
+      step(Prim::Send, BufId::Output, partner, -1, off, n, false, false);
+    });
   }
 }
 

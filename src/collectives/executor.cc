@@ -113,12 +113,14 @@ class StepRunner {
   // state the peer is usually ready.
   const void* recvBuffer(Connection& c, size_t bytes) {
     const void* p = c.tryRecvBuffer(bytes);
-    if (!p) ctx_.waitUntil(c, Waiting::ForData, [&] { return (p = c.tryRecvBuffer(bytes)) != nullptr; });
+    if (!p)
+      ctx_.waitUntil(c, Waiting::ForData, [&] { return (p = c.tryRecvBuffer(bytes)) != nullptr; });
     return p;
   }
   void* sendBuffer(Connection& c, size_t bytes) {
     void* p = c.trySendBuffer(bytes);
-    if (!p) ctx_.waitUntil(c, Waiting::ForRoom, [&] { return (p = c.trySendBuffer(bytes)) != nullptr; });
+    if (!p)
+      ctx_.waitUntil(c, Waiting::ForRoom, [&] { return (p = c.trySendBuffer(bytes)) != nullptr; });
     return p;
   }
   void sendFrom(Connection& c, const void* src, size_t bytes) {

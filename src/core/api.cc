@@ -62,31 +62,37 @@ int enumBits(const E& e) {
 void checkDataType(const gyreDataType_t& t) {
   const int v = enumBits(t);
   if (v < 0 || v >= gyreNumTypes)
-    throwError(gyreInvalidArgument, "datatype " + std::to_string(v) + " is not a gyreDataType_t (valid: 0 to " +
+    throwError(gyreInvalidArgument, "datatype " + std::to_string(v) +
+                                        " is not a gyreDataType_t (valid: 0 to " +
                                         std::to_string(gyreNumTypes - 1) + ")");
 }
 
 void checkRedOp(const gyreRedOp_t& op) {
   const int v = enumBits(op);
   if (v < 0 || v >= gyreNumOps)
-    throwError(gyreInvalidArgument, "op " + std::to_string(v) + " is not a gyreRedOp_t (valid: 0 to " +
+    throwError(gyreInvalidArgument, "op " + std::to_string(v) +
+                                        " is not a gyreRedOp_t (valid: 0 to " +
                                         std::to_string(gyreNumOps - 1) + ")");
 }
 
 void checkBuffers(const void* send, const void* recv, size_t count, gyreDataType_t t) {
   const size_t elem = gyre::kernels::dtypeSize(static_cast<gyre::kernels::DType>(t));
   if (count > static_cast<size_t>(PTRDIFF_MAX) / elem)
-    throwError(gyreInvalidArgument, "count " + std::to_string(count) + " of " +
-                                        gyre::kernels::dtypeName(static_cast<gyre::kernels::DType>(t)) +
-                                        " overflows the address space");
+    throwError(gyreInvalidArgument,
+               "count " + std::to_string(count) + " of " +
+                   gyre::kernels::dtypeName(static_cast<gyre::kernels::DType>(t)) +
+                   " overflows the address space");
   if (count == 0) return;
-  if (!send) throwError(gyreInvalidArgument, "sendbuff is NULL with count " + std::to_string(count));
-  if (!recv) throwError(gyreInvalidArgument, "recvbuff is NULL with count " + std::to_string(count));
+  if (!send)
+    throwError(gyreInvalidArgument, "sendbuff is NULL with count " + std::to_string(count));
+  if (!recv)
+    throwError(gyreInvalidArgument, "recvbuff is NULL with count " + std::to_string(count));
   const auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
   const size_t bytes = count * elem;
   if (s != r && s < r + bytes && r < s + bytes)
-    throwError(gyreInvalidArgument,
-               "sendbuff and recvbuff overlap without being equal (pass the same pointer for in-place)");
+    throwError(
+        gyreInvalidArgument,
+        "sendbuff and recvbuff overlap without being equal (pass the same pointer for in-place)");
 }
 
 void checkStream(gyreStream_t stream) {
@@ -95,12 +101,14 @@ void checkStream(gyreStream_t stream) {
                "stream must be NULL: this gyre was built without CUDA and works on host memory");
 }
 
-gyre::bootstrap::SockAddr rootListenAddress(const gyre::core::Config& cfg, gyre::bootstrap::SockAddr& advertise) {
+gyre::bootstrap::SockAddr rootListenAddress(const gyre::core::Config& cfg,
+                                            gyre::bootstrap::SockAddr& advertise) {
   if (const char* id = std::getenv("GYRE_COMM_ID"); id && *id) {
     advertise = gyre::bootstrap::SockAddr::parse(id, cfg.socketFamily);
     return gyre::bootstrap::SockAddr::any(advertise.family(), advertise.port());
   }
-  gyre::bootstrap::NetInterface nic = gyre::bootstrap::chooseInterface(cfg.socketIfname, cfg.socketFamily);
+  gyre::bootstrap::NetInterface nic =
+      gyre::bootstrap::chooseInterface(cfg.socketIfname, cfg.socketFamily);
   advertise = nic.addr;
   return gyre::bootstrap::SockAddr::any(nic.addr.family(), 0);
 }
@@ -143,7 +151,9 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
   return guarded("gyreCommInitRank", [&] {
     if (!comm) throwError(gyreInvalidArgument, "comm is NULL");
     *comm = nullptr;
-    if (nranks < 1) throwError(gyreInvalidArgument, "nranks is " + std::to_string(nranks) + "; it must be at least 1");
+    if (nranks < 1)
+      throwError(gyreInvalidArgument,
+                 "nranks is " + std::to_string(nranks) + "; it must be at least 1");
     if (rank < 0 || rank >= nranks)
       throwError(gyreInvalidArgument, "rank " + std::to_string(rank) + " is outside [0, " +
                                           std::to_string(nranks) + ")");

@@ -107,12 +107,15 @@ void Communicator::setUpTransports(Deadline deadline) {
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
     if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
-    std::string what = all[r].transport != all[0].transport
-                           ? std::string("GYRE_TRANSPORT=") + transportName(TransportChoice(all[r].transport)) +
-                                 " where rank 0 has " + transportName(TransportChoice(all[0].transport))
-                           : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_SHM_*/GYRE_TCP_*/GYRE_NSOCKS_PERPEER settings than rank 0";
-    throwError(gyreInvalidUsage, "rank " + std::to_string(r) + " was started with " + what +
-                                     "; every rank needs the same transport and algorithm settings");
+    std::string what =
+        all[r].transport != all[0].transport
+            ? std::string("GYRE_TRANSPORT=") + transportName(TransportChoice(all[r].transport)) +
+                  " where rank 0 has " + transportName(TransportChoice(all[0].transport))
+            : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_SHM_*/GYRE_TCP_*/GYRE_NSOCKS_PERPEER "
+              "settings than rank 0";
+    throwError(gyreInvalidUsage,
+               "rank " + std::to_string(r) + " was started with " + what +
+                   "; every rank needs the same transport and algorithm settings");
   }
 
   const auto& peers = bootstrap_->peers();
@@ -123,7 +126,8 @@ void Communicator::setUpTransports(Deadline deadline) {
     for (int r = 0; r < nranks_; ++r)
       if (!bootstrap_->sameHost(r))
         throwError(gyreInvalidArgument, "GYRE_TRANSPORT=shm, but " + bootstrap_->describe(r) +
-                                            " is on another host than rank " + std::to_string(rank_));
+                                            " is on another host than rank " +
+                                            std::to_string(rank_));
   }
   for (int r : local)
     if (r != rank_) liveness_.watch(r, peers[r].pid);
@@ -132,7 +136,9 @@ void Communicator::setUpTransports(Deadline deadline) {
   int cpus = topology::availableCpus();
   for (int r : local) cpus = std::min(cpus, peers[r].cpus);
   const bool oversubscribed = int(local.size()) > cpus;
-  auto spin = [&](int64_t normal) { return config_.spinNs >= 0 ? config_.spinNs : oversubscribed ? 2000 : normal; };
+  auto spin = [&](int64_t normal) {
+    return config_.spinNs >= 0 ? config_.spinNs : oversubscribed ? 2000 : normal;
+  };
 
   const bool wantShm = config_.transport != TransportChoice::Tcp;
   transport::ShmTransport::Options so;
@@ -157,7 +163,8 @@ void Communicator::setUpTransports(Deadline deadline) {
     connections_[r] = shm_->connection(r);
   }
   GYRE_INFO("rank %d: %zu rank(s) on this host, transport %s%s", rank_, local.size(),
-            transportName(config_.transport), oversubscribed ? ", oversubscribed: short spins" : "");
+            transportName(config_.transport),
+            oversubscribed ? ", oversubscribed: short spins" : "");
 }
 
 void Communicator::ensureConnected(const std::vector<int>& peers) {
@@ -174,7 +181,8 @@ transport::Connection& Communicator::connection(int peer) { return *connections_
 void Communicator::checkUsable() const {
   if (failedCode_.load() == gyreSuccess) return;
   std::lock_guard<std::mutex> lock(failMu_);
-  throwError(gyreInvalidUsage, "the communicator failed earlier and can only be destroyed: " + failedMessage_);
+  throwError(gyreInvalidUsage,
+             "the communicator failed earlier and can only be destroyed: " + failedMessage_);
 }
 
 void Communicator::progressAll() {
@@ -191,16 +199,18 @@ void Communicator::progressAll() {
 
 void Communicator::checkHealth(int awaitedPeer) {
   if (abortRequested_.load())
-    throw PeerFailure(gyreInvalidUsage, rank_, "rank " + std::to_string(rank_) +
-                                                   " was aborted with gyreCommAbort");
+    throw PeerFailure(gyreInvalidUsage, rank_,
+                      "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
   // Reports from failed peers first: they name where the failure began. A
   // peer that reported and then exited must not be blamed for it.
   if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
-  if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->first, n->second);
+  if (auto n = bootstrap_->pollAbortNotice())
+    throw PeerFailure(gyreRemoteError, n->first, n->second);
   // Only the peer we wait on: others may have finished this operation and
   // exited normally; a failure elsewhere reaches us as a report.
   if (awaitedPeer >= 0 && liveness_.isDead(awaitedPeer)) {
-    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->first, n->second);
+    if (auto n = bootstrap_->pollAbortNotice())
+      throw PeerFailure(gyreRemoteError, n->first, n->second);
     throw PeerFailure(gyreRemoteError, awaitedPeer, bootstrap_->describe(awaitedPeer) + " exited");
   }
 }
@@ -260,7 +270,8 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
   gyreResult_t code = cause.code();
   if (auto* ce = dynamic_cast<const transport::ConnectionError*>(&cause)) {
     failedPeer = ce->peer();
-    if (code == gyreRemoteError) origin = failedPeer;  // it closed on us, unless a report says otherwise
+    if (code == gyreRemoteError)
+      origin = failedPeer;  // it closed on us, unless a report says otherwise
   }
   if (auto* pf = dynamic_cast<const PeerFailure*>(&cause)) {
     origin = pf->origin();
@@ -301,7 +312,8 @@ void Communicator::abort() {
   while (activeCalls_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   if (failedCode_.load() == gyreSuccess) {
     opName_ = "communicator";
-    (void)fail(PeerFailure(gyreInvalidUsage, rank_, "rank " + std::to_string(rank_) + " aborted its communicator"));
+    (void)fail(PeerFailure(gyreInvalidUsage, rank_,
+                           "rank " + std::to_string(rank_) + " aborted its communicator"));
   }
 }
 
@@ -332,7 +344,8 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
       algo = collectives::parseAllReduceAlgo(config_.algo);
     } else {
       const size_t small = config_.smallMessageBytes ? config_.smallMessageBytes : 16 * 1024;
-      algo = bytes <= small ? collectives::AllReduceAlgo::RecursiveDoubling : collectives::AllReduceAlgo::Ring;
+      algo = bytes <= small ? collectives::AllReduceAlgo::RecursiveDoubling
+                            : collectives::AllReduceAlgo::Ring;
     }
     // The first call of an algorithm connects its peers and learns their
     // message size; later calls only build the plan.
@@ -344,7 +357,8 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
         collectives::buildRecursiveDoublingAllReduce(plan_, rank_, nranks_, 1, 1);
       ensureConnected(plan_.peers);
       setup.chunkBytes = SIZE_MAX;
-      for (int p : plan_.peers) setup.chunkBytes = std::min(setup.chunkBytes, connections_[p]->maxMessageBytes());
+      for (int p : plan_.peers)
+        setup.chunkBytes = std::min(setup.chunkBytes, connections_[p]->maxMessageBytes());
       setup.ready = true;
     }
     const size_t chunkElems = setup.chunkBytes / args.elemSize;
@@ -354,7 +368,8 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
       collectives::buildRecursiveDoublingAllReduce(plan_, rank_, nranks_, count, chunkElems);
     collectives::execute(plan_, args, *this);
   } catch (const Error& e) {
-    if (e.code() == gyreInvalidArgument && std::string(e.what()).find("GYRE_ALGO") != std::string::npos)
+    if (e.code() == gyreInvalidArgument &&
+        std::string(e.what()).find("GYRE_ALGO") != std::string::npos)
       throw;  // nothing was sent: the communicator stays usable
     throw fail(e);
   }

@@ -77,7 +77,7 @@ class Communicator final : public collectives::ExecContext {
   std::unique_ptr<transport::ShmTransport> shm_;
   std::unique_ptr<transport::TcpTransport> tcp_;
   std::vector<transport::Connection*> connections_;  // by peer; null until made
-  std::vector<bool> useShm_;                          // by peer
+  std::vector<bool> useShm_;                         // by peer
   PeerLiveness liveness_;
   collectives::Plan plan_;
   struct AlgoSetup {

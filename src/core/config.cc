@@ -1,13 +1,13 @@
 #include "core/config.h"
 
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstddef>
-#include <vector>
 #include <cstdlib>
-#include <strings.h>
+#include <vector>
 
 #include "core/error.h"
 
@@ -29,58 +29,80 @@ std::string lower(std::string s) {
 
 void setTransport(Config& c, const std::string& v, const char* name) {
   std::string s = lower(v);
-  if (s == "auto" || s.empty()) c.transport = TransportChoice::Auto;
-  else if (s == "shm") c.transport = TransportChoice::Shm;
-  else if (s == "tcp") c.transport = TransportChoice::Tcp;
-  else throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp");
+  if (s == "auto" || s.empty())
+    c.transport = TransportChoice::Auto;
+  else if (s == "shm")
+    c.transport = TransportChoice::Shm;
+  else if (s == "tcp")
+    c.transport = TransportChoice::Tcp;
+  else
+    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp");
 }
 
 const Param kParams[] = {
     {{"GYRE_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE"}, nullptr},
     {{"GYRE_DEBUG_FILE", "", "log to this file instead of stderr (%h host, %p pid)"}, nullptr},
     {{"GYRE_TIMEOUT_MS", "600000", "fail a call that makes no progress for this long (0: never)"},
-     [](Config& c, const std::string& v, const char* n) { c.timeoutMs = parseInt(v, n, 0, INT64_MAX / 1000000); }},
+     [](Config& c, const std::string& v, const char* n) {
+       c.timeoutMs = parseInt(v, n, 0, INT64_MAX / 1000000);
+     }},
     {{"GYRE_TRANSPORT", "auto", "auto (shm within a host, tcp across), shm, or tcp for every peer"},
      setTransport},
     {{"GYRE_ALGO", "", "algorithm override, e.g. ring or recursive_doubling"},
      [](Config& c, const std::string& v, const char*) { c.algo = v; }},
-    {{"GYRE_SOCKET_IFNAME", "", "interfaces to use: prefixes (eth,ib), ^ to exclude, = for exact names"},
+    {{"GYRE_SOCKET_IFNAME", "",
+      "interfaces to use: prefixes (eth,ib), ^ to exclude, = for exact names"},
      [](Config& c, const std::string& v, const char*) { c.socketIfname = v; }},
     {{"GYRE_SOCKET_FAMILY", "", "AF_INET or AF_INET6 to restrict addresses to one family"},
      [](Config& c, const std::string& v, const char* n) {
-       if (v == "AF_INET") c.socketFamily = AF_INET;
-       else if (v == "AF_INET6") c.socketFamily = AF_INET6;
-       else if (!v.empty()) throwError(gyreInvalidArgument, std::string(n) + "=" + v + " is not AF_INET or AF_INET6");
+       if (v == "AF_INET")
+         c.socketFamily = AF_INET;
+       else if (v == "AF_INET6")
+         c.socketFamily = AF_INET6;
+       else if (!v.empty())
+         throwError(gyreInvalidArgument, std::string(n) + "=" + v + " is not AF_INET or AF_INET6");
      }},
     {{"GYRE_NSOCKS_PERPEER", "1", "TCP sockets per peer (1-16); chunks are striped across them"},
-     [](Config& c, const std::string& v, const char* n) { c.socketsPerPeer = static_cast<int>(parseInt(v, n, 1, 16)); }},
+     [](Config& c, const std::string& v, const char* n) {
+       c.socketsPerPeer = static_cast<int>(parseInt(v, n, 1, 16));
+     }},
     {{"GYRE_SHM_SLOT_BYTES", "256K", "size of one shared-memory FIFO slot (4K-64M)"},
      [](Config& c, const std::string& v, const char* n) {
        c.shmSlotBytes = parseSize(v, n);
        if (c.shmSlotBytes < 4096 || c.shmSlotBytes > (64u << 20) || c.shmSlotBytes % 64)
-         throwError(gyreInvalidArgument, std::string(n) + "=" + v + " must be a multiple of 64 between 4K and 64M");
+         throwError(gyreInvalidArgument,
+                    std::string(n) + "=" + v + " must be a multiple of 64 between 4K and 64M");
      }},
     {{"GYRE_SHM_SLOTS", "8", "slots per shared-memory FIFO (2-64)"},
-     [](Config& c, const std::string& v, const char* n) { c.shmSlots = static_cast<int>(parseInt(v, n, 2, 64)); }},
+     [](Config& c, const std::string& v, const char* n) {
+       c.shmSlots = static_cast<int>(parseInt(v, n, 2, 64));
+     }},
     {{"GYRE_TCP_CHUNK_BYTES", "1M", "largest piece sent over TCP at once (4K-64M)"},
      [](Config& c, const std::string& v, const char* n) {
        c.tcpChunkBytes = parseSize(v, n);
        if (c.tcpChunkBytes < 4096 || c.tcpChunkBytes > (64u << 20) || c.tcpChunkBytes % 64)
-         throwError(gyreInvalidArgument, std::string(n) + "=" + v + " must be a multiple of 64 between 4K and 64M");
+         throwError(gyreInvalidArgument,
+                    std::string(n) + "=" + v + " must be a multiple of 64 between 4K and 64M");
      }},
-    {{"GYRE_TCP_BUFFER_BYTES", "4M", "socket send/receive buffer size asked of the kernel (0: kernel autotuning)"},
-     [](Config& c, const std::string& v, const char* n) { c.tcpSocketBufferBytes = parseSize(v, n); }},
-    {{"GYRE_SPIN_NS", "auto", "busy-poll this long before sleeping (auto: 50us, 2us when ranks outnumber cores)"},
+    {{"GYRE_TCP_BUFFER_BYTES", "4M",
+      "socket send/receive buffer size asked of the kernel (0: kernel autotuning)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.tcpSocketBufferBytes = parseSize(v, n);
+     }},
+    {{"GYRE_SPIN_NS", "auto",
+      "busy-poll this long before sleeping (auto: 50us, 2us when ranks outnumber cores)"},
      [](Config& c, const std::string& v, const char* n) {
        c.spinNs = lower(v) == "auto" ? -1 : parseInt(v, n, 0, 10'000'000'000LL);
      }},
-    {{"GYRE_HOSTID", "", "override this process's host identity (ranks with equal ids share memory)"},
+    {{"GYRE_HOSTID", "",
+      "override this process's host identity (ranks with equal ids share memory)"},
      [](Config& c, const std::string& v, const char*) { c.hostId = v; }},
     {{"GYRE_SMALL_MSG_BYTES", "auto", "AllReduce below this size uses recursive doubling"},
      [](Config& c, const std::string& v, const char* n) {
        c.smallMessageBytes = lower(v) == "auto" ? 0 : parseSize(v, n);
      }},
-    {{"GYRE_COMM_ID", "", "host:port of the rendezvous root for init from the environment"}, nullptr},
+    {{"GYRE_COMM_ID", "", "host:port of the rendezvous root for init from the environment"},
+     nullptr},
     {{"GYRE_SECRET", "", "hex secret the rendezvous root requires (set by gyrerun)"}, nullptr},
     {{"GYRE_RANK", "", "this process's rank (init from the environment)"}, nullptr},
     {{"GYRE_WORLD_SIZE", "", "number of ranks (init from the environment)"}, nullptr},
@@ -99,7 +121,8 @@ std::span<const ParamInfo> parameterTable() {
 
 uint64_t parseSize(const std::string& text, const std::string& what) {
   auto bad = [&] {
-    throwError(gyreInvalidArgument, what + "=" + text + " is not a size (digits with an optional K, M or G)");
+    throwError(gyreInvalidArgument,
+               what + "=" + text + " is not a size (digits with an optional K, M or G)");
   };
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) bad();
   errno = 0;
@@ -109,10 +132,17 @@ uint64_t parseSize(const std::string& text, const std::string& what) {
   unsigned shift = 0;
   if (*end) {
     switch (std::toupper(static_cast<unsigned char>(*end))) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      default: bad();
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        bad();
     }
     ++end;
     if (*end == 'B' || *end == 'b') ++end;
@@ -145,7 +175,8 @@ Config Config::resolve(const gyreConfig_t* user) {
                "config was not initialised with GYRE_CONFIG_INITIALIZER (bad magic or size)");
   // Fields exist only up to the size the caller was compiled with.
   auto has = [&](size_t offset, size_t bytes) { return offset + bytes <= user->size; };
-  if (has(offsetof(gyreConfig_t, timeoutMs), sizeof(int)) && user->timeoutMs != GYRE_CONFIG_UNDEF_INT) {
+  if (has(offsetof(gyreConfig_t, timeoutMs), sizeof(int)) &&
+      user->timeoutMs != GYRE_CONFIG_UNDEF_INT) {
     if (user->timeoutMs < 0) throwError(gyreInvalidArgument, "config.timeoutMs must be >= 0");
     c.timeoutMs = user->timeoutMs;
   }

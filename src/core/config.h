@@ -15,20 +15,20 @@ namespace gyre::core {
 enum class TransportChoice { Auto, Shm, Tcp };
 
 struct Config {
-  int64_t timeoutMs = 600000;            // 0: wait forever
+  int64_t timeoutMs = 600000;  // 0: wait forever
   TransportChoice transport = TransportChoice::Auto;
-  std::string algo;                      // empty: automatic choice
+  std::string algo;  // empty: automatic choice
   std::string commName;
-  std::string socketIfname;              // NCCL syntax: prefixes, ^exclude, =exact
-  int socketFamily = 0;                  // AF_UNSPEC, AF_INET or AF_INET6
+  std::string socketIfname;  // NCCL syntax: prefixes, ^exclude, =exact
+  int socketFamily = 0;      // AF_UNSPEC, AF_INET or AF_INET6
   int socketsPerPeer = 1;
   size_t shmSlotBytes = 256 * 1024;
   int shmSlots = 8;
   size_t tcpChunkBytes = 1024 * 1024;
   size_t tcpSocketBufferBytes = 4 * 1024 * 1024;
-  int64_t spinNs = -1;                   // <0: chosen from cores vs local ranks
-  std::string hostId;                    // override the detected host identity
-  size_t smallMessageBytes = 0;          // 0: automatic (below it: recursive doubling)
+  int64_t spinNs = -1;           // <0: chosen from cores vs local ranks
+  std::string hostId;            // override the detected host identity
+  size_t smallMessageBytes = 0;  // 0: automatic (below it: recursive doubling)
 
   // Defaults, then GYRE_* environment, then the user's struct (may be null).
   static Config resolve(const gyreConfig_t* user);

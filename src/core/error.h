@@ -3,8 +3,8 @@
 // error. Nothing else crosses the ABI.
 #pragma once
 
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "gyre/gyre.h"

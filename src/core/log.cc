@@ -1,5 +1,6 @@
 #include "core/log.h"
 
+#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -8,7 +9,6 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <strings.h>
 
 namespace gyre::log {
 
@@ -42,16 +42,25 @@ Sink& sink() {
     gethostname(init.host, sizeof(init.host) - 1);
     if (char* dot = std::strchr(init.host, '.')) *dot = '\0';
     if (const char* v = std::getenv("GYRE_DEBUG")) {
-      if (!strcasecmp(v, "NONE") || !strcasecmp(v, "ERROR")) init.level = Level::None;
-      else if (!strcasecmp(v, "WARN")) init.level = Level::Warn;
-      else if (!strcasecmp(v, "INFO")) init.level = Level::Info;
-      else if (!strcasecmp(v, "TRACE")) init.level = Level::Trace;
-      else std::fprintf(stderr, "gyre: GYRE_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", v);
+      if (!strcasecmp(v, "NONE") || !strcasecmp(v, "ERROR"))
+        init.level = Level::None;
+      else if (!strcasecmp(v, "WARN"))
+        init.level = Level::Warn;
+      else if (!strcasecmp(v, "INFO"))
+        init.level = Level::Info;
+      else if (!strcasecmp(v, "TRACE"))
+        init.level = Level::Trace;
+      else
+        std::fprintf(stderr,
+                     "gyre: GYRE_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", v);
     }
     if (const char* f = std::getenv("GYRE_DEBUG_FILE")) {
       std::string path = expandPath(f, init.host);
-      if (FILE* fp = std::fopen(path.c_str(), "a")) init.file = fp;
-      else std::fprintf(stderr, "gyre: cannot open GYRE_DEBUG_FILE %s; logging to stderr\n", path.c_str());
+      if (FILE* fp = std::fopen(path.c_str(), "a"))
+        init.file = fp;
+      else
+        std::fprintf(stderr, "gyre: cannot open GYRE_DEBUG_FILE %s; logging to stderr\n",
+                     path.c_str());
     }
     return init;
   }();

@@ -18,18 +18,18 @@ void write(Level l, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace gyre::log
 
-#define GYRE_WARN(...)                                                            \
-  do {                                                                            \
-    if (::gyre::log::enabled(::gyre::log::Level::Warn))                           \
-      ::gyre::log::write(::gyre::log::Level::Warn, __VA_ARGS__);                  \
+#define GYRE_WARN(...)                                           \
+  do {                                                           \
+    if (::gyre::log::enabled(::gyre::log::Level::Warn))          \
+      ::gyre::log::write(::gyre::log::Level::Warn, __VA_ARGS__); \
   } while (0)
-#define GYRE_INFO(...)                                                            \
-  do {                                                                            \
-    if (::gyre::log::enabled(::gyre::log::Level::Info))                           \
-      ::gyre::log::write(::gyre::log::Level::Info, __VA_ARGS__);                  \
+#define GYRE_INFO(...)                                           \
+  do {                                                           \
+    if (::gyre::log::enabled(::gyre::log::Level::Info))          \
+      ::gyre::log::write(::gyre::log::Level::Info, __VA_ARGS__); \
   } while (0)
-#define GYRE_TRACE(...)                                                           \
-  do {                                                                            \
-    if (::gyre::log::enabled(::gyre::log::Level::Trace))                          \
-      ::gyre::log::write(::gyre::log::Level::Trace, __VA_ARGS__);                 \
+#define GYRE_TRACE(...)                                           \
+  do {                                                            \
+    if (::gyre::log::enabled(::gyre::log::Level::Trace))          \
+      ::gyre::log::write(::gyre::log::Level::Trace, __VA_ARGS__); \
   } while (0)

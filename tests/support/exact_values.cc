@@ -39,17 +39,38 @@ long long inputValue(size_t i, int rank, gyreRedOp_t op, gyreDataType_t t) {
 
 void store(void* buf, size_t i, gyreDataType_t t, double v) {
   switch (t) {
-    case gyreInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case gyreUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case gyreInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case gyreUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v); break;
-    case gyreInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case gyreUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v); break;
-    case gyreFloat16: static_cast<uint16_t*>(buf)[i] = kernels::floatToHalf(static_cast<float>(v)); break;
-    case gyreBfloat16: static_cast<uint16_t*>(buf)[i] = kernels::floatToBfloat16(static_cast<float>(v)); break;
-    case gyreFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case gyreFloat64: static_cast<double*>(buf)[i] = v; break;
-    default: break;
+    case gyreInt8:
+      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v);
+      break;
+    case gyreUint8:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+      break;
+    case gyreInt32:
+      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+      break;
+    case gyreUint32:
+      static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v);
+      break;
+    case gyreInt64:
+      static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v);
+      break;
+    case gyreUint64:
+      static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v);
+      break;
+    case gyreFloat16:
+      static_cast<uint16_t*>(buf)[i] = kernels::floatToHalf(static_cast<float>(v));
+      break;
+    case gyreBfloat16:
+      static_cast<uint16_t*>(buf)[i] = kernels::floatToBfloat16(static_cast<float>(v));
+      break;
+    case gyreFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case gyreFloat64:
+      static_cast<double*>(buf)[i] = v;
+      break;
+    default:
+      break;
   }
 }
 
@@ -61,10 +82,18 @@ double expected(size_t i, gyreDataType_t t, gyreRedOp_t op, int nranks) {
   for (int r = 1; r < nranks; ++r) {
     long long v = inputValue(i, r, op, t);
     switch (op) {
-      case gyreProd: acc *= v; break;
-      case gyreMax: acc = std::max(acc, v); break;
-      case gyreMin: acc = std::min(acc, v); break;
-      default: acc += v; break;
+      case gyreProd:
+        acc *= v;
+        break;
+      case gyreMax:
+        acc = std::max(acc, v);
+        break;
+      case gyreMin:
+        acc = std::min(acc, v);
+        break;
+      default:
+        acc += v;
+        break;
     }
   }
   if (op != gyreAvg) return static_cast<double>(acc);
@@ -80,15 +109,23 @@ double expected(size_t i, gyreDataType_t t, gyreRedOp_t op, int nranks) {
 
 size_t dtypeBytes(gyreDataType_t t) {
   switch (t) {
-    case gyreInt8: case gyreUint8: return 1;
-    case gyreFloat16: case gyreBfloat16: return 2;
-    case gyreInt32: case gyreUint32: case gyreFloat32: return 4;
-    default: return 8;
+    case gyreInt8:
+    case gyreUint8:
+      return 1;
+    case gyreFloat16:
+    case gyreBfloat16:
+      return 2;
+    case gyreInt32:
+    case gyreUint32:
+    case gyreFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
 const char* dtypeLabel(gyreDataType_t t) {
-  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64",
+  static const char* names[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
                                 "uint64", "float16", "float32", "float64", "bfloat16"};
   return static_cast<int>(t) >= 0 && t < gyreNumTypes ? names[t] : "?";
 }
@@ -100,22 +137,34 @@ const char* opLabel(gyreRedOp_t op) {
 
 double elementAsDouble(const void* buf, size_t i, gyreDataType_t t) {
   switch (t) {
-    case gyreInt8: return static_cast<const int8_t*>(buf)[i];
-    case gyreUint8: return static_cast<const uint8_t*>(buf)[i];
-    case gyreInt32: return static_cast<const int32_t*>(buf)[i];
-    case gyreUint32: return static_cast<const uint32_t*>(buf)[i];
-    case gyreInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case gyreUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
-    case gyreFloat16: return kernels::halfToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case gyreBfloat16: return kernels::bfloat16ToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case gyreFloat32: return static_cast<const float*>(buf)[i];
-    case gyreFloat64: return static_cast<const double*>(buf)[i];
-    default: return NAN;
+    case gyreInt8:
+      return static_cast<const int8_t*>(buf)[i];
+    case gyreUint8:
+      return static_cast<const uint8_t*>(buf)[i];
+    case gyreInt32:
+      return static_cast<const int32_t*>(buf)[i];
+    case gyreUint32:
+      return static_cast<const uint32_t*>(buf)[i];
+    case gyreInt64:
+      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case gyreUint64:
+      return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
+    case gyreFloat16:
+      return kernels::halfToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case gyreBfloat16:
+      return kernels::bfloat16ToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case gyreFloat32:
+      return static_cast<const float*>(buf)[i];
+    case gyreFloat64:
+      return static_cast<const double*>(buf)[i];
+    default:
+      return NAN;
   }
 }
 
 void fillInput(void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int rank) {
-  for (size_t i = 0; i < count; ++i) store(buf, i, t, static_cast<double>(inputValue(i, rank, op, t)));
+  for (size_t i = 0; i < count; ++i)
+    store(buf, i, t, static_cast<double>(inputValue(i, rank, op, t)));
 }
 
 size_t countWrong(const void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int nranks,
@@ -129,8 +178,8 @@ size_t countWrong(const void* buf, size_t count, gyreDataType_t t, gyreRedOp_t o
     store(want, 0, t, e);
     if (std::memcmp(want, static_cast<const unsigned char*>(buf) + i * bytes, bytes) != 0) {
       if (wrong == 0 && firstBad)
-        *firstBad = "element " + std::to_string(i) + " is " + std::to_string(elementAsDouble(buf, i, t)) +
-                    ", expected " + std::to_string(e);
+        *firstBad = "element " + std::to_string(i) + " is " +
+                    std::to_string(elementAsDouble(buf, i, t)) + ", expected " + std::to_string(e);
       ++wrong;
     }
   }

@@ -17,12 +17,13 @@ std::string RunOutcome::describe() const {
   std::string s = timedOut ? "the run TIMED OUT (ranks killed).\n" : "";
   for (const RankOutcome& r : ranks) {
     s += "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + "): ";
-    s += r.signal ? "killed by signal " + std::to_string(r.signal) : "exit " + std::to_string(r.exitCode);
+    s += r.signal ? "killed by signal " + std::to_string(r.signal)
+                  : "exit " + std::to_string(r.exitCode);
     if (!r.output.empty()) {
       std::string out = r.output.size() > 4000 ? r.output.substr(0, 4000) + "...(cut)" : r.output;
       s += "\n  | " + out;
-      for (size_t p = s.find('\n', s.size() - out.size()); p != std::string::npos && p + 1 < s.size();
-           p = s.find('\n', p + 4))
+      for (size_t p = s.find('\n', s.size() - out.size());
+           p != std::string::npos && p + 1 < s.size(); p = s.find('\n', p + 4))
         s.insert(p + 1, "  | ");
     }
     s += "\n";
@@ -95,7 +96,9 @@ RunOutcome runRanks(int nranks, const std::function<int(int, int, const gyreUniq
         fds.push_back({pipes[r], POLLIN, 0});
         which.push_back(r);
       }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) {
       out.timedOut = true;
       break;
@@ -149,7 +152,8 @@ bool Checker::expectOk(gyreResult_t r, const std::string& what) {
   return false;
 }
 
-gyreComm_t initRank(int rank, int nranks, const gyreUniqueId& id, const char* transport, int timeoutMs) {
+gyreComm_t initRank(int rank, int nranks, const gyreUniqueId& id, const char* transport,
+                    int timeoutMs) {
   gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
   cfg.transport = transport;
   cfg.timeoutMs = timeoutMs;

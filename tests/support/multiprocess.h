@@ -17,9 +17,9 @@ namespace gyre::test {
 struct RankOutcome {
   int rank = -1;
   pid_t pid = -1;
-  int exitCode = -1;  // when it exited
-  int signal = 0;     // when a signal ended it
-  std::string output; // stdout and stderr
+  int exitCode = -1;   // when it exited
+  int signal = 0;      // when a signal ended it
+  std::string output;  // stdout and stderr
 };
 
 struct RunOutcome {
@@ -39,7 +39,8 @@ struct RunOptions {
 
 // body runs in each child with its rank; its return value is the exit code.
 // The unique id is created by the parent, which is not a rank.
-RunOutcome runRanks(int nranks, const std::function<int(int rank, int nranks, const gyreUniqueId& id)>& body,
+RunOutcome runRanks(int nranks,
+                    const std::function<int(int rank, int nranks, const gyreUniqueId& id)>& body,
                     const RunOptions& options = {});
 
 // Failure accounting inside a rank: prints the message and counts it.

@@ -13,7 +13,8 @@
 namespace gyre::transport {
 
 inline void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeoutNs) {
-  timespec ts{static_cast<time_t>(timeoutNs / 1'000'000'000), static_cast<long>(timeoutNs % 1'000'000'000)};
+  timespec ts{static_cast<time_t>(timeoutNs / 1'000'000'000),
+              static_cast<long>(timeoutNs % 1'000'000'000)};
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 

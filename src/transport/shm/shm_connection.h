@@ -11,8 +11,8 @@ class ShmTransport;
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(ShmTransport& transport, int peer, shm::SegmentHeader* peerHeader,
-                shm::Fifo out, shm::Fifo in)
+  ShmConnection(ShmTransport& transport, int peer, shm::SegmentHeader* peerHeader, shm::Fifo out,
+                shm::Fifo in)
       : transport_(transport), peer_(peer), peerHeader_(peerHeader), out_(out), in_(in) {}
 
   Transport& transport() override;

@@ -61,10 +61,12 @@ struct Fifo {
   static Fifo at(void* segment, int index, size_t slotBytes, int nslots) {
     auto* base = static_cast<unsigned char*>(segment) + headerBytes() +
                  size_t(index) * fifoBytes(slotBytes, nslots);
-    return Fifo{reinterpret_cast<FifoControl*>(base), base + sizeof(FifoControl), slotBytes, nslots};
+    return Fifo{reinterpret_cast<FifoControl*>(base), base + sizeof(FifoControl), slotBytes,
+                nslots};
   }
   SlotHeader* slot(uint64_t message) const {
-    return reinterpret_cast<SlotHeader*>(slots + (message % uint64_t(nslots)) * slotStride(slotBytes));
+    return reinterpret_cast<SlotHeader*>(slots +
+                                         (message % uint64_t(nslots)) * slotStride(slotBytes));
   }
   static unsigned char* payload(SlotHeader* s, size_t bytes) {
     return bytes <= kInlineBytes ? s->inlinePayload : reinterpret_cast<unsigned char*>(s) + kLine;

@@ -47,9 +47,10 @@ ShmSegment ShmSegment::create(size_t bytes) {
   int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (rc != 0) {
     ::close(fd);
-    throwError(gyreSystemError, "cannot reserve " + std::to_string(bytes >> 20) +
-                                    " MiB of shared memory in /dev/shm (" + std::strerror(rc) +
-                                    "); free space there or lower GYRE_SHM_SLOT_BYTES/GYRE_SHM_SLOTS");
+    throwError(gyreSystemError,
+               "cannot reserve " + std::to_string(bytes >> 20) +
+                   " MiB of shared memory in /dev/shm (" + std::strerror(rc) +
+                   "); free space there or lower GYRE_SHM_SLOT_BYTES/GYRE_SHM_SLOTS");
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;

@@ -22,7 +22,8 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
   t->rank_ = bs.rank();
   t->localRanks_ = localRanks;
   t->localIndexOf_.assign(static_cast<size_t>(bs.nranks()), -1);
-  for (size_t i = 0; i < localRanks.size(); ++i) t->localIndexOf_[localRanks[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < localRanks.size(); ++i)
+    t->localIndexOf_[localRanks[i]] = static_cast<int>(i);
   const int nlocal = static_cast<int>(localRanks.size());
   const size_t bytes = shm::segmentBytes(nlocal, options.slotBytes, options.slots);
 
@@ -47,11 +48,13 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
     if (peer == bs.rank()) continue;
     std::string name(&names[size_t(peer) * kNameBytes]);
     if (name.empty())
-      throwError(gyreInternalError, bs.describe(peer) + " shares this host but made no shared memory");
+      throwError(gyreInternalError,
+                 bs.describe(peer) + " shares this host but made no shared memory");
     t->peerSegments_[i] = ShmSegment::open(name, bytes);
     auto* peerHeader = static_cast<shm::SegmentHeader*>(t->peerSegments_[i].data());
     if (peerHeader->magic != shm::kSegmentMagic || peerHeader->ownerRank != peer)
-      throwError(gyreInternalError, "shared memory " + name + " is not " + bs.describe(peer) + "'s");
+      throwError(gyreInternalError,
+                 "shared memory " + name + " is not " + bs.describe(peer) + "'s");
     shm::Fifo out = shm::Fifo::at(t->peerSegments_[i].data(), me, options.slotBytes, options.slots);
     shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
     t->connections_[i] = std::make_unique<ShmConnection>(*t, peer, peerHeader, out, in);
@@ -60,8 +63,8 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
   // as long as a mapping does, and a killed job leaves nothing behind.
   bs.barrier(deadline);
   t->own_.unlink();
-  GYRE_INFO("rank %d: shared memory with %d local peers, %d slots of %zu KiB per peer",
-            bs.rank(), nlocal - 1, options.slots, options.slotBytes >> 10);
+  GYRE_INFO("rank %d: shared memory with %d local peers, %d slots of %zu KiB per peer", bs.rank(),
+            nlocal - 1, options.slots, options.slotBytes >> 10);
   return t;
 }
 
@@ -109,7 +112,9 @@ std::optional<std::pair<int, std::string>> ShmTransport::peerAbort() const {
     if (!s.data()) continue;
     auto* h = static_cast<const shm::SegmentHeader*>(s.data());
     if (h->aborted.load(std::memory_order_acquire))
-      return std::make_pair(h->abortOrigin, std::string(h->abortMessage, strnlen(h->abortMessage, sizeof(h->abortMessage))));
+      return std::make_pair(
+          h->abortOrigin,
+          std::string(h->abortMessage, strnlen(h->abortMessage, sizeof(h->abortMessage))));
   }
   return std::nullopt;
 }

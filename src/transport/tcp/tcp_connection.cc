@@ -31,13 +31,15 @@ size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const s
       r = ::readv(fd, iov, n);
     }
     if (r > 0) return static_cast<size_t>(r);
-    if (r == 0 && !writing) throw ConnectionError(gyreRemoteError, peerRank, peer + " closed its connection");
+    if (r == 0 && !writing)
+      throw ConnectionError(gyreRemoteError, peerRank, peer + " closed its connection");
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT))
       throw ConnectionError(gyreRemoteError, peerRank, peer + " reset its connection");
-    throw ConnectionError(gyreSystemError, peerRank,
-                          std::string(writing ? "send to " : "receive from ") + peer + ": " + std::strerror(errno));
+    throw ConnectionError(
+        gyreSystemError, peerRank,
+        std::string(writing ? "send to " : "receive from ") + peer + ": " + std::strerror(errno));
   }
 }
 
@@ -89,7 +91,8 @@ int TcpConnection::takeStaging(std::vector<int>& freeList) {
 
 void TcpConnection::sizeMismatch(size_t got, size_t expected) const {
   throw ConnectionError(gyreInvalidUsage, peer_,
-                        peerName_ + " sent " + std::to_string(got) + " bytes where " + std::to_string(expected) +
+                        peerName_ + " sent " + std::to_string(got) + " bytes where " +
+                            std::to_string(expected) +
                             " were expected: the ranks called different operations or counts");
 }
 
@@ -147,9 +150,11 @@ bool TcpConnection::pumpSend() {
       iovec iov[2];
       int n = 0;
       if (lane.done < sizeof(PartHeader))
-        iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done, sizeof(PartHeader) - lane.done};
+        iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done,
+                    sizeof(PartHeader) - lane.done};
       size_t payloadDone = lane.done > sizeof(PartHeader) ? lane.done - sizeof(PartHeader) : 0;
-      if (len > payloadDone) iov[n++] = {const_cast<uint8_t*>(m.data) + off + payloadDone, len - payloadDone};
+      if (len > payloadDone)
+        iov[n++] = {const_cast<uint8_t*>(m.data) + off + payloadDone, len - payloadDone};
       size_t w = vectoredIo(lanes_[k].fd(), true, iov, n, peer_, peerName_);
       if (w == 0) break;
       moved = true;
@@ -224,7 +229,8 @@ bool TcpConnection::pumpLaneIn(int k) {
     if (lane.done < sizeof(PartHeader)) {
       iovec iov[2];
       int n = 0;
-      iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done, sizeof(PartHeader) - lane.done};
+      iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done,
+                  sizeof(PartHeader) - lane.done};
       size_t off = 0, len = 0;
       if (m.sizeKnown) {  // read the header and the payload in one call
         partRange(m.bytes, k, off, len);
@@ -239,7 +245,8 @@ bool TcpConnection::pumpLaneIn(int k) {
         throw ConnectionError(gyreRemoteError, peer_, peerName_ + " sent a corrupt message header");
       if (!m.sizeKnown) {
         if (lane.header.totalBytes > chunkBytes_)
-          throw ConnectionError(gyreRemoteError, peer_, peerName_ + " sent a message larger than the chunk size");
+          throw ConnectionError(gyreRemoteError, peer_,
+                                peerName_ + " sent a message larger than the chunk size");
         m.bytes = lane.header.totalBytes;
         m.sizeKnown = true;
       } else if (lane.header.totalBytes != m.bytes) {

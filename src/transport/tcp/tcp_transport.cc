@@ -36,9 +36,9 @@ void TcpTransport::connect(const std::vector<int>& peers, Deadline deadline) {
     }
   }
   for (auto& [p, lanes] : made) {
-    connections_[p] = std::make_unique<TcpConnection>(*this, p, bootstrap_.describe(p),
-                                                      std::move(lanes), options_.chunkBytes,
-                                                      options_.stagingSlots);
+    connections_[p] =
+        std::make_unique<TcpConnection>(*this, p, bootstrap_.describe(p), std::move(lanes),
+                                        options_.chunkBytes, options_.stagingSlots);
     GYRE_INFO("rank %d: tcp connection to %s, %d socket(s)", me, bootstrap_.describe(p).c_str(),
               options_.lanes);
   }
