@@ -1,8 +1,10 @@
-/* tcp-loopback-bw: the ceiling a 2-rank TCP AllReduce works against on this
+/* tcp-loopback-bw: a reference point for a 2-rank TCP AllReduce on this
  * machine. Two processes, pinned to two cores, each send and receive SIZE
  * bytes over one loopback TCP connection at the same time (the traffic of a
  * 2-rank AllReduce of SIZE bytes: each rank sends and receives SIZE), with
- * non-blocking sockets and poll. Prints the per-direction rate for each
+ * non-blocking sockets and poll. Not a limit: flooding both directions keeps
+ * megabytes in flight whose socket pages fall out of cache, and a paced
+ * exchange (gyre's) can beat it. Prints the per-direction rate for each
  * write size tried, median over repetitions, and the best of them:
  *   tcp-loopback-bw [-b SIZE] [-n REPS]
  *   "chunk 1048576: 1.23 GB/s"... then "best: 1.23 GB/s". */

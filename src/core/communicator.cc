@@ -139,6 +139,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   auto spin = [&](int64_t normal) {
     return config_.spinNs >= 0 ? config_.spinNs : oversubscribed ? 2000 : normal;
   };
+  yieldNs_ = config_.yieldNs >= 0 ? config_.yieldNs : oversubscribed ? 1'000'000 : 0;
 
   const bool wantShm = config_.transport != TransportChoice::Tcp;
   transport::ShmTransport::Options so;
@@ -229,6 +230,15 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
       if (ready()) return;
       _mm_pause();
     }
+    progressAll();
+    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(conn.peer());
+  }
+  // With more ranks than cores, hand the core to a rank that can use it
+  // (likely the one we wait for, or one of its neighbours) before sleeping:
+  // a yield costs no wake-up latency when we are needed again.
+  while (nowNs() - start < spinNs + yieldNs_) {
+    if (ready()) return;
+    sched_yield();
     progressAll();
     if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(conn.peer());
   }

@@ -97,6 +97,7 @@ class Communicator final : public collectives::ExecContext {
   std::string failedMessage_;
   bool peersNotified_ = false;
   int64_t lastHealthCheckNs_ = 0;
+  int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
 
   friend class ActiveCall;
 };

@@ -77,7 +77,7 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.shmSlots = static_cast<int>(parseInt(v, n, 2, 64));
      }},
-    {{"GYRE_TCP_CHUNK_BYTES", "1M", "largest piece sent over TCP at once (4K-64M)"},
+    {{"GYRE_TCP_CHUNK_BYTES", "256K", "largest piece sent over TCP at once (4K-64M)"},
      [](Config& c, const std::string& v, const char* n) {
        c.tcpChunkBytes = parseSize(v, n);
        if (c.tcpChunkBytes < 4096 || c.tcpChunkBytes > (64u << 20) || c.tcpChunkBytes % 64)
@@ -93,6 +93,12 @@ const Param kParams[] = {
       "busy-poll this long before sleeping (auto: 50us, 2us when ranks outnumber cores)"},
      [](Config& c, const std::string& v, const char* n) {
        c.spinNs = lower(v) == "auto" ? -1 : parseInt(v, n, 0, 10'000'000'000LL);
+     }},
+    {{"GYRE_YIELD_NS", "auto",
+      "after spinning, yield the core this long before sleeping (auto: 1 ms when ranks outnumber "
+      "cores, else 0)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.yieldNs = lower(v) == "auto" ? -1 : parseInt(v, n, 0, 10'000'000'000LL);
      }},
     {{"GYRE_HOSTID", "",
       "override this process's host identity (ranks with equal ids share memory)"},

@@ -19,7 +19,7 @@ class TcpConnection;
 class TcpTransport final : public Transport {
  public:
   struct Options {
-    size_t chunkBytes = 1 << 20;
+    size_t chunkBytes = 256 << 10;
     int lanes = 1;
     size_t socketBufferBytes = 4 << 20;
     int stagingSlots = 4;
