@@ -472,6 +472,19 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def install_peers(ctx):
+    """The peers come from Debian packages: tools/setup.sh installs what is
+    missing (Open MPI, Gloo, the build tools) when run as root."""
+    if ctx.args.no_install:
+        return
+    setup = os.path.join(REPO, "tools", "setup.sh")
+    log("compare: %s (installs Open MPI, Gloo and the build tools if missing)" % setup)
+    r = subprocess.run([setup])
+    if r.returncode != 0:
+        log("compare: %s failed; install openmpi-bin libopenmpi-dev libgloo-dev, or pass --no-install" % setup)
+        sys.exit(1)
+
+
 def build(ctx):
     args = ctx.args
     if args.no_build:
@@ -990,6 +1003,8 @@ def main():
                     "report; fewer only for a smoke test), default 3")
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"), help="CMake build directory (default ./build)")
     ap.add_argument("--no-build", action="store_true", help="do not run cmake --build")
+    ap.add_argument("--no-install", action="store_true",
+                    help="do not run tools/setup.sh (which installs the peers from Debian packages)")
     ap.add_argument("--peer-dir", help="where the peer drivers are (default BUILD/bench/compare)")
     ap.add_argument("--gyrerun", help="gyrerun launcher (default BUILD/tools/gyrerun)")
     ap.add_argument("--gyre-bench", help="gyre benchmark (default BUILD/bench/gyre-allreduce-perf)")
@@ -1022,6 +1037,7 @@ def main():
     if args.repeats < 3:
         ctx.notes.append("--repeats %d: fewer than 3 launches per size, not for a report" % args.repeats)
         log("compare: warning: --repeats %d (< 3) is a smoke test, not a measurement" % args.repeats)
+    install_peers(ctx)
     build(ctx)
     info = machine_info(ctx)
     results = {}
