@@ -1,94 +1,169 @@
 #include "collectives/executor.h"
 
+#include <vector>
+
+#include "core/error.h"
+
 namespace gyre::collectives {
 
 namespace {
 
 using transport::Connection;
+using WaitItem = ExecContext::WaitItem;
 using Waiting = ExecContext::Waiting;
 
-class StepRunner {
- public:
-  StepRunner(const CallArgs& args, ExecContext& ctx) : args_(args), ctx_(ctx) {}
+enum class Outcome { Done, Blocked };
 
-  void run(const Step& s) {
+struct LaneState {
+  uint32_t next = 0;
+  uint32_t end = 0;
+  uint8_t phase = 0;     // how far the current step has got (multi-part steps)
+  bool partial = false;  // a part of the current step was done since the last report
+  WaitItem blocked{nullptr, Waiting::ForData};
+};
+
+class Runner {
+ public:
+  Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx) : plan_(plan), args_(args), ctx_(ctx) {}
+
+  // Runs the lane's steps until one cannot go on; true if anything moved.
+  bool advance(LaneState& l) {
+    bool moved = false;
+    while (l.next < l.end) {
+      if (tryStep(plan_.steps[l.next], l) == Outcome::Blocked) {
+        moved |= l.partial;
+        l.partial = false;
+        return moved;
+      }
+      moved = true;
+      l.phase = 0;
+      l.partial = false;
+      ++l.next;
+    }
+    return moved;
+  }
+
+ private:
+  Outcome tryStep(const Step& s, LaneState& l) {
     const size_t bytes = s.count * args_.elemSize;
     const void* src = pointer(s.src, s.srcOffset);
     void* dst = pointer(s.dst, s.dstOffset);
     const uint32_t divisor = s.finalReduce ? args_.divisor : 1;
+    const transport::MessageTag& tag = plan_.tags[s.tag];
     switch (s.prim) {
       case Prim::Copy:
-        if (src != dst || divisor > 1) reduce(dst, nullptr, src, nullptr, s, divisor, true);
-        break;
-      case Prim::Send:
-        sendFrom(ctx_.connection(s.sendPeer), src, bytes);
-        break;
+        if (src != dst || divisor > 1) reduce(dst, nullptr, src, nullptr, s, divisor, s.dst == BufId::Output);
+        return Outcome::Done;
+      case Prim::Reduce:  // dst = dst (+) src, dst on the left when recvFirst
+        reduce(dst, nullptr, dst, src, s, divisor, false);
+        return Outcome::Done;
+      case Prim::Send: {
+        Connection& out = ctx_.connection(s.sendPeer);
+        return out.trySendFrom(src, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
+      }
       case Prim::Recv:
-        recvInto(ctx_.connection(s.recvPeer), dst, bytes);
-        break;
+        return recvInto(ctx_.connection(s.recvPeer), dst, bytes, tag, s.dst == BufId::Output, l);
       case Prim::RecvReduce: {
         Connection& in = ctx_.connection(s.recvPeer);
-        reduce(dst, nullptr, recvBuffer(in, bytes), src, s, divisor, true);
+        const void* data = in.tryRecvBuffer(bytes, tag);
+        if (!data) return blocked(l, in, Waiting::ForData);
+        reduce(dst, nullptr, data, src, s, divisor, s.dst == BufId::Output);
         in.recvRelease(bytes);
-        break;
+        return Outcome::Done;
       }
       case Prim::RecvReduceSend: {
         Connection& in = ctx_.connection(s.recvPeer);
         Connection& out = ctx_.connection(s.sendPeer);
-        const void* data = recvBuffer(in, bytes);
-        reduce(sendBuffer(out, bytes), nullptr, data, src, s, divisor, false);
-        out.sendCommit(bytes);
+        const void* data = in.tryRecvBuffer(bytes, tag);
+        if (!data) return blocked(l, in, Waiting::ForData);
+        void* room = out.trySendBuffer(bytes);
+        if (!room) return blocked(l, out, Waiting::ForRoom);
+        reduce(room, nullptr, data, src, s, divisor, false);
+        out.sendCommit(bytes, tag);
         in.recvRelease(bytes);
-        break;
+        return Outcome::Done;
       }
       case Prim::RecvReduceCopySend: {
         Connection& in = ctx_.connection(s.recvPeer);
         Connection& out = ctx_.connection(s.sendPeer);
-        const void* data = recvBuffer(in, bytes);
-        if (out.prefersDirect()) {  // reduce once into place, send from there
-          // Cached stores: the socket reads dst right away.
-          reduce(dst, nullptr, data, src, s, divisor, false);
-          in.recvRelease(bytes);
-          sendFrom(out, dst, bytes);
-        } else {  // one pass writes both our result and the peer's slot
-          reduce(dst, sendBuffer(out, bytes), data, src, s, divisor, true);
-          out.sendCommit(bytes);
-          in.recvRelease(bytes);
+        if (l.phase == 0) {
+          const void* data = in.tryRecvBuffer(bytes, tag);
+          if (!data) return blocked(l, in, Waiting::ForData);
+          if (out.prefersDirect()) {
+            // Reduce once into place (cached: the socket reads it next),
+            // then send from there.
+            reduce(dst, nullptr, data, src, s, divisor, false);
+            in.recvRelease(bytes);
+            l.phase = 1;
+            l.partial = true;
+          } else {
+            // One pass writes both our result and the peer's slot.
+            void* room = out.trySendBuffer(bytes);
+            if (!room) return blocked(l, out, Waiting::ForRoom);
+            reduce(dst, room, data, src, s, divisor, s.dst == BufId::Output);
+            out.sendCommit(bytes, tag);
+            in.recvRelease(bytes);
+            return Outcome::Done;
+          }
         }
-        break;
+        return out.trySendFrom(dst, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
       }
       case Prim::RecvCopySend: {
         Connection& in = ctx_.connection(s.recvPeer);
         Connection& out = ctx_.connection(s.sendPeer);
-        if (in.prefersDirect()) {
-          recvInto(in, dst, bytes);
-          sendFrom(out, dst, bytes);
-        } else if (out.prefersDirect()) {
-          kernels::copy(dst, recvBuffer(in, bytes), bytes);  // cached: sent next
-          in.recvRelease(bytes);
-          sendFrom(out, dst, bytes);
-        } else {
-          const void* data = recvBuffer(in, bytes);
-          kernels::copy2(dst, sendBuffer(out, bytes), data, bytes);
-          out.sendCommit(bytes);
-          in.recvRelease(bytes);
+        if (l.phase == 0) {
+          if (in.prefersDirect() || out.prefersDirect()) {
+            // Land in dst first, then send from there: cached stores.
+            Outcome o = recvInto(in, dst, bytes, tag, false, l);
+            if (o != Outcome::Done) return o;
+            l.phase = 1;
+            l.partial = true;
+          } else {
+            const void* data = in.tryRecvBuffer(bytes, tag);
+            if (!data) return blocked(l, in, Waiting::ForData);
+            void* room = out.trySendBuffer(bytes);
+            if (!room) return blocked(l, out, Waiting::ForRoom);
+            kernels::copy2(dst, room, data, bytes);
+            out.sendCommit(bytes, tag);
+            in.recvRelease(bytes);
+            return Outcome::Done;
+          }
         }
-        break;
+        return out.trySendFrom(dst, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
       }
     }
+    throwError(gyreInternalError, "unknown plan step");
   }
 
- private:
+  Outcome recvInto(Connection& in, void* dst, size_t bytes, const transport::MessageTag& tag, bool mayStream,
+                   LaneState& l) {
+    if (in.prefersDirect())
+      return in.tryRecvInto(dst, bytes, tag) ? Outcome::Done : blocked(l, in, Waiting::ForData);
+    // Copy out of the peer's buffer ourselves, streaming a large output.
+    const void* data = in.tryRecvBuffer(bytes, tag);
+    if (!data) return blocked(l, in, Waiting::ForData);
+    kernels::copy(dst, data, bytes, mayStream && args_.streamOutput);
+    in.recvRelease(bytes);
+    return Outcome::Done;
+  }
+
+  Outcome blocked(LaneState& l, Connection& c, Waiting what) {
+    l.blocked = WaitItem{&c, what};
+    return Outcome::Blocked;
+  }
+
   void* pointer(BufId b, size_t offsetElems) const {
-    auto* base = b == BufId::Input ? static_cast<char*>(const_cast<void*>(args_.input))
-                                   : static_cast<char*>(args_.output);
+    char* base = b == BufId::Input    ? static_cast<char*>(const_cast<void*>(args_.input))
+                 : b == BufId::Output ? static_cast<char*>(args_.output)
+                                      : static_cast<char*>(args_.scratch);
     return base + offsetElems * args_.elemSize;
   }
 
-  // received: the peer's data; local: ours. Operand order follows the step.
-  // out0IsOutput: out0 is the user's output, which may be streamed.
-  void reduce(void* out0, void* out1, const void* received, const void* local, const Step& s,
-              uint32_t divisor, bool out0IsOutput) {
+  // received: the peer's data (or dst for a local Reduce); local: ours.
+  // Operand order follows the step. out0IsOutput: out0 is the user's
+  // output, which may be streamed.
+  void reduce(void* out0, void* out1, const void* received, const void* local, const Step& s, uint32_t divisor,
+              bool out0IsOutput) {
     kernels::ReduceTask t;
     t.dtype = args_.dtype;
     t.op = args_.op;
@@ -109,34 +184,7 @@ class StepRunner {
     kernels::run(t);
   }
 
-  // Each helper tries once before involving the waiting machinery: in steady
-  // state the peer is usually ready.
-  const void* recvBuffer(Connection& c, size_t bytes) {
-    const void* p = c.tryRecvBuffer(bytes);
-    if (!p)
-      ctx_.waitUntil(c, Waiting::ForData, [&] { return (p = c.tryRecvBuffer(bytes)) != nullptr; });
-    return p;
-  }
-  void* sendBuffer(Connection& c, size_t bytes) {
-    void* p = c.trySendBuffer(bytes);
-    if (!p)
-      ctx_.waitUntil(c, Waiting::ForRoom, [&] { return (p = c.trySendBuffer(bytes)) != nullptr; });
-    return p;
-  }
-  void sendFrom(Connection& c, const void* src, size_t bytes) {
-    if (!c.trySendFrom(src, bytes))
-      ctx_.waitUntil(c, Waiting::ForRoom, [&] { return c.trySendFrom(src, bytes); });
-  }
-  void recvInto(Connection& c, void* dst, size_t bytes) {
-    if (!c.prefersDirect()) {  // copy out of the peer's buffer ourselves, streaming if large
-      kernels::copy(dst, recvBuffer(c, bytes), bytes, args_.streamOutput);
-      c.recvRelease(bytes);
-      return;
-    }
-    if (!c.tryRecvInto(dst, bytes))
-      ctx_.waitUntil(c, Waiting::ForData, [&] { return c.tryRecvInto(dst, bytes); });
-  }
-
+  const Plan& plan_;
   const CallArgs& args_;
   ExecContext& ctx_;
 };
@@ -144,8 +192,53 @@ class StepRunner {
 }  // namespace
 
 void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
-  StepRunner runner(args, ctx);
-  for (const Step& s : plan.steps) runner.run(s);
+  Runner runner(plan, args, ctx);
+  // One lane (most plans): no bookkeeping beyond the state itself.
+  LaneState single;
+  std::vector<LaneState> many;
+  LaneState* lanes = &single;
+  size_t nlanes = 1;
+  if (plan.lanes.empty()) {
+    single.end = static_cast<uint32_t>(plan.steps.size());
+  } else {
+    many.resize(plan.lanes.size());
+    for (size_t i = 0; i < many.size(); ++i) {
+      many[i].next = plan.lanes[i].begin;
+      many[i].end = plan.lanes[i].end;
+    }
+    lanes = many.data();
+    nlanes = many.size();
+  }
+  // One pass over the unfinished lanes: true if any moved or all are done.
+  auto pass = [&]() {
+    bool moved = false, open = false;
+    for (size_t i = 0; i < nlanes; ++i) {
+      LaneState& l = lanes[i];
+      if (l.next >= l.end) continue;
+      moved |= runner.advance(l);
+      open |= l.next < l.end;
+    }
+    return moved || !open;
+  };
+  // What stalled lanes wait for; on the stack for the usual few lanes.
+  WaitItem fewWaits[8];
+  std::vector<WaitItem> manyWaits;
+  for (;;) {
+    bool moved = pass();
+    size_t open = 0;
+    for (size_t i = 0; i < nlanes; ++i) open += lanes[i].next < lanes[i].end;
+    if (!open) return;
+    if (moved) continue;
+    WaitItem* waits = fewWaits;
+    if (open > 8) {
+      manyWaits.resize(open);
+      waits = manyWaits.data();
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nlanes; ++i)
+      if (lanes[i].next < lanes[i].end) waits[k++] = lanes[i].blocked;
+    ctx.waitUntil(std::span<const WaitItem>(waits, k), pass);
+  }
 }
 
 }  // namespace gyre::collectives

@@ -1,7 +1,10 @@
-// Runs a plan: for each step, obtains the peer's data and/or room for ours
-// from the connections, and calls the kernels. Waiting is delegated to the
-// context, which owns the waiting policy, timeouts and failure detection.
+// Runs a plan: advances every lane as far as its connections allow, without
+// blocking, and when no lane can move asks the context to wait until one
+// can. Waiting is the context's: it owns the policy, timeouts and failure
+// detection.
 #pragma once
+
+#include <span>
 
 #include "collectives/plan.h"
 #include "core/function_ref.h"
@@ -12,9 +15,14 @@ namespace gyre::collectives {
 class ExecContext {
  public:
   enum class Waiting { ForData, ForRoom };
+  struct WaitItem {
+    transport::Connection* conn;
+    Waiting what;
+  };
   virtual transport::Connection& connection(int peer) = 0;
-  // Returns once ready() is true; throws on timeout, abort or peer failure.
-  virtual void waitUntil(transport::Connection& conn, Waiting what, FunctionRef<bool()> ready) = 0;
+  // Returns once ready() returns true; throws on timeout, abort or a peer's
+  // failure. items say what the stalled lanes wait for.
+  virtual void waitUntil(std::span<const WaitItem> items, FunctionRef<bool()> ready) = 0;
 
  protected:
   ~ExecContext() = default;

@@ -1,7 +1,13 @@
-// A plan is what an algorithm produces: for this rank, an ordered list of
-// steps, each moving one piece (at most one message) between user buffers
-// and peers. The executor runs any plan over any transport; an algorithm is
-// a plan builder, never a loop over bytes.
+// A plan is what an algorithm produces: for this rank, lists of steps, each
+// moving one piece (at most one message) between buffers and peers. The
+// executor runs any plan over any transport; an algorithm is a plan builder,
+// never a loop over bytes.
+//
+// Steps form lanes: each lane runs in order, lanes run side by side (a tree
+// receives from its children while sending to its parent; a group of sends
+// and receives progresses in any order). The rule that keeps both ends of a
+// connection in step: within one call, all messages to a peer are sent by
+// one lane, and all messages from a peer are received by one lane.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +15,13 @@
 #include <vector>
 
 #include "kernels/cpu/reduce.h"
+#include "transport/transport.h"
 
 namespace gyre::collectives {
 
 enum class Prim : uint8_t {
   Copy,                // dst = src (local)
+  Reduce,              // dst = dst (+) src (local)
   Send,                // peer <- src
   Recv,                // dst <- peer
   RecvReduce,          // dst = recv (+) src
@@ -22,14 +30,17 @@ enum class Prim : uint8_t {
   RecvCopySend,        // dst = recv, and next <- the same
 };
 
-enum class BufId : uint8_t { Input, Output };
+// Input and Output are the caller's buffers; Scratch is the communicator's,
+// sized by the plan (Plan::scratchElems).
+enum class BufId : uint8_t { Input, Output, Scratch };
 
 struct Step {
   Prim prim = Prim::Copy;
   BufId src = BufId::Input;
   BufId dst = BufId::Output;
-  bool recvFirst = true;     // the received data is the left operand
+  bool recvFirst = true;     // the received (or dst, for Reduce) data is the left operand
   bool finalReduce = false;  // the result is final: apply the average's divisor
+  uint16_t tag = 0;          // index into Plan::tags
   int32_t sendPeer = -1;
   int32_t recvPeer = -1;
   size_t srcOffset = 0;  // elements
@@ -37,14 +48,38 @@ struct Step {
   size_t count = 0;      // elements
 };
 
+struct Lane {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+};
+
 struct Plan {
   const char* algorithm = "";
   std::vector<int> peers;  // every peer a step talks to
   std::vector<Step> steps;
+  std::vector<Lane> lanes;  // empty: one lane of all steps
+  std::vector<transport::MessageTag> tags;
+  size_t scratchElems = 0;
+
   void reset(const char* name) {
     algorithm = name;
     peers.clear();
     steps.clear();  // keeps capacity: no allocation in steady state
+    lanes.clear();
+    scratchElems = 0;
+  }
+  // Steps pushed after this call form a new lane (until the next call).
+  void beginLane() {
+    closeLane();
+    lanes.push_back(Lane{static_cast<uint32_t>(steps.size()), static_cast<uint32_t>(steps.size())});
+  }
+  void closeLane() {
+    if (!lanes.empty()) lanes.back().end = static_cast<uint32_t>(steps.size());
+  }
+  void addPeer(int p) {
+    for (int q : peers)
+      if (q == p) return;
+    peers.push_back(p);
   }
 };
 
@@ -52,7 +87,7 @@ struct Plan {
 struct CallArgs {
   const void* input = nullptr;
   void* output = nullptr;
-  size_t count = 0;
+  void* scratch = nullptr;
   kernels::DType dtype = kernels::DType::Float32;
   kernels::Op op = kernels::Op::Sum;
   uint32_t divisor = 1;  // average: the rank count

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "collectives/allreduce.h"
+#include "collectives/call.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "topology/host_identity.h"
@@ -71,6 +71,10 @@ std::unique_ptr<Communicator> Communicator::create(const InitArgs& args) {
   c->nranks_ = args.nranks;
   c->config_ = args.config;
   log::setThreadRank(args.rank);
+  // An unknown algorithm name is an error now, before any rendezvous.
+  c->overrides_ = collectives::AlgoOverrides(c->config_.algo);
+  c->world_ = collectives::Group::all(args.rank, args.nranks);
+  if (c->config_.smallMessageBytes) c->tuning_.smallMessageBytes = c->config_.smallMessageBytes;
   Deadline deadline = Deadline::afterMs(c->config_.timeoutMs);
 
   topology::HostIdentity host = topology::detectHostIdentity(c->config_.hostId);
@@ -198,7 +202,7 @@ void Communicator::progressAll() {
     if (connections_[p] && !useShm_[p]) connections_[p]->progress(true);
 }
 
-void Communicator::checkHealth(int awaitedPeer) {
+void Communicator::checkHealth(std::span<const WaitItem> awaited) {
   if (abortRequested_.load())
     throw PeerFailure(gyreInvalidUsage, rank_,
                       "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
@@ -207,23 +211,39 @@ void Communicator::checkHealth(int awaitedPeer) {
   if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
   if (auto n = bootstrap_->pollAbortNotice())
     throw PeerFailure(gyreRemoteError, n->first, n->second);
-  // Only the peer we wait on: others may have finished this operation and
+  // Only the peers we wait on: others may have finished this operation and
   // exited normally; a failure elsewhere reaches us as a report.
-  if (awaitedPeer >= 0 && liveness_.isDead(awaitedPeer)) {
+  for (const WaitItem& w : awaited) {
+    const int peer = w.conn->peer();
+    if (!liveness_.isDead(peer)) continue;
     if (auto n = bootstrap_->pollAbortNotice())
       throw PeerFailure(gyreRemoteError, n->first, n->second);
-    throw PeerFailure(gyreRemoteError, awaitedPeer, bootstrap_->describe(awaitedPeer) + " exited");
+    throw PeerFailure(gyreRemoteError, peer, bootstrap_->describe(peer) + " exited");
   }
 }
 
-std::string Communicator::describeWait(const transport::Connection& conn, Waiting what) const {
-  return (what == Waiting::ForData ? "data from " : "room at ") + bootstrap_->describe(conn.peer());
+std::string Communicator::describeWaits(std::span<const WaitItem> items) const {
+  std::string s;
+  for (size_t i = 0; i < items.size() && i < 3; ++i) {
+    if (i) s += i + 1 == items.size() ? " and " : ", ";
+    s += (items[i].what == Waiting::ForData ? "data from " : "room at ") +
+         bootstrap_->describe(items[i].conn->peer());
+  }
+  if (items.size() > 3) s += " and " + std::to_string(items.size() - 3) + " more";
+  return s;
 }
 
-void Communicator::waitUntil(transport::Connection& conn, Waiting what, FunctionRef<bool()> ready) {
+void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()> ready) {
   const int64_t start = nowNs();
-  transport::Transport& t = conn.transport();
-  const int64_t spinNs = t.spinNs();
+  // Block on the transport of what we wait for; when a wait spans both,
+  // block on one in short slices so the other is looked at too.
+  transport::Transport& t = items.front().conn->transport();
+  bool mixed = false;
+  int64_t spinNs = 0;
+  for (const WaitItem& w : items) {
+    mixed |= &w.conn->transport() != &t;
+    spinNs = std::max(spinNs, w.conn->transport().spinNs());
+  }
   // Busy-poll first: most waits end within microseconds.
   while (nowNs() - start < spinNs) {
     for (int i = 0; i < 8; ++i) {
@@ -231,7 +251,7 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
       _mm_pause();
     }
     progressAll();
-    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(conn.peer());
+    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
   }
   // With more ranks than cores, hand the core to a rank that can use it
   // (likely the one we wait for, or one of its neighbours) before sleeping:
@@ -240,7 +260,7 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
     if (ready()) return;
     sched_yield();
     progressAll();
-    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(conn.peer());
+    if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
   }
   // Then sleep in slices, checking peers' health between them.
   for (;;) {
@@ -249,7 +269,7 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
     if (now - lastHealthCheckNs_ >= kHealthEveryNs) {
       lastHealthCheckNs_ = now;
       try {
-        checkHealth(conn.peer());
+        checkHealth(items);
       } catch (const PeerFailure&) {
         // A peer may publish its last message and exit between our ready()
         // and this check: what it left behind still counts.
@@ -264,12 +284,12 @@ void Communicator::waitUntil(transport::Connection& conn, Waiting what, Function
         throw PeerFailure(gyreTimeout, rank_,
                           "rank " + std::to_string(rank_) + " made no progress for " +
                               std::to_string(config_.timeoutMs) + " ms waiting for " +
-                              describeWait(conn, what) + " (GYRE_TIMEOUT_MS)");
+                              describeWaits(items) + " (GYRE_TIMEOUT_MS)");
       slice = std::min(slice, left);
     }
     slice = std::min(slice, kHealthEveryNs);
     progressAll();
-    if (&t != tcp_.get() && tcp_->hasPendingOutput()) slice = std::min<int64_t>(slice, kMs);
+    if (mixed || (&t != tcp_.get() && tcp_->hasPendingOutput())) slice = std::min<int64_t>(slice, kMs);
     if (t.block(slice, ready)) return;
   }
 }
@@ -278,6 +298,17 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
   int origin = rank_;
   std::string sentence = cause.what();
   gyreResult_t code = cause.code();
+  if (auto* mm = dynamic_cast<const transport::MessageMismatch*>(&cause)) {
+    // Name both sides: what the peer's message belongs to, and what this
+    // rank's call expected.
+    const auto got = collectives::fromTag(mm->got), want = collectives::fromTag(mm->expected);
+    sentence = bootstrap_->describe(mm->peer()) + " called " + collectives::describeCall(got) + " while rank " +
+               std::to_string(rank_) + " called " + collectives::describeCall(want);
+    if (mm->got == mm->expected)
+      sentence += " with a different size (" + std::to_string(mm->gotBytes) + " bytes sent, " +
+                  std::to_string(mm->expectedBytes) + " expected)";
+    sentence += ": every rank must make the same calls in the same order";
+  }
   if (auto* ce = dynamic_cast<const transport::ConnectionError*>(&cause)) {
     failedPeer = ce->peer();
     if (code == gyreRemoteError)
@@ -289,7 +320,12 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
     // A connection broke. Prefer a precise account: a notice from the rank
     // where the failure began, or a local peer seen exiting.
     try {
-      checkHealth(failedPeer);
+      if (failedPeer >= 0) {
+        const WaitItem w{connections_[failedPeer], Waiting::ForData};
+        checkHealth(std::span<const WaitItem>(&w, 1));
+      } else {
+        checkHealth({});
+      }
     } catch (const PeerFailure& better) {
       origin = better.origin();
       sentence = better.what();
@@ -327,62 +363,75 @@ void Communicator::abort() {
   }
 }
 
-void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
-                             gyreDataType_t dtype, gyreRedOp_t op) {
+bool Communicator::sameHost(int peer) const { return bootstrap_->sameHost(peer); }
+
+size_t Communicator::chunkBytes(std::span<const int> peers) {
+  std::vector<int> missing;
+  for (int p : peers)
+    if (p != rank_ && !connections_[p]) missing.push_back(p);
+  if (!missing.empty()) {
+    tcp_->connect(missing, Deadline::afterMs(config_.timeoutMs));
+    for (int p : missing) connections_[p] = tcp_->connection(p);
+  }
+  size_t chunk = SIZE_MAX;
+  for (int p : peers)
+    if (p != rank_) chunk = std::min(chunk, connections_[p]->maxMessageBytes());
+  return chunk;
+}
+
+void* Communicator::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Communicator::runCall(const collectives::CallRequest& req, collectives::CallArgs& args) {
+  opName_ = collectives::opKindName(req.desc.kind);
+  opSeq_ = req.desc.seq;
+  try {
+    // A loop of identical calls (the common case) reuses the last plan: only
+    // the call number in its tag changes.
+    if (!planCache_.matches(req)) {
+      planCache_.invalidate();
+      planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_);
+      planCache_.remember(req);
+    }
+    const char* algo = planCache_.algorithm;
+    plan_.tags.assign(1, collectives::makeTag(req.desc));
+    args.scratch = plan_.scratchElems ? scratch(plan_.scratchElems * req.elemSize) : nullptr;
+    GYRE_TRACE("%s #%llu: %s, %zu steps", opName_, static_cast<unsigned long long>(opSeq_), algo,
+               plan_.steps.size());
+    collectives::execute(plan_, args, *this);
+  } catch (const Error& e) {
+    throw fail(e);
+  }
+}
+
+void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t dtype,
+                             gyreRedOp_t op) {
   ActiveCall active(*this);
   checkUsable();
-  opName_ = "allreduce";
-  ++opSeq_;
+  if (count == 0) return;
+  collectives::CallRequest req;
+  req.desc.kind = collectives::OpKind::AllReduce;
+  req.desc.dtype = static_cast<uint8_t>(dtype);
+  req.desc.redop = static_cast<uint8_t>(op);
+  req.desc.count = count;
+  req.desc.seq = ++collSeq_;
+  req.elemSize = kernels::dtypeSize(static_cast<kernels::DType>(dtype));
+  req.inPlace = sendbuff == recvbuff;
   collectives::CallArgs args;
   args.input = sendbuff;
   args.output = recvbuff;
-  args.count = count;
   args.dtype = static_cast<kernels::DType>(dtype);
-  args.elemSize = kernels::dtypeSize(args.dtype);
+  args.elemSize = req.elemSize;
   args.op = op == gyreAvg ? kernels::Op::Sum : static_cast<kernels::Op>(op);
   args.divisor = op == gyreAvg ? static_cast<uint32_t>(nranks_) : 1;
   args.streamOutput = count * args.elemSize >= kernels::streamingThresholdBytes();
-  if (count == 0) return;
-  try {
-    if (nranks_ == 1) {
-      if (sendbuff != recvbuff) kernels::copy(recvbuff, sendbuff, count * args.elemSize);
-      return;
-    }
-    const size_t bytes = count * args.elemSize;
-    collectives::AllReduceAlgo algo;
-    if (!config_.algo.empty()) {
-      algo = collectives::parseAllReduceAlgo(config_.algo);
-    } else {
-      const size_t small = config_.smallMessageBytes ? config_.smallMessageBytes : 16 * 1024;
-      algo = bytes <= small ? collectives::AllReduceAlgo::RecursiveDoubling
-                            : collectives::AllReduceAlgo::Ring;
-    }
-    // The first call of an algorithm connects its peers and learns their
-    // message size; later calls only build the plan.
-    AlgoSetup& setup = algoSetup_[static_cast<int>(algo)];
-    if (!setup.ready) {
-      if (algo == collectives::AllReduceAlgo::Ring)
-        collectives::buildRingAllReduce(plan_, rank_, nranks_, 1, 1, args.elemSize);
-      else
-        collectives::buildRecursiveDoublingAllReduce(plan_, rank_, nranks_, 1, 1);
-      ensureConnected(plan_.peers);
-      setup.chunkBytes = SIZE_MAX;
-      for (int p : plan_.peers)
-        setup.chunkBytes = std::min(setup.chunkBytes, connections_[p]->maxMessageBytes());
-      setup.ready = true;
-    }
-    const size_t chunkElems = setup.chunkBytes / args.elemSize;
-    if (algo == collectives::AllReduceAlgo::Ring)
-      collectives::buildRingAllReduce(plan_, rank_, nranks_, count, chunkElems, args.elemSize);
-    else
-      collectives::buildRecursiveDoublingAllReduce(plan_, rank_, nranks_, count, chunkElems);
-    collectives::execute(plan_, args, *this);
-  } catch (const Error& e) {
-    if (e.code() == gyreInvalidArgument &&
-        std::string(e.what()).find("GYRE_ALGO") != std::string::npos)
-      throw;  // nothing was sent: the communicator stays usable
-    throw fail(e);
+  if (nranks_ == 1) {
+    if (sendbuff != recvbuff) kernels::copy(recvbuff, sendbuff, count * args.elemSize);
+    return;
   }
+  runCall(req, args);
 }
 
 }  // namespace gyre::core

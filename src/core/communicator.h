@@ -12,6 +12,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/executor.h"
 #include "collectives/plan.h"
+#include "collectives/planner.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/peer_liveness.h"
@@ -32,13 +33,13 @@ struct InitArgs {
   Config config;
 };
 
-class Communicator final : public collectives::ExecContext {
+class Communicator final : public collectives::ExecContext, public collectives::PlanEnv {
  public:
   static std::unique_ptr<Communicator> create(const InitArgs& args);
   ~Communicator();
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
   const Config& config() const { return config_; }
 
   void allReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t dtype,
@@ -54,21 +55,31 @@ class Communicator final : public collectives::ExecContext {
 
   // ExecContext
   transport::Connection& connection(int peer) override;
-  void waitUntil(transport::Connection& conn, Waiting what, FunctionRef<bool()> ready) override;
+  void waitUntil(std::span<const WaitItem> items, FunctionRef<bool()> ready) override;
+
+  // PlanEnv
+  const collectives::TuningParams& tuning() const override { return tuning_; }
+  const collectives::Group& world() const override { return world_; }
+  bool sameHost(int peer) const override;
+  size_t chunkBytes(std::span<const int> peers) override;
 
  private:
   Communicator() = default;
   void setUpTransports(Deadline deadline);
+  // Plans and runs one call; failures break the communicator (except
+  // invalid arguments found before anything was sent).
+  void runCall(const collectives::CallRequest& req, collectives::CallArgs& args);
+  void* scratch(size_t bytes);
   void ensureConnected(const std::vector<int>& peers);
   void progressAll();
-  // Throws if this rank was aborted, a peer reported a failure, or the peer
-  // we wait on (-1: none) has died.
-  void checkHealth(int awaitedPeer);
+  // Throws if this rank was aborted, a peer reported a failure, or a peer
+  // we wait on has died.
+  void checkHealth(std::span<const WaitItem> awaited);
   // Records a failure that breaks the communicator and tells the peers;
   // returns the error to throw, its message naming the origin. failedPeer:
   // the peer whose connection broke, if known.
   Error fail(const Error& cause, int failedPeer = -1);
-  std::string describeWait(const transport::Connection& conn, Waiting what) const;
+  std::string describeWaits(std::span<const WaitItem> items) const;
 
   int rank_ = 0;
   int nranks_ = 1;
@@ -80,15 +91,35 @@ class Communicator final : public collectives::ExecContext {
   std::vector<bool> useShm_;                         // by peer
   PeerLiveness liveness_;
   collectives::Plan plan_;
-  struct AlgoSetup {
-    bool ready = false;
-    size_t chunkBytes = 0;
-  };
-  AlgoSetup algoSetup_[2];  // by collectives::AllReduceAlgo
+  // The request plan_ was built for, to reuse it for the same call again.
+  struct PlanCache {
+    bool valid = false;
+    collectives::CallDesc desc;
+    size_t elemSize = 0;
+    bool inPlace = false;
+    const char* algorithm = "";
+    bool matches(const collectives::CallRequest& r) const {
+      return valid && r.sendCounts == nullptr && desc.kind == r.desc.kind && desc.count == r.desc.count &&
+             desc.dtype == r.desc.dtype && desc.redop == r.desc.redop && desc.root == r.desc.root &&
+             elemSize == r.elemSize && inPlace == r.inPlace;
+    }
+    void remember(const collectives::CallRequest& r) {
+      valid = r.sendCounts == nullptr;  // v-variants depend on arrays: not cached
+      desc = r.desc;
+      elemSize = r.elemSize;
+      inPlace = r.inPlace;
+    }
+    void invalidate() { valid = false; }
+  } planCache_;
+  collectives::Group world_;
+  collectives::TuningParams tuning_;
+  collectives::AlgoOverrides overrides_;
+  std::vector<unsigned char> scratch_;
 
   // The current call, for error messages.
   const char* opName_ = "";
-  uint64_t opSeq_ = 0;
+  uint64_t opSeq_ = 0;   // of the call in progress, for messages
+  uint64_t collSeq_ = 0;  // collective calls made so far
 
   std::atomic<bool> abortRequested_{false};
   std::atomic<int> activeCalls_{0};

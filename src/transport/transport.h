@@ -1,6 +1,7 @@
 // The transport interface. A Connection carries ordered messages to and from
-// one peer; it knows nothing of collectives. Both ends agree on every
-// message's size (the plan says it), and the receiver checks it.
+// one peer; it knows nothing of collectives. Every message carries a tag
+// naming the call it belongs to; both ends agree on every message's size and
+// tag (the plan says them), and the receiver checks both.
 //
 // All operations are non-blocking ("try"): waiting is the caller's loop,
 // which spins briefly and then asks the transport to block the way that suits
@@ -15,6 +16,20 @@
 
 namespace gyre::transport {
 
+// Opaque to transports: which call a message belongs to. The collectives
+// layer fills it in and decodes it for error messages.
+struct MessageTag {
+  uint64_t call = 0;
+  uint64_t count = 0;
+  int32_t root = 0;
+  uint8_t op = 0;
+  uint8_t dtype = 0;
+  uint8_t redop = 0;
+  uint8_t flags = 0;
+  bool operator==(const MessageTag&) const = default;
+};
+static_assert(sizeof(MessageTag) == 24);
+
 // A failure on the connection to one peer (closed, reset, or a message of
 // the wrong size), so the caller knows whom to ask what happened.
 class ConnectionError : public Error {
@@ -25,6 +40,21 @@ class ConnectionError : public Error {
 
  private:
   int peer_;
+};
+
+// A message arrived whose tag or size is not what this rank's call expects:
+// the ranks called different operations, counts, types, ops or roots.
+class MessageMismatch : public ConnectionError {
+ public:
+  MessageMismatch(int peer, const MessageTag& gotTag, size_t gotSize, const MessageTag& expectedTag,
+                  size_t expectedSize)
+      : ConnectionError(gyreInvalidUsage, peer, "message mismatch"),
+        got(gotTag),
+        expected(expectedTag),
+        gotBytes(gotSize),
+        expectedBytes(expectedSize) {}
+  MessageTag got, expected;
+  size_t gotBytes, expectedBytes;
 };
 
 struct ProgressResult {
@@ -49,19 +79,21 @@ class Connection {
 
   // --- sending, in message order ---
   // Room for the next message, or nullptr while the peer has no space.
+  // Idempotent until sendCommit.
   virtual void* trySendBuffer(size_t bytes) = 0;
   // Publishes the message written into the last trySendBuffer.
-  virtual void sendCommit(size_t bytes) = 0;
+  virtual void sendCommit(size_t bytes, const MessageTag& tag) = 0;
   // Sends from caller memory. Resumable: call again with the same arguments
   // until it returns true; after that the caller may reuse src.
-  virtual bool trySendFrom(const void* src, size_t bytes) = 0;
+  virtual bool trySendFrom(const void* src, size_t bytes, const MessageTag& tag) = 0;
 
   // --- receiving, in message order ---
-  // The next message once it has fully arrived, else nullptr.
-  virtual const void* tryRecvBuffer(size_t bytes) = 0;
+  // The next message once it has fully arrived, else nullptr; throws
+  // MessageMismatch when its tag or size differ. Idempotent until release.
+  virtual const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) = 0;
   virtual void recvRelease(size_t bytes) = 0;
   // Receives the next message into dst. Resumable like trySendFrom.
-  virtual bool tryRecvInto(void* dst, size_t bytes) = 0;
+  virtual bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) = 0;
 
   // Moves queued bytes between user space and the kernel (sockets); with
   // readAhead, also pulls in data nobody asked for yet, into staging, so a

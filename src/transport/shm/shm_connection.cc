@@ -18,30 +18,27 @@ void* ShmConnection::trySendBuffer(size_t bytes) {
   return shm::Fifo::payload(out_.slot(sent_), bytes);
 }
 
-void ShmConnection::sendCommit(size_t bytes) {
+void ShmConnection::sendCommit(size_t bytes, const MessageTag& tag) {
   shm::SlotHeader* s = out_.slot(sent_);
   s->bytes = bytes;
+  s->tag = tag;
   s->seq.store(sent_ + 1, std::memory_order_release);
   ++sent_;
   ShmTransport::ringIfSleeping(peerHeader_);
 }
 
-bool ShmConnection::trySendFrom(const void* src, size_t bytes) {
+bool ShmConnection::trySendFrom(const void* src, size_t bytes, const MessageTag& tag) {
   void* dst = trySendBuffer(bytes);
   if (!dst) return false;
   kernels::copy(dst, src, bytes);
-  sendCommit(bytes);
+  sendCommit(bytes, tag);
   return true;
 }
 
-const void* ShmConnection::tryRecvBuffer(size_t bytes) {
+const void* ShmConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
   shm::SlotHeader* s = in_.slot(received_);
   if (s->seq.load(std::memory_order_acquire) != received_ + 1) return nullptr;
-  if (s->bytes != bytes)
-    throw ConnectionError(gyreInvalidUsage, peer_,
-                          "rank " + std::to_string(peer_) + " sent " + std::to_string(s->bytes) +
-                              " bytes where " + std::to_string(bytes) +
-                              " were expected: the ranks called different operations or counts");
+  if (s->bytes != bytes || !(s->tag == tag)) throw MessageMismatch(peer_, s->tag, s->bytes, tag, bytes);
   return shm::Fifo::payload(s, bytes);
 }
 
@@ -51,8 +48,8 @@ void ShmConnection::recvRelease(size_t) {
   ShmTransport::ringIfSleeping(peerHeader_);
 }
 
-bool ShmConnection::tryRecvInto(void* dst, size_t bytes) {
-  const void* src = tryRecvBuffer(bytes);
+bool ShmConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) {
+  const void* src = tryRecvBuffer(bytes, tag);
   if (!src) return false;
   kernels::copy(dst, src, bytes);
   recvRelease(bytes);

@@ -21,11 +21,11 @@ class ShmConnection final : public Connection {
   bool prefersDirect() const override { return false; }
 
   void* trySendBuffer(size_t bytes) override;
-  void sendCommit(size_t bytes) override;
-  bool trySendFrom(const void* src, size_t bytes) override;
-  const void* tryRecvBuffer(size_t bytes) override;
+  void sendCommit(size_t bytes, const MessageTag& tag) override;
+  bool trySendFrom(const void* src, size_t bytes, const MessageTag& tag) override;
+  const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
-  bool tryRecvInto(void* dst, size_t bytes) override;
+  bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
   ProgressResult progress(bool) override { return {}; }
 
  private:

@@ -15,11 +15,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "transport/transport.h"
+
 namespace gyre::transport::shm {
+
+using transport::MessageTag;
 
 constexpr uint32_t kSegmentMagic = 0x4759534d;  // "GYSM"
 constexpr size_t kLine = 64;
-constexpr size_t kInlineBytes = 48;
+constexpr size_t kInlineBytes = 24;
 
 struct alignas(kLine) SegmentHeader {
   uint32_t magic;
@@ -38,6 +42,7 @@ struct alignas(kLine) FifoControl {
 struct alignas(kLine) SlotHeader {
   std::atomic<uint64_t> seq;  // message number + 1 once the payload is complete
   uint64_t bytes;
+  MessageTag tag;
   unsigned char inlinePayload[kInlineBytes];
 };
 static_assert(sizeof(SlotHeader) == kLine);

@@ -89,11 +89,9 @@ int TcpConnection::takeStaging(std::vector<int>& freeList) {
   return i;
 }
 
-void TcpConnection::sizeMismatch(size_t got, size_t expected) const {
-  throw ConnectionError(gyreInvalidUsage, peer_,
-                        peerName_ + " sent " + std::to_string(got) + " bytes where " +
-                            std::to_string(expected) +
-                            " were expected: the ranks called different operations or counts");
+void TcpConnection::checkHeader(const PartHeader& h, const InMsg& m) const {
+  if (h.totalBytes != m.bytes || !(h.tag == m.tag))
+    throw MessageMismatch(peer_, h.tag, h.totalBytes, m.tag, m.bytes);
 }
 
 // ---- sending ----
@@ -114,20 +112,20 @@ void* TcpConnection::trySendBuffer(size_t bytes) {
   return outStaging_[reservedOut_].get();
 }
 
-void TcpConnection::sendCommit(size_t bytes) {
-  outQ_[outTail_ % queueSlots_] = OutMsg{outStaging_[reservedOut_].get(), bytes, reservedOut_};
+void TcpConnection::sendCommit(size_t bytes, const MessageTag& tag) {
+  outQ_[outTail_ % queueSlots_] = OutMsg{outStaging_[reservedOut_].get(), bytes, reservedOut_, tag};
   ++outTail_;
   reservedOut_ = -1;
   pumpSend();
 }
 
-bool TcpConnection::trySendFrom(const void* src, size_t bytes) {
+bool TcpConnection::trySendFrom(const void* src, size_t bytes, const MessageTag& tag) {
   if (!directSendActive_) {
     if (outTail_ - outHead_ >= uint64_t(queueSlots_)) {
       pumpSend();
       if (outTail_ - outHead_ >= uint64_t(queueSlots_)) return false;
     }
-    outQ_[outTail_ % queueSlots_] = OutMsg{static_cast<const uint8_t*>(src), bytes, -1};
+    outQ_[outTail_ % queueSlots_] = OutMsg{static_cast<const uint8_t*>(src), bytes, -1, tag};
     directSendMsg_ = outTail_++;
     directSendActive_ = true;
   }
@@ -146,7 +144,7 @@ bool TcpConnection::pumpSend() {
       const OutMsg& m = outQ_[lane.msg % queueSlots_];
       size_t off, len;
       partRange(m.bytes, k, off, len);
-      if (lane.done == 0) lane.header = PartHeader{kPartMagic, uint32_t(k), m.bytes};
+      if (lane.done == 0) lane.header = PartHeader{kPartMagic, uint32_t(k), m.bytes, m.tag};
       iovec iov[2];
       int n = 0;
       if (lane.done < sizeof(PartHeader))
@@ -178,19 +176,31 @@ bool TcpConnection::pumpSend() {
 
 // ---- receiving ----
 
-void TcpConnection::assignStaging(bool sizeKnown, size_t bytes) {
+void TcpConnection::assignStaging(bool asked, size_t bytes, const MessageTag& tag) {
   int s = takeStaging(inFree_);
   if (s < 0) throwError(gyreInternalError, "tcp: no free staging buffer");
-  inQ_[inTail_ % queueSlots_] = InMsg{inStaging_[s].get(), bytes, sizeKnown, s, 0};
+  inQ_[inTail_ % queueSlots_] = InMsg{inStaging_[s].get(), bytes, asked, asked, s, 0, tag};
   ++inTail_;
 }
 
-const void* TcpConnection::tryRecvBuffer(size_t bytes) {
-  if (inTail_ == inHead_) assignStaging(true, bytes);
+// A message read ahead into staging carries what its headers announced;
+// the executor's expectation is checked when it asks for it.
+void TcpConnection::claim(InMsg& m, size_t bytes, const MessageTag& tag) {
+  if (m.asked) return;
+  if (m.sizeKnown && (m.bytes != bytes || !(m.tag == tag)))
+    throw MessageMismatch(peer_, m.tag, m.bytes, tag, bytes);
+  m.asked = true;
+  m.sizeKnown = true;
+  m.bytes = bytes;
+  m.tag = tag;
+}
+
+const void* TcpConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
+  if (inTail_ == inHead_) assignStaging(true, bytes, tag);
   InMsg& m = inQ_[inHead_ % queueSlots_];
+  claim(m, bytes, tag);
   if (m.lanesDone < int(lanes_.size())) pumpRecv();
   if (m.lanesDone < int(lanes_.size())) return nullptr;
-  if (m.bytes != bytes) sizeMismatch(m.bytes, bytes);
   if (m.staging < 0) throwError(gyreInternalError, "tcp: buffer requested for a direct receive");
   return m.dst;
 }
@@ -201,16 +211,16 @@ void TcpConnection::recvRelease(size_t) {
   ++inHead_;
 }
 
-bool TcpConnection::tryRecvInto(void* dst, size_t bytes) {
+bool TcpConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) {
   if (inTail_ == inHead_) {
     // Nobody has read this message yet: it can land in place.
-    inQ_[inTail_ % queueSlots_] = InMsg{static_cast<uint8_t*>(dst), bytes, true, -1, 0};
+    inQ_[inTail_ % queueSlots_] = InMsg{static_cast<uint8_t*>(dst), bytes, true, true, -1, 0, tag};
     ++inTail_;
   }
   InMsg& m = inQ_[inHead_ % queueSlots_];
+  claim(m, bytes, tag);
   if (m.lanesDone < int(lanes_.size())) pumpRecv();
   if (m.lanesDone < int(lanes_.size())) return false;
-  if (m.bytes != bytes) sizeMismatch(m.bytes, bytes);
   if (m.staging >= 0) {
     kernels::copy(dst, m.dst, bytes);  // it came early, into staging
     inFree_.push_back(m.staging);
@@ -243,14 +253,15 @@ bool TcpConnection::pumpLaneIn(int k) {
       if (lane.done < sizeof(PartHeader)) break;
       if (lane.header.magic != kPartMagic || lane.header.lane != uint32_t(k))
         throw ConnectionError(gyreRemoteError, peer_, peerName_ + " sent a corrupt message header");
-      if (!m.sizeKnown) {
+      if (!m.sizeKnown) {  // read ahead: learn what the peer sent
         if (lane.header.totalBytes > chunkBytes_)
           throw ConnectionError(gyreRemoteError, peer_,
                                 peerName_ + " sent a message larger than the chunk size");
         m.bytes = lane.header.totalBytes;
+        m.tag = lane.header.tag;
         m.sizeKnown = true;
-      } else if (lane.header.totalBytes != m.bytes) {
-        sizeMismatch(lane.header.totalBytes, m.bytes);
+      } else {
+        checkHeader(lane.header, m);
       }
     } else {
       size_t off, len;
@@ -287,7 +298,7 @@ ProgressResult TcpConnection::progress(bool readAhead) {
   if (readAhead) {
     // Make room for what the peer is pushing at us, so its sends complete.
     while (inTail_ - inHead_ < uint64_t(queueSlots_ - 1) && !inFree_.empty())
-      assignStaging(false, 0);
+      assignStaging(false, 0, MessageTag{});
   }
   r.moved |= pumpRecv();
   return r;

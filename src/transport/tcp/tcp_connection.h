@@ -1,5 +1,5 @@
 // One peer over TCP. Messages go out in order; each is cut into one part per
-// lane (socket), every part preceded by a 16-byte header. Output is either a
+// lane (socket), every part preceded by a 40-byte header (size and tag). Output is either a
 // staging buffer (trySendBuffer) or the caller's memory (trySendFrom); input
 // lands straight in the caller's memory when it asked before the bytes came
 // (tryRecvInto), otherwise in a staging buffer.
@@ -31,11 +31,11 @@ class TcpConnection final : public Connection {
   bool prefersDirect() const override { return true; }
 
   void* trySendBuffer(size_t bytes) override;
-  void sendCommit(size_t bytes) override;
-  bool trySendFrom(const void* src, size_t bytes) override;
-  const void* tryRecvBuffer(size_t bytes) override;
+  void sendCommit(size_t bytes, const MessageTag& tag) override;
+  bool trySendFrom(const void* src, size_t bytes, const MessageTag& tag) override;
+  const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
-  bool tryRecvInto(void* dst, size_t bytes) override;
+  bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
   ProgressResult progress(bool readAhead) override;
 
   // poll() interest: fills (fd, events) pairs for lanes with work.
@@ -48,18 +48,22 @@ class TcpConnection final : public Connection {
     uint32_t magic;
     uint32_t lane;
     uint64_t totalBytes;
+    MessageTag tag;
   };
   struct OutMsg {
     const uint8_t* data = nullptr;
     size_t bytes = 0;
     int staging = -1;  // -1: caller memory
+    MessageTag tag;
   };
   struct InMsg {
     uint8_t* dst = nullptr;
     size_t bytes = 0;
-    bool sizeKnown = false;
+    bool sizeKnown = false;  // asked for (size and tag expected) or announced by a header
+    bool asked = false;      // the executor asked for it: a header must match
     int staging = -1;
     int lanesDone = 0;
+    MessageTag tag;          // expected when asked, else as received
   };
   struct LaneOut {
     uint64_t msg = 0;
@@ -76,9 +80,11 @@ class TcpConnection final : public Connection {
   bool pumpSend();
   bool pumpRecv();
   bool pumpLaneIn(int lane);
-  void assignStaging(bool sizeKnown, size_t bytes);
+  void assignStaging(bool asked, size_t bytes, const MessageTag& tag);
+  void claim(InMsg& m, size_t bytes, const MessageTag& tag);
   int takeStaging(std::vector<int>& freeList);
-  [[noreturn]] void sizeMismatch(size_t got, size_t expected) const;
+  // Throws MessageMismatch unless a header's size and tag are the expected.
+  void checkHeader(const PartHeader& h, const InMsg& m) const;
 
   TcpTransport& transport_;
   int peer_;

@@ -1,0 +1,68 @@
+#include "collectives/call.h"
+
+namespace gyre::collectives {
+
+namespace {
+const char* redopName(uint8_t r) {
+  static const char* names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  return r < 6 ? names[r] : "custom op";
+}
+}  // namespace
+
+const char* opKindName(OpKind k) {
+  switch (k) {
+    case OpKind::AllReduce: return "allreduce";
+    case OpKind::Broadcast: return "broadcast";
+    case OpKind::Reduce: return "reduce";
+    case OpKind::AllGather: return "allgather";
+    case OpKind::ReduceScatter: return "reducescatter";
+    case OpKind::AllToAll: return "alltoall";
+    case OpKind::AllToAllv: return "alltoallv";
+    case OpKind::Gather: return "gather";
+    case OpKind::Scatter: return "scatter";
+    case OpKind::Barrier: return "barrier";
+    case OpKind::SendRecv: return "send/recv";
+  }
+  return "unknown operation";
+}
+
+transport::MessageTag makeTag(const CallDesc& d) {
+  transport::MessageTag t;
+  t.call = d.seq;
+  t.count = d.count;
+  t.root = d.root;
+  t.op = static_cast<uint8_t>(d.kind);
+  t.dtype = d.dtype;
+  t.redop = d.redop;
+  return t;
+}
+
+CallDesc fromTag(const transport::MessageTag& t) {
+  CallDesc d;
+  d.kind = static_cast<OpKind>(t.op);
+  d.dtype = t.dtype;
+  d.redop = t.redop;
+  d.root = t.root;
+  d.count = t.count;
+  d.seq = t.call;
+  return d;
+}
+
+std::string describeCall(const CallDesc& d) {
+  const char* type = kernels::dtypeName(static_cast<kernels::DType>(d.dtype));
+  std::string s;
+  if (d.kind == OpKind::SendRecv) {
+    return "send #" + std::to_string(d.seq) + " of " + std::to_string(d.count) + " x " + type + " from rank " +
+           std::to_string(d.root);
+  }
+  s = std::string(opKindName(d.kind)) + " #" + std::to_string(d.seq) + " (";
+  if (d.kind == OpKind::Barrier) return s.substr(0, s.size() - 2);
+  s += d.kind == OpKind::AllToAllv ? std::string("per-peer counts") : std::to_string(d.count) + " x " + type;
+  if (d.kind == OpKind::AllToAllv) s += std::string(" of ") + type;
+  if (d.kind == OpKind::AllReduce || d.kind == OpKind::Reduce || d.kind == OpKind::ReduceScatter)
+    s += std::string(", ") + redopName(d.redop);
+  if (d.root >= 0) s += ", root " + std::to_string(d.root);
+  return s + ")";
+}
+
+}  // namespace gyre::collectives

@@ -1,0 +1,45 @@
+// What a call is, as the ranks must agree on it: the operation, type,
+// reduction, root and count, and its sequence number. It travels in every
+// message (as a transport tag), so a rank that receives a message from a
+// different call can say exactly which two calls disagree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cpu/reduce.h"
+#include "transport/transport.h"
+
+namespace gyre::collectives {
+
+enum class OpKind : uint8_t {
+  AllReduce = 1,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  AllToAllv,
+  Gather,
+  Scatter,
+  Barrier,
+  SendRecv,  // a point-to-point message: root is the sender
+};
+
+const char* opKindName(OpKind k);
+
+struct CallDesc {
+  OpKind kind = OpKind::AllReduce;
+  uint8_t dtype = 0;   // gyreDataType_t
+  uint8_t redop = 0;   // gyreRedOp_t (0 where none applies)
+  int32_t root = -1;   // -1 where none applies
+  uint64_t count = 0;  // per the API's meaning for the operation; 0 for the v-variants
+  uint64_t seq = 0;    // the communicator's call number (per peer pair for point-to-point)
+};
+
+transport::MessageTag makeTag(const CallDesc& d);
+CallDesc fromTag(const transport::MessageTag& t);
+// "allreduce #7 (1000 x float32, sum)", "send #3 of 100 x int32 from rank 2"
+std::string describeCall(const CallDesc& d);
+
+}  // namespace gyre::collectives

@@ -1,0 +1,113 @@
+#include "collectives/planner.h"
+
+#include <algorithm>
+
+#include "collectives/allreduce.h"
+#include "collectives/tuner.h"
+#include "core/config.h"
+#include "core/error.h"
+
+namespace gyre::collectives {
+
+namespace {
+
+const Algorithm kAlgorithms[] = {
+    {OpKind::AllReduce, "ring", buildRingAllReduce},
+    {OpKind::AllReduce, "recursive_doubling", buildRecursiveDoublingAllReduce},
+};
+
+OpKind parseOp(const std::string& name) {
+  for (int k = static_cast<int>(OpKind::AllReduce); k <= static_cast<int>(OpKind::SendRecv); ++k)
+    if (name == opKindName(static_cast<OpKind>(k))) return static_cast<OpKind>(k);
+  std::string valid;
+  for (int k = static_cast<int>(OpKind::AllReduce); k < static_cast<int>(OpKind::SendRecv); ++k)
+    valid += (valid.empty() ? "" : ", ") + std::string(opKindName(static_cast<OpKind>(k)));
+  throwError(gyreInvalidArgument, "GYRE_ALGO names unknown operation '" + name + "' (valid: " + valid + ")");
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t at = s.find(sep, start);
+    out.push_back(trim(s.substr(start, at == std::string::npos ? std::string::npos : at - start)));
+    if (at == std::string::npos) return out;
+    start = at + 1;
+  }
+}
+
+}  // namespace
+
+std::span<const Algorithm> algorithms() { return kAlgorithms; }
+
+std::string algorithmNames(OpKind op) {
+  std::string names;
+  for (const Algorithm& a : kAlgorithms)
+    if (a.op == op) names += (names.empty() ? "" : ", ") + std::string(a.name);
+  return names;
+}
+
+AlgoOverrides::AlgoOverrides(const std::string& spec) {
+  for (const std::string& part : split(spec, ';')) {
+    if (part.empty()) continue;
+    std::string body = part;
+    bool anyOp = true;
+    OpKind op = OpKind::AllReduce;
+    if (size_t colon = part.find(':'); colon != std::string::npos) {
+      op = parseOp(trim(part.substr(0, colon)));
+      anyOp = false;
+      body = part.substr(colon + 1);
+    }
+    for (const std::string& item : split(body, ',')) {
+      std::string name = item;
+      size_t lo = 0, hi = SIZE_MAX;
+      if (size_t at = item.find('@'); at != std::string::npos) {
+        name = trim(item.substr(0, at));
+        std::string range = item.substr(at + 1);
+        size_t dash = range.find('-');
+        if (dash == std::string::npos)
+          throwError(gyreInvalidArgument, "GYRE_ALGO: size range '" + range + "' must look like 0-64K or 64K-");
+        if (dash > 0) lo = core::parseSize(trim(range.substr(0, dash)), "GYRE_ALGO size");
+        if (dash + 1 < range.size()) hi = core::parseSize(trim(range.substr(dash + 1)), "GYRE_ALGO size");
+      }
+      bool matched = false;
+      for (const Algorithm& a : kAlgorithms) {
+        if (a.name != name || (!anyOp && a.op != op)) continue;
+        rules_.push_back(Rule{a.op, &a, lo, hi});
+        matched = true;
+      }
+      if (!matched) {
+        std::string valid;
+        if (!anyOp) {
+          valid = algorithmNames(op);
+        } else {
+          for (const Algorithm& a : kAlgorithms)
+            if (valid.find(a.name) == std::string::npos) valid += (valid.empty() ? "" : ", ") + std::string(a.name);
+        }
+        throwError(gyreInvalidArgument, "unknown algorithm '" + name + "' in GYRE_ALGO" +
+                                            (anyOp ? "" : std::string(" for ") + opKindName(op)) +
+                                            "; valid: " + valid);
+      }
+    }
+  }
+}
+
+const Algorithm* AlgoOverrides::find(OpKind op, size_t bytes) const {
+  for (const Rule& r : rules_)
+    if (r.op == op && bytes >= r.lo && bytes < r.hi) return r.algo;
+  return nullptr;
+}
+
+const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan) {
+  const Algorithm* algo = overrides.find(req.desc.kind, req.bytes());
+  if (!algo) algo = chooseAlgorithm(req, env);
+  algo->build(req, env, plan);
+  return algo->name;
+}
+
+}  // namespace gyre::collectives

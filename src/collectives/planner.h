@@ -1,0 +1,87 @@
+// From a call to a plan: which algorithm (an override from GYRE_ALGO or the
+// config, else the tuner's choice), then that algorithm's builder.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "collectives/call.h"
+#include "collectives/group.h"
+#include "collectives/plan.h"
+
+namespace gyre::collectives {
+
+// The tuner's knobs (from the configuration).
+struct TuningParams {
+  size_t smallMessageBytes = 16 * 1024;  // AllReduce below this: latency algorithms
+};
+
+// What planning needs from the communicator.
+class PlanEnv {
+ public:
+  virtual const TuningParams& tuning() const = 0;
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  virtual const Group& world() const = 0;  // every rank, in rank order
+  virtual bool sameHost(int peer) const = 0;
+  // The largest message every listed peer's connection carries; connects to
+  // them first if needed (every rank plans the same call, so each listed
+  // peer connects back in the same call).
+  virtual size_t chunkBytes(std::span<const int> peers) = 0;
+
+ protected:
+  ~PlanEnv() = default;
+};
+
+// One call, as the planner sees it.
+struct CallRequest {
+  CallDesc desc;
+  size_t elemSize = 4;
+  bool inPlace = false;
+  // AllToAllv: per-peer element counts and displacements (nranks each).
+  const size_t* sendCounts = nullptr;
+  const size_t* sendDispls = nullptr;
+  const size_t* recvCounts = nullptr;
+  const size_t* recvDispls = nullptr;
+  size_t bytes() const { return desc.count * elemSize; }
+};
+
+using BuildFn = void (*)(const CallRequest&, PlanEnv&, Plan&);
+
+struct Algorithm {
+  OpKind op;
+  const char* name;
+  BuildFn build;
+};
+
+// Every algorithm of every operation.
+std::span<const Algorithm> algorithms();
+// "ring, recursive_doubling" for one operation.
+std::string algorithmNames(OpKind op);
+
+// Overrides: "ring" (every operation that has it), "allreduce:ring",
+// size ranges "allreduce:ring@0-64K,rabenseifner@64K-", several operations
+// separated by ';'. Throws Error(gyreInvalidArgument) naming an unknown
+// operation or algorithm and listing the valid ones.
+class AlgoOverrides {
+ public:
+  AlgoOverrides() = default;
+  explicit AlgoOverrides(const std::string& spec);
+  // The forced algorithm for this operation and size, or nullptr.
+  const Algorithm* find(OpKind op, size_t bytes) const;
+  bool empty() const { return rules_.empty(); }
+
+ private:
+  struct Rule {
+    OpKind op;
+    const Algorithm* algo;
+    size_t lo, hi;  // [lo, hi)
+  };
+  std::vector<Rule> rules_;
+};
+
+// Chooses the algorithm and builds this rank's plan; returns its name.
+const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan);
+
+}  // namespace gyre::collectives
