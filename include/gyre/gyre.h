@@ -68,7 +68,9 @@ typedef enum {
   gyreMax = 2,
   gyreMin = 3,
   gyreAvg = 4, /* sum, then divided by the rank count (integers: truncated) */
-  gyreNumOps = 5
+  gyreNumOps = 5,
+  /* Values from gyreNumOps up name ops made by gyreRedOpCreatePreMulSum. */
+  gyreMaxRedOp = 0x7fffffff
 } gyreRedOp_t;
 
 /* Opaque communicator. */
@@ -149,6 +151,123 @@ GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
 GYRE_API gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     gyreDataType_t datatype, gyreRedOp_t op,
                                     gyreComm_t comm, gyreStream_t stream);
+
+/* ---- Collectives. Signatures follow NCCL's; counts are elements. A NULL
+ * stream means host memory and a call that completes before it returns.
+ * "In place" is spelled as in NCCL: the send and receive buffers are the
+ * same memory (for AllGather: sendbuff == recvbuff + rank * sendcount; for
+ * ReduceScatter: recvbuff == sendbuff + rank * recvcount). ---- */
+
+/* recvbuff = root's sendbuff on every rank (sendbuff is read on root only). */
+GYRE_API gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                    gyreDataType_t datatype, int root, gyreComm_t comm,
+                                    gyreStream_t stream);
+/* root's recvbuff = op over all ranks' sendbuff (recvbuff used on root only). */
+GYRE_API gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 gyreDataType_t datatype, gyreRedOp_t op, int root, gyreComm_t comm,
+                                 gyreStream_t stream);
+/* recvbuff (nranks * sendcount) = every rank's sendbuff, in rank order. */
+GYRE_API gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+/* recvbuff (recvcount) = op over all ranks of their sendbuff's block number rank. */
+GYRE_API gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                                        gyreStream_t stream);
+/* Block j of recvbuff = block rank of rank j's sendbuff; blocks of count
+ * elements. sendbuff == recvbuff is allowed (in place). */
+GYRE_API gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                   gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+/* AllToAll with per-peer counts and displacements (elements, nranks each;
+ * zero counts allowed): sendcounts[j] elements at sdispls[j] go to rank j,
+ * which receives them at its rdispls[rank] (recvcounts[rank] elements). */
+GYRE_API gyreResult_t gyreAllToAllv(const void* sendbuff, const size_t sendcounts[],
+                                    const size_t sdispls[], void* recvbuff, const size_t recvcounts[],
+                                    const size_t rdispls[], gyreDataType_t datatype, gyreComm_t comm,
+                                    gyreStream_t stream);
+/* root's recvbuff (nranks * sendcount) = every rank's sendbuff, in rank order. */
+GYRE_API gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 gyreDataType_t datatype, int root, gyreComm_t comm,
+                                 gyreStream_t stream);
+/* recvbuff (recvcount) = block number rank of root's sendbuff. */
+GYRE_API gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                  gyreDataType_t datatype, int root, gyreComm_t comm,
+                                  gyreStream_t stream);
+/* Point to point: a Send to peer matches that peer's Recv from this rank, in
+ * call order per pair. Outside a group they block until the data has been
+ * handed over; inside one, any order of sends and receives is safe. */
+GYRE_API gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype,
+                               int peer, gyreComm_t comm, gyreStream_t stream);
+GYRE_API gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+                               gyreComm_t comm, gyreStream_t stream);
+/* Returns once every rank has entered it. */
+GYRE_API gyreResult_t gyreBarrier(gyreComm_t comm, gyreStream_t stream);
+
+/* Calls between GroupStart and GroupEnd (this thread; they nest) are
+ * collected and launched together at the outermost GroupEnd, which returns
+ * when all of them have completed. */
+GYRE_API gyreResult_t gyreGroupStart(void);
+GYRE_API gyreResult_t gyreGroupEnd(void);
+
+/* ---- Nonblocking variants: the call returns at once with a request; the
+ * operation runs in the background, in call order with the communicator's
+ * other operations. Buffers must stay untouched until it completes. ---- */
+typedef struct gyreRequest* gyreRequest_t;
+
+GYRE_API gyreResult_t gyreIallReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                     gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                                     gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIbroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                     gyreDataType_t datatype, int root, gyreComm_t comm,
+                                     gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIreduce(const void* sendbuff, void* recvbuff, size_t count,
+                                  gyreDataType_t datatype, gyreRedOp_t op, int root, gyreComm_t comm,
+                                  gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIallGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                     gyreDataType_t datatype, gyreComm_t comm,
+                                     gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIreduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                         gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                                         gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIallToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                    gyreDataType_t datatype, gyreComm_t comm,
+                                    gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIallToAllv(const void* sendbuff, const size_t sendcounts[],
+                                     const size_t sdispls[], void* recvbuff,
+                                     const size_t recvcounts[], const size_t rdispls[],
+                                     gyreDataType_t datatype, gyreComm_t comm,
+                                     gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIsend(const void* sendbuff, size_t count, gyreDataType_t datatype,
+                                int peer, gyreComm_t comm, gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIrecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+                                gyreComm_t comm, gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIbarrier(gyreComm_t comm, gyreRequest_t* request);
+
+/* Waits for the operation and frees the request; returns its result. */
+GYRE_API gyreResult_t gyreWait(gyreRequest_t request);
+/* *done = 1 when the operation has completed (the request is then freed and
+ * its result returned), 0 otherwise (gyreSuccess returned). */
+GYRE_API gyreResult_t gyreTest(gyreRequest_t request, int* done);
+
+/* ---- Reductions with a per-call scalar: sum over ranks of (scalar * x),
+ * so that averaging or loss scaling costs no extra pass. The new op is
+ * valid on comm until destroyed. ---- */
+typedef enum {
+  gyreScalarDevice = 0,        /* the scalar is read through the pointer at each call */
+  gyreScalarHostImmediate = 1  /* the scalar's value is copied now */
+} gyreScalarResidence_t;
+
+GYRE_API gyreResult_t gyreRedOpCreatePreMulSum(gyreRedOp_t* op, void* scalar,
+                                               gyreDataType_t datatype,
+                                               gyreScalarResidence_t residence, gyreComm_t comm);
+GYRE_API gyreResult_t gyreRedOpDestroy(gyreRedOp_t op, gyreComm_t comm);
+
+/* ---- Communicator split: ranks giving the same color form a child
+ * communicator, ordered by key (then by parent rank), with no new
+ * rendezvous. GYRE_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL).
+ * Collective over comm. config may be NULL (the parent's settings). ---- */
+#define GYRE_SPLIT_NOCOLOR (-1)
+GYRE_API gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm,
+                                    gyreConfig_t* config);
 
 /* A fixed string for a result code. */
 GYRE_API const char* gyreGetErrorString(gyreResult_t result);

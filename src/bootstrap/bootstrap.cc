@@ -78,39 +78,45 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
 
 }  // namespace
 
-std::unique_ptr<Bootstrap> Bootstrap::create(const Params& p) {
+std::unique_ptr<Bootstrap> Bootstrap::prepare(const Params& p, int rootFamily) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = p.rank;
   b->nranks_ = p.nranks;
   b->secret_ = p.id.secret;
 
-  NetInterface nic = chooseInterface(p.ifname, p.family ? p.family : p.id.root.family());
+  NetInterface nic = chooseInterface(p.ifname, p.family ? p.family : rootFamily);
   b->listener_ = Socket::listenOn(SockAddr::any(nic.addr.family(), 0));
   b->listener_.setNonBlocking(true);
   SockAddr advertised = nic.addr;
   advertised.setPort(b->listener_.localAddr().port());
 
-  PeerInfo self{};
+  PeerInfo& self = b->self_;
   self.rank = p.rank;
   self.pid = getpid();
   self.hostHash = p.hostHash;
   advertised.pack(self.listenAddr);
   self.cpus = topology::availableCpus();
   std::strncpy(self.hostName, topology::hostName().c_str(), sizeof(self.hostName) - 1);
-  GYRE_INFO("rank %d: bootstrap on %s via %s, root %s", p.rank, advertised.str().c_str(),
-            nic.name.c_str(), p.id.root.str().c_str());
-
-  b->peers_ = rendezvous(p, self);
-  for (int r = 0; r < p.nranks; ++r)
-    if (b->peers_[r].rank != r) throwError(gyreInternalError, "rendezvous table out of order");
-
-  if (p.nranks > 1) {
-    int next = (p.rank + 1) % p.nranks, prev = (p.rank + p.nranks - 1) % p.nranks;
-    // Connect first (never blocks on the peer), then accept.
-    b->ringNext_ = b->connectTo(next, ConnKind::Ring, 0, p.deadline);
-    b->ringPrev_ = b->acceptFrom(prev, ConnKind::Ring, 0, p.deadline);
-  }
+  GYRE_INFO("rank %d: bootstrap on %s via %s", p.rank, advertised.str().c_str(), nic.name.c_str());
   return b;
+}
+
+std::unique_ptr<Bootstrap> Bootstrap::create(const Params& p) {
+  std::unique_ptr<Bootstrap> b = prepare(p, p.id.root.family());
+  b->complete(rendezvous(p, b->self_), p.deadline);
+  return b;
+}
+
+void Bootstrap::complete(std::vector<PeerInfo> table, Deadline deadline) {
+  peers_ = std::move(table);
+  for (int r = 0; r < nranks_; ++r)
+    if (peers_[r].rank != r) throwError(gyreInternalError, "bootstrap table out of order");
+  if (nranks_ > 1) {
+    int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+    // Connect first (never blocks on the peer), then accept.
+    ringNext_ = connectTo(next, ConnKind::Ring, 0, deadline);
+    ringPrev_ = acceptFrom(prev, ConnKind::Ring, 0, deadline);
+  }
 }
 
 Bootstrap::~Bootstrap() = default;

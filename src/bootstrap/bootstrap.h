@@ -43,7 +43,14 @@ class Bootstrap {
     uint64_t hostHash = 0;
   };
 
+  // Rendezvous through the root named by params.id, then the ring.
   static std::unique_ptr<Bootstrap> create(const Params& params);
+  // Without a root (a split): the listener and this rank's info first, then
+  // complete() with a table the caller exchanged some other way.
+  static std::unique_ptr<Bootstrap> prepare(const Params& params, int rootFamily);
+  void complete(std::vector<PeerInfo> table, Deadline deadline);
+  const PeerInfo& self() const { return self_; }
+  const Secret& secret() const { return secret_; }
   ~Bootstrap();
 
   int rank() const { return rank_; }
@@ -78,6 +85,7 @@ class Bootstrap {
   Secret secret_{};
   Socket listener_;
   Socket ringNext_, ringPrev_;
+  PeerInfo self_{};
   std::vector<PeerInfo> peers_;
   std::map<std::tuple<int, uint32_t, uint32_t>, Socket> pending_;
   std::vector<std::pair<int, std::string>> notices_;

@@ -153,10 +153,14 @@ class Runner {
   }
 
   void* pointer(BufId b, size_t offsetElems) const {
-    char* base = b == BufId::Input    ? static_cast<char*>(const_cast<void*>(args_.input))
-                 : b == BufId::Output ? static_cast<char*>(args_.output)
-                                      : static_cast<char*>(args_.scratch);
-    return base + offsetElems * args_.elemSize;
+    char* base;
+    switch (b) {
+      case BufId::Input: base = static_cast<char*>(const_cast<void*>(args_.input)); break;
+      case BufId::Output: base = static_cast<char*>(args_.output); break;
+      case BufId::Scratch: base = static_cast<char*>(args_.scratch); break;
+      default: base = static_cast<char*>(args_.extra[static_cast<uint16_t>(b) - kFirstExtraBuffer]); break;
+    }
+    return base ? base + offsetElems * args_.elemSize : nullptr;
   }
 
   // received: the peer's data (or dst for a local Reduce); local: ours.
@@ -191,24 +195,10 @@ class Runner {
 
 }  // namespace
 
-void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
-  Runner runner(plan, args, ctx);
-  // One lane (most plans): no bookkeeping beyond the state itself.
-  LaneState single;
-  std::vector<LaneState> many;
-  LaneState* lanes = &single;
-  size_t nlanes = 1;
-  if (plan.lanes.empty()) {
-    single.end = static_cast<uint32_t>(plan.steps.size());
-  } else {
-    many.resize(plan.lanes.size());
-    for (size_t i = 0; i < many.size(); ++i) {
-      many[i].next = plan.lanes[i].begin;
-      many[i].end = plan.lanes[i].end;
-    }
-    lanes = many.data();
-    nlanes = many.size();
-  }
+namespace {
+
+// Runs the lanes until all are done, waiting when none can move.
+void runLanes(Runner& runner, LaneState* lanes, size_t nlanes, ExecContext& ctx) {
   // One pass over the unfinished lanes: true if any moved or all are done.
   auto pass = [&]() {
     bool moved = false, open = false;
@@ -239,6 +229,31 @@ void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
       if (lanes[i].next < lanes[i].end) waits[k++] = lanes[i].blocked;
     ctx.waitUntil(std::span<const WaitItem>(waits, k), pass);
   }
+}
+
+}  // namespace
+
+void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
+  Runner runner(plan, args, ctx);
+  if (plan.lanes.empty()) {  // most plans: one lane, no bookkeeping
+    LaneState single;
+    single.end = static_cast<uint32_t>(plan.steps.size());
+    runLanes(runner, &single, 1, ctx);
+    return;
+  }
+  // Steps before the first lane are a prologue: done before any lane starts
+  // (an in-place call saving its input, say).
+  if (plan.lanes.front().begin > 0) {
+    LaneState prologue;
+    prologue.end = plan.lanes.front().begin;
+    runLanes(runner, &prologue, 1, ctx);
+  }
+  std::vector<LaneState> lanes(plan.lanes.size());
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    lanes[i].next = plan.lanes[i].begin;
+    lanes[i].end = plan.lanes[i].end;
+  }
+  runLanes(runner, lanes.data(), lanes.size(), ctx);
 }
 
 }  // namespace gyre::collectives

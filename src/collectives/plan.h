@@ -3,11 +3,12 @@
 // executor runs any plan over any transport; an algorithm is a plan builder,
 // never a loop over bytes.
 //
-// Steps form lanes: each lane runs in order, lanes run side by side (a tree
-// receives from its children while sending to its parent; a group of sends
-// and receives progresses in any order). The rule that keeps both ends of a
-// connection in step: within one call, all messages to a peer are sent by
-// one lane, and all messages from a peer are received by one lane.
+// Steps form lanes: each lane runs in order, lanes run side by side (a group
+// of sends and receives progresses in any order; an AllToAll sends and
+// receives at once). Steps before the first lane are a prologue, done before
+// any lane starts. The rule that keeps both ends of a connection in step:
+// within one call, all messages to a peer are sent by one lane, and all
+// messages from a peer are received by one lane.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,11 @@ enum class Prim : uint8_t {
 };
 
 // Input and Output are the caller's buffers; Scratch is the communicator's,
-// sized by the plan (Plan::scratchElems).
-enum class BufId : uint8_t { Input, Output, Scratch };
+// sized by the plan (Plan::scratchElems). Values from kFirstExtra up name
+// CallArgs::extra[value - kFirstExtra] (a group's many send/recv buffers).
+enum class BufId : uint16_t { Input, Output, Scratch };
+constexpr uint16_t kFirstExtraBuffer = 3;
+inline BufId extraBuffer(uint16_t i) { return static_cast<BufId>(kFirstExtraBuffer + i); }
 
 struct Step {
   Prim prim = Prim::Copy;
@@ -88,6 +92,7 @@ struct CallArgs {
   const void* input = nullptr;
   void* output = nullptr;
   void* scratch = nullptr;
+  void* const* extra = nullptr;
   kernels::DType dtype = kernels::DType::Float32;
   kernels::Op op = kernels::Op::Sum;
   uint32_t divisor = 1;  // average: the rank count

@@ -3,6 +3,10 @@
 #include <algorithm>
 
 #include "collectives/allreduce.h"
+#include "collectives/alltoall.h"
+#include "collectives/gather_family.h"
+#include "collectives/rooted.h"
+#include "collectives/steps.h"
 #include "collectives/tuner.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -14,7 +18,37 @@ namespace {
 const Algorithm kAlgorithms[] = {
     {OpKind::AllReduce, "ring", buildRingAllReduce},
     {OpKind::AllReduce, "recursive_doubling", buildRecursiveDoublingAllReduce},
+    {OpKind::Broadcast, "chain", buildChainBroadcast},
+    {OpKind::Broadcast, "binomial_tree", buildTreeBroadcast},
+    {OpKind::Reduce, "chain", buildChainReduce},
+    {OpKind::Reduce, "binomial_tree", buildTreeReduce},
+    {OpKind::AllGather, "ring", buildRingAllGather},
+    {OpKind::AllGather, "bruck", buildBruckAllGather},
+    {OpKind::ReduceScatter, "ring", buildRingReduceScatter},
+    {OpKind::AllToAll, "pairwise", buildPairwiseAllToAll},
+    {OpKind::AllToAllv, "pairwise", buildPairwiseAllToAllv},
+    {OpKind::Gather, "linear", buildLinearGather},
+    {OpKind::Scatter, "linear", buildLinearScatter},
+    {OpKind::Barrier, "dissemination", buildDisseminationBarrier},
 };
+
+// One rank: every operation is a local copy (or nothing).
+void buildSingleRank(const CallRequest& req, Plan& plan) {
+  plan.reset("local");
+  size_t from = 0, to = 0, count = req.desc.count;
+  if (req.desc.kind == OpKind::Barrier) return;
+  if (req.desc.kind == OpKind::AllToAllv) {
+    if (req.sendCounts[0] != req.recvCounts[0])
+      throwError(gyreInvalidArgument, "alltoallv on one rank: sendcounts[0] (" + std::to_string(req.sendCounts[0]) +
+                                          ") differs from recvcounts[0] (" + std::to_string(req.recvCounts[0]) + ")");
+    from = req.sendDispls[0];
+    to = req.recvDispls[0];
+    count = req.sendCounts[0];
+  }
+  if (count == 0) return;
+  Step& s = add(plan, Prim::Copy, BufId::Input, from, BufId::Output, to, count);
+  s.finalReduce = true;  // an average over one rank divides by one
+}
 
 OpKind parseOp(const std::string& name) {
   for (int k = static_cast<int>(OpKind::AllReduce); k <= static_cast<int>(OpKind::SendRecv); ++k)
@@ -104,6 +138,10 @@ const Algorithm* AlgoOverrides::find(OpKind op, size_t bytes) const {
 }
 
 const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan) {
+  if (env.nranks() == 1) {
+    buildSingleRank(req, plan);
+    return plan.algorithm;
+  }
   const Algorithm* algo = overrides.find(req.desc.kind, req.bytes());
   if (!algo) algo = chooseAlgorithm(req, env);
   algo->build(req, env, plan);

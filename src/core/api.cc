@@ -8,6 +8,7 @@
 #include "bootstrap/launch_env.h"
 #include "bootstrap/root_server.h"
 #include "bootstrap/unique_id.h"
+#include "core/api_support.h"
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -15,91 +16,12 @@
 #include "gyre/gyre.h"
 #include "kernels/cpu/reduce.h"
 
-struct gyreComm {
-  std::unique_ptr<gyre::core::Communicator> impl;
-};
-
 namespace {
 
 using gyre::Error;
 using gyre::throwError;
-
-template <typename F>
-gyreResult_t guarded(const char* fn, F&& body) {
-  try {
-    body();
-    return gyreSuccess;
-  } catch (const Error& e) {
-    gyre::setLastError(std::string(fn) + ": " + e.what());
-    return e.code();
-  } catch (const std::bad_alloc&) {
-    gyre::setLastError(std::string(fn) + ": out of memory");
-    return gyreSystemError;
-  } catch (const std::exception& e) {
-    gyre::setLastError(std::string(fn) + ": internal error: " + e.what());
-    return gyreInternalError;
-  } catch (...) {
-    gyre::setLastError(std::string(fn) + ": internal error");
-    return gyreInternalError;
-  }
-}
-
-gyre::core::Communicator& impl(gyreComm_t comm) {
-  if (!comm || !comm->impl) throwError(gyreInvalidArgument, "comm is NULL");
-  return *comm->impl;
-}
-
-// A caller may pass any int where an enum is expected. Reading such a value
-// as the C++ enum type is undefined, so look at its bits instead.
-template <typename E>
-int enumBits(const E& e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof(v));
-  return v;
-}
-
-void checkDataType(const gyreDataType_t& t) {
-  const int v = enumBits(t);
-  if (v < 0 || v >= gyreNumTypes)
-    throwError(gyreInvalidArgument, "datatype " + std::to_string(v) +
-                                        " is not a gyreDataType_t (valid: 0 to " +
-                                        std::to_string(gyreNumTypes - 1) + ")");
-}
-
-void checkRedOp(const gyreRedOp_t& op) {
-  const int v = enumBits(op);
-  if (v < 0 || v >= gyreNumOps)
-    throwError(gyreInvalidArgument, "op " + std::to_string(v) +
-                                        " is not a gyreRedOp_t (valid: 0 to " +
-                                        std::to_string(gyreNumOps - 1) + ")");
-}
-
-void checkBuffers(const void* send, const void* recv, size_t count, gyreDataType_t t) {
-  const size_t elem = gyre::kernels::dtypeSize(static_cast<gyre::kernels::DType>(t));
-  if (count > static_cast<size_t>(PTRDIFF_MAX) / elem)
-    throwError(gyreInvalidArgument,
-               "count " + std::to_string(count) + " of " +
-                   gyre::kernels::dtypeName(static_cast<gyre::kernels::DType>(t)) +
-                   " overflows the address space");
-  if (count == 0) return;
-  if (!send)
-    throwError(gyreInvalidArgument, "sendbuff is NULL with count " + std::to_string(count));
-  if (!recv)
-    throwError(gyreInvalidArgument, "recvbuff is NULL with count " + std::to_string(count));
-  const auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
-  const size_t bytes = count * elem;
-  if (s != r && s < r + bytes && r < s + bytes)
-    throwError(
-        gyreInvalidArgument,
-        "sendbuff and recvbuff overlap without being equal (pass the same pointer for in-place)");
-}
-
-void checkStream(gyreStream_t stream) {
-  if (stream)
-    throwError(gyreInvalidArgument,
-               "stream must be NULL: this gyre was built without CUDA and works on host memory");
-}
+using gyre::api::guarded;
+using gyre::api::impl;
 
 gyre::bootstrap::SockAddr rootListenAddress(const gyre::core::Config& cfg,
                                             gyre::bootstrap::SockAddr& advertise) {
@@ -232,19 +154,6 @@ gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
   return guarded("gyreCommUserRank", [&] {
     if (!rank) throwError(gyreInvalidArgument, "rank is NULL");
     *rank = impl(comm).rank();
-  });
-}
-
-gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                           gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
-                           gyreStream_t stream) {
-  return guarded("gyreAllReduce", [&] {
-    gyre::core::Communicator& c = impl(comm);
-    checkDataType(datatype);
-    checkRedOp(op);
-    checkBuffers(sendbuff, recvbuff, count, datatype);
-    checkStream(stream);
-    c.allReduce(sendbuff, recvbuff, count, datatype, op);
   });
 }
 

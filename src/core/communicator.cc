@@ -8,6 +8,7 @@
 
 #include "collectives/call.h"
 #include "core/clock.h"
+#include "core/group.h"
 #include "core/log.h"
 #include "topology/host_identity.h"
 #include "transport/shm/shm_transport.h"
@@ -56,44 +57,50 @@ const char* transportName(TransportChoice t) {
 
 }  // namespace
 
-class ActiveCall {
- public:
-  explicit ActiveCall(Communicator& c) : c_(c) { c_.activeCalls_.fetch_add(1); }
-  ~ActiveCall() { c_.activeCalls_.fetch_sub(1); }
 
- private:
-  Communicator& c_;
-};
-
-std::unique_ptr<Communicator> Communicator::create(const InitArgs& args) {
+std::unique_ptr<Communicator> Communicator::makeShell(int rank, int nranks, const Config& config) {
   std::unique_ptr<Communicator> c(new Communicator());
-  c->rank_ = args.rank;
-  c->nranks_ = args.nranks;
-  c->config_ = args.config;
-  log::setThreadRank(args.rank);
+  c->rank_ = rank;
+  c->nranks_ = nranks;
+  c->config_ = config;
+  log::setThreadRank(rank);
   // An unknown algorithm name is an error now, before any rendezvous.
   c->overrides_ = collectives::AlgoOverrides(c->config_.algo);
-  c->world_ = collectives::Group::all(args.rank, args.nranks);
+  c->world_ = collectives::Group::all(rank, nranks);
   if (c->config_.smallMessageBytes) c->tuning_.smallMessageBytes = c->config_.smallMessageBytes;
-  Deadline deadline = Deadline::afterMs(c->config_.timeoutMs);
-
-  topology::HostIdentity host = topology::detectHostIdentity(c->config_.hostId);
-  bootstrap::Bootstrap::Params bp;
-  bp.id = args.id;
-  bp.round = args.round;
-  bp.rank = args.rank;
-  bp.nranks = args.nranks;
-  bp.deadline = deadline;
-  bp.ifname = c->config_.socketIfname;
-  bp.family = c->config_.socketFamily;
-  bp.hostHash = host.hash;
-  c->bootstrap_ = bootstrap::Bootstrap::create(bp);
-  c->setUpTransports(deadline);
-  GYRE_INFO("rank %d of %d ready (host %s)", c->rank_, c->nranks_, host.description.c_str());
+  c->sendSeq_.assign(static_cast<size_t>(nranks), 0);
+  c->recvSeq_.assign(static_cast<size_t>(nranks), 0);
   return c;
 }
 
-Communicator::~Communicator() = default;
+bootstrap::Bootstrap::Params Communicator::bootstrapParams(int rank, int nranks, const Config& config,
+                                                           Deadline deadline) {
+  bootstrap::Bootstrap::Params bp;
+  bp.rank = rank;
+  bp.nranks = nranks;
+  bp.deadline = deadline;
+  bp.ifname = config.socketIfname;
+  bp.family = config.socketFamily;
+  bp.hostHash = topology::detectHostIdentity(config.hostId).hash;
+  return bp;
+}
+
+std::unique_ptr<Communicator> Communicator::create(const InitArgs& args) {
+  std::unique_ptr<Communicator> c = makeShell(args.rank, args.nranks, args.config);
+  Deadline deadline = Deadline::afterMs(c->config_.timeoutMs);
+  bootstrap::Bootstrap::Params bp = bootstrapParams(args.rank, args.nranks, c->config_, deadline);
+  bp.id = args.id;
+  bp.round = args.round;
+  c->bootstrap_ = bootstrap::Bootstrap::create(bp);
+  c->setUpTransports(deadline);
+  GYRE_INFO("rank %d of %d ready", c->rank_, c->nranks_);
+  return c;
+}
+
+Communicator::~Communicator() {
+  group::forget(*this);
+  drainQueue();  // nonblocking calls already made still run
+}
 
 void Communicator::setUpTransports(Deadline deadline) {
   // Ranks must agree on the transport settings, or their exchanges would
@@ -404,34 +411,6 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
   } catch (const Error& e) {
     throw fail(e);
   }
-}
-
-void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t dtype,
-                             gyreRedOp_t op) {
-  ActiveCall active(*this);
-  checkUsable();
-  if (count == 0) return;
-  collectives::CallRequest req;
-  req.desc.kind = collectives::OpKind::AllReduce;
-  req.desc.dtype = static_cast<uint8_t>(dtype);
-  req.desc.redop = static_cast<uint8_t>(op);
-  req.desc.count = count;
-  req.desc.seq = ++collSeq_;
-  req.elemSize = kernels::dtypeSize(static_cast<kernels::DType>(dtype));
-  req.inPlace = sendbuff == recvbuff;
-  collectives::CallArgs args;
-  args.input = sendbuff;
-  args.output = recvbuff;
-  args.dtype = static_cast<kernels::DType>(dtype);
-  args.elemSize = req.elemSize;
-  args.op = op == gyreAvg ? kernels::Op::Sum : static_cast<kernels::Op>(op);
-  args.divisor = op == gyreAvg ? static_cast<uint32_t>(nranks_) : 1;
-  args.streamOutput = count * args.elemSize >= kernels::streamingThresholdBytes();
-  if (nranks_ == 1) {
-    if (sendbuff != recvbuff) kernels::copy(recvbuff, sendbuff, count * args.elemSize);
-    return;
-  }
-  runCall(req, args);
 }
 
 }  // namespace gyre::core

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -15,6 +18,7 @@
 #include "collectives/planner.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/operation.h"
 #include "core/peer_liveness.h"
 #include "gyre/gyre.h"
 
@@ -42,8 +46,23 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int nranks() const override { return nranks_; }
   const Config& config() const { return config_; }
 
-  void allReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t dtype,
-                 gyreRedOp_t op);
+  // Runs a call now and returns when it has completed; or, when
+  // op.request is set, queues it to run in the background (in call order
+  // with this communicator's other calls) and returns at once.
+  void submit(Operation op);
+  // Runs the calls of a group (gyreGroupEnd): collectives one after the
+  // other, runs of point-to-point calls together (any order is safe).
+  void runGroup(std::vector<Operation>& ops);
+
+  // PreMulSum ops: a number from gyreNumOps up, valid until destroyed.
+  int createPreMulSum(const void* scalar, gyreDataType_t dtype, gyreScalarResidence_t residence);
+  void destroyRedOp(int op);
+  bool isRedOp(int op) const;
+  gyreDataType_t preMulSumType(int op) const { return premulOps_[static_cast<size_t>(op - gyreNumOps)].dtype; }
+
+  // Collective over this communicator: the child of the ranks that gave
+  // `color` (nullptr for GYRE_SPLIT_NOCOLOR).
+  std::unique_ptr<Communicator> split(int color, int key, const gyreConfig_t* userConfig);
 
   // From any thread: ends the blocked call (if any) with an error, tells the
   // peers, and waits until no call is inside the communicator.
@@ -65,7 +84,20 @@ class Communicator final : public collectives::ExecContext, public collectives::
 
  private:
   Communicator() = default;
+  // Everything but the network: settings, overrides, counters.
+  static std::unique_ptr<Communicator> makeShell(int rank, int nranks, const Config& config);
+  static bootstrap::Bootstrap::Params bootstrapParams(int rank, int nranks, const Config& config,
+                                                      Deadline deadline);
   void setUpTransports(Deadline deadline);
+  // Execution of submitted calls, on whichever thread owns the executor.
+  void execute(Operation& op);
+  void executeCollective(Operation& op);
+  void executePointToPoint(std::span<Operation> ops);
+  // For PreMulSum: sendbuff scaled into a buffer of ours; returns it.
+  const void* premultiplied(const Operation& op, size_t elems);
+  // The background thread of nonblocking calls.
+  void workerLoop();
+  void drainQueue();
   // Plans and runs one call; failures break the communicator (except
   // invalid arguments found before anything was sent).
   void runCall(const collectives::CallRequest& req, collectives::CallArgs& args);
@@ -115,6 +147,27 @@ class Communicator final : public collectives::ExecContext, public collectives::
   collectives::TuningParams tuning_;
   collectives::AlgoOverrides overrides_;
   std::vector<unsigned char> scratch_;
+  std::vector<unsigned char> premulBuffer_;
+  std::vector<uint64_t> sendSeq_, recvSeq_;  // point-to-point calls per peer
+  struct PreMulSum {
+    bool used = false;
+    gyreDataType_t dtype = gyreFloat32;
+    gyreScalarResidence_t residence = gyreScalarHostImmediate;
+    const void* pointer = nullptr;  // read at each call (gyreScalarDevice)
+    unsigned char value[8] = {};    // copied at creation (host immediate)
+  };
+  std::vector<PreMulSum> premulOps_;
+  uint64_t splits_ = 0;  // splits made from this communicator
+
+  // Nonblocking calls run, in order, on worker_; a blocking call made while
+  // some are queued or running waits its turn. busy_: the executor is in
+  // use (by the worker or by a caller's thread).
+  std::mutex queueMu_;
+  std::condition_variable queueCv_;
+  std::deque<Operation> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
 
   // The current call, for error messages.
   const char* opName_ = "";
@@ -130,7 +183,6 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int64_t lastHealthCheckNs_ = 0;
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
 
-  friend class ActiveCall;
 };
 
 }  // namespace gyre::core

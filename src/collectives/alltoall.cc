@@ -1,0 +1,72 @@
+#include "collectives/alltoall.h"
+
+#include "collectives/steps.h"
+
+namespace gyre::collectives {
+
+namespace {
+
+// Both variants: block sizes and places from the callbacks (elements).
+template <class SendAt, class RecvAt>
+void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, RecvAt recvAt, bool always) {
+  const int n = env.nranks(), me = env.rank();
+  for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
+  const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
+  BufId from = BufId::Input;
+  // Before the lanes (the prologue): the in-place copy, then our own block.
+  if (req.inPlace) {
+    size_t total = 0;
+    for (int p = 0; p < n; ++p) total = std::max(total, sendAt(p).first + sendAt(p).second);
+    plan.scratchElems = total;
+    add(plan, Prim::Copy, BufId::Input, 0, BufId::Scratch, 0, total);
+    from = BufId::Scratch;
+  }
+  add(plan, Prim::Copy, from, sendAt(me).first, BufId::Output, recvAt(me).first, sendAt(me).second);
+  plan.beginLane();
+  for (int k = 1; k < n; ++k) {
+    const int to = (me + k) % n;
+    forPieces(sendAt(to).second, chunk, [&](size_t off, size_t len) {
+      add(plan, Prim::Send, from, sendAt(to).first + off, BufId::Output, 0, len, to);
+    }, always);
+  }
+  plan.beginLane();
+  for (int k = 1; k < n; ++k) {
+    const int src = (me - k + n) % n;
+    forPieces(recvAt(src).second, chunk, [&](size_t off, size_t len) {
+      add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, recvAt(src).first + off, len, -1, src);
+    }, always);
+  }
+  plan.closeLane();
+}
+
+}  // namespace
+
+void buildPairwiseAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("pairwise");
+  const size_t c = req.desc.count;
+  auto at = [c](int p) { return std::make_pair(size_t(p) * c, c); };
+  pairwise(req, env, plan, at, at, false);
+}
+
+void buildPairwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("pairwise");
+  auto sendAt = [&](int p) { return std::make_pair(req.sendDispls[p], req.sendCounts[p]); };
+  auto recvAt = [&](int p) { return std::make_pair(req.recvDispls[p], req.recvCounts[p]); };
+  pairwise(req, env, plan, sendAt, recvAt, true);
+}
+
+void buildDisseminationBarrier(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("dissemination");
+  const int n = env.nranks(), me = env.rank();
+  for (int k = 1; k < n; k <<= 1) {
+    plan.addPeer((me + k) % n);
+    plan.addPeer((me - k + n) % n);
+  }
+  env.chunkBytes(plan.peers);  // connects them
+  for (int k = 1; k < n; k <<= 1) {
+    add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, (me + k) % n);
+    add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, (me - k + n) % n);
+  }
+}
+
+}  // namespace gyre::collectives

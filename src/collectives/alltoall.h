@@ -1,0 +1,19 @@
+// AllToAll(v) and Barrier.
+#pragma once
+
+#include "collectives/planner.h"
+
+namespace gyre::collectives {
+
+// Pairwise exchange: at step k each rank sends to rank + k and receives from
+// rank - k, so no rank is everyone's target at once. Sends and receives run
+// as two lanes, each in that order; the slowest lane can always go on, so no
+// mix of speeds deadlocks. In place: the input is first saved in scratch.
+void buildPairwiseAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan);
+// The same with per-peer counts and displacements. An empty block still
+// travels as an empty message, so that mismatched counts are reported.
+void buildPairwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);
+// Dissemination: ceil(log2 n) rounds of empty messages to rank + 2^k.
+void buildDisseminationBarrier(const CallRequest& req, PlanEnv& env, Plan& plan);
+
+}  // namespace gyre::collectives

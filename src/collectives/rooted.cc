@@ -1,0 +1,151 @@
+#include "collectives/rooted.h"
+
+#include <algorithm>
+
+namespace gyre::collectives {
+
+namespace {
+
+Step makeStep(Prim prim, BufId src, size_t srcOff, BufId dst, size_t dstOff, size_t count, int sendPeer,
+              int recvPeer) {
+  Step s;
+  s.prim = prim;
+  s.src = src;
+  s.srcOffset = srcOff;
+  s.dst = dst;
+  s.dstOffset = dstOff;
+  s.count = count;
+  s.sendPeer = sendPeer;
+  s.recvPeer = recvPeer;
+  return s;
+}
+
+template <class F>
+void forPieces(size_t count, size_t chunk, F&& f) {
+  for (size_t off = 0; off < count; off += chunk) f(off, std::min(chunk, count - off));
+}
+
+}  // namespace
+
+BinomialTree binomialTree(int rank, int n, int root) {
+  BinomialTree t;
+  const int v = (rank - root + n) % n;  // virtual rank: the root is 0
+  int mask = 1;
+  while (mask < n) {
+    if (v & mask) {
+      t.parent = (v - mask + root) % n;
+      break;
+    }
+    mask <<= 1;
+  }
+  // Children sit at v + m for every m below the bit that names the parent
+  // (all bits, at the root); the largest subtree first.
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (v + mask < n) t.children[t.nchildren++] = (v + mask + root) % n;
+  return t;
+}
+
+void buildChainBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("chain");
+  const int n = env.nranks(), me = env.rank(), root = req.desc.root;
+  const int pos = (me - root + n) % n;
+  const int prev = pos > 0 ? (me - 1 + n) % n : -1;
+  const int next = pos < n - 1 ? (me + 1) % n : -1;
+  if (prev >= 0) plan.addPeer(prev);
+  if (next >= 0) plan.addPeer(next);
+  const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
+  const size_t count = req.desc.count;
+  if (pos == 0 && !req.inPlace) plan.steps.push_back(makeStep(Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1));
+  forPieces(count, chunk, [&](size_t off, size_t len) {
+    if (pos == 0)  // the root sends from its input: no wait for the copy
+      plan.steps.push_back(makeStep(Prim::Send, BufId::Input, off, BufId::Output, off, len, next, -1));
+    else if (next >= 0)
+      plan.steps.push_back(makeStep(Prim::RecvCopySend, BufId::Output, off, BufId::Output, off, len, next, prev));
+    else
+      plan.steps.push_back(makeStep(Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, prev));
+  });
+}
+
+void buildTreeBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("binomial_tree");
+  const int n = env.nranks(), me = env.rank(), root = req.desc.root;
+  const BinomialTree t = binomialTree(me, n, root);
+  if (t.parent >= 0) plan.addPeer(t.parent);
+  for (int i = 0; i < t.nchildren; ++i) plan.addPeer(t.children[i]);
+  const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
+  const size_t count = req.desc.count;
+  const bool isRoot = t.parent < 0;
+  if (isRoot && !req.inPlace) plan.steps.push_back(makeStep(Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1));
+  const BufId from = isRoot ? BufId::Input : BufId::Output;
+  forPieces(count, chunk, [&](size_t off, size_t len) {
+    if (!isRoot) plan.steps.push_back(makeStep(Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, t.parent));
+    for (int i = 0; i < t.nchildren; ++i)
+      plan.steps.push_back(makeStep(Prim::Send, from, off, BufId::Output, off, len, t.children[i], -1));
+  });
+}
+
+void buildChainReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("chain");
+  const int n = env.nranks(), me = env.rank(), root = req.desc.root;
+  // The chain ends at the root: it starts at root + 1.
+  const int pos = (me - root - 1 + 2 * n) % n;
+  const int prev = pos > 0 ? (me - 1 + n) % n : -1;
+  const int next = pos < n - 1 ? (me + 1) % n : -1;
+  if (prev >= 0) plan.addPeer(prev);
+  if (next >= 0) plan.addPeer(next);
+  const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
+  forPieces(req.desc.count, chunk, [&](size_t off, size_t len) {
+    Step s;
+    if (pos == 0) {
+      s = makeStep(Prim::Send, BufId::Input, off, BufId::Output, off, len, next, -1);
+    } else if (next >= 0) {
+      s = makeStep(Prim::RecvReduceSend, BufId::Input, off, BufId::Output, off, len, next, prev);
+    } else {
+      s = makeStep(Prim::RecvReduce, BufId::Input, off, BufId::Output, off, len, -1, prev);
+      s.finalReduce = true;
+    }
+    s.recvFirst = true;  // the sum so far (earlier in the chain) on the left
+    plan.steps.push_back(s);
+  });
+}
+
+void buildTreeReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("binomial_tree");
+  const int n = env.nranks(), me = env.rank(), root = req.desc.root;
+  const BinomialTree t = binomialTree(me, n, root);
+  if (t.parent >= 0) plan.addPeer(t.parent);
+  for (int i = 0; i < t.nchildren; ++i) plan.addPeer(t.children[i]);
+  const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
+  const bool isRoot = t.parent < 0;
+  // The partial result of a piece: the output at the root, else a piece of
+  // scratch, reused piece after piece (a piece is sent before the next one
+  // is started).
+  const BufId acc = isRoot ? BufId::Output : BufId::Scratch;
+  if (!isRoot) plan.scratchElems = std::min(chunk, req.desc.count);
+  forPieces(req.desc.count, chunk, [&](size_t off, size_t len) {
+    const size_t accOff = isRoot ? off : 0;
+    // Children from the nearest (smallest subtree) up, our own data on the
+    // left of every reduction: a fixed order, the same on every run.
+    bool first = true;
+    for (int i = t.nchildren - 1; i >= 0; --i) {
+      Step s = makeStep(Prim::RecvReduce, first ? BufId::Input : acc, first ? off : accOff, acc, accOff, len, -1,
+                        t.children[i]);
+      s.recvFirst = false;
+      s.finalReduce = isRoot && i == 0;
+      plan.steps.push_back(s);
+      first = false;
+    }
+    if (isRoot) {
+      if (first) {  // a root without children: one rank
+        Step s = makeStep(Prim::Copy, BufId::Input, off, BufId::Output, off, len, -1, -1);
+        s.finalReduce = true;
+        plan.steps.push_back(s);
+      }
+    } else {
+      plan.steps.push_back(makeStep(Prim::Send, first ? BufId::Input : acc, first ? off : accOff, BufId::Output, 0, len,
+                                    t.parent, -1));
+    }
+  });
+}
+
+}  // namespace gyre::collectives

@@ -1,0 +1,73 @@
+// Shared by the C entry points: the error translation and the argument
+// checks (each names the argument and the rule it breaks).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "core/communicator.h"
+#include "core/error.h"
+#include "gyre/gyre.h"
+#include "kernels/cpu/reduce.h"
+
+struct gyreComm {
+  std::unique_ptr<gyre::core::Communicator> impl;
+};
+
+struct gyreRequest {
+  std::shared_ptr<gyre::core::RequestState> state;
+};
+
+namespace gyre::api {
+
+// Runs body, turning exceptions into a result and the thread's last error.
+template <typename F>
+gyreResult_t guarded(const char* fn, F&& body) {
+  try {
+    body();
+    return gyreSuccess;
+  } catch (const Error& e) {
+    setLastError(std::string(fn) + ": " + e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    setLastError(std::string(fn) + ": out of memory");
+    return gyreSystemError;
+  } catch (const std::exception& e) {
+    setLastError(std::string(fn) + ": internal error: " + e.what());
+    return gyreInternalError;
+  } catch (...) {
+    setLastError(std::string(fn) + ": internal error");
+    return gyreInternalError;
+  }
+}
+
+inline core::Communicator& impl(gyreComm_t comm) {
+  if (!comm || !comm->impl) throwError(gyreInvalidArgument, "comm is NULL");
+  return *comm->impl;
+}
+
+// A caller may pass any int where an enum is expected. Reading such a value
+// as the C++ enum type is undefined, so look at its bits instead.
+template <typename E>
+int enumBits(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+void checkDataType(const gyreDataType_t& t);
+// A built-in op, or a PreMulSum op of comm made for this data type.
+void checkRedOp(const gyreRedOp_t& op, const core::Communicator& comm, const gyreDataType_t& t);
+void checkStream(gyreStream_t stream);
+void checkRank(int r, int nranks, const char* what);  // "root", "peer"
+// count * blocks elements of t, in bytes; throws naming `what` on overflow.
+size_t bytesOf(size_t count, size_t blocks, gyreDataType_t t, const char* what);
+void requireBuffer(const void* p, size_t bytes, const char* name);
+// Buffers that overlap are an error unless b is exactly at a + okOffset
+// (in place, as the operation defines it).
+void checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, size_t okOffset, const char* rule);
+
+}  // namespace gyre::api

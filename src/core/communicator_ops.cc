@@ -1,0 +1,305 @@
+// Running the API's calls: now, in a group, or in the background; and
+// turning each into the planner's request.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/call.h"
+#include "collectives/point_to_point.h"
+#include "core/communicator.h"
+#include "core/log.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/scale.h"
+
+namespace gyre::core {
+
+namespace {
+
+using collectives::OpKind;
+
+// Counts calls inside the communicator, so that abort can wait them out.
+class ActiveScope {
+ public:
+  explicit ActiveScope(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+  ~ActiveScope() { n_.fetch_sub(1); }
+
+ private:
+  std::atomic<int>& n_;
+};
+
+bool reduces(OpKind k) {
+  return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter;
+}
+
+}  // namespace
+
+void Communicator::submit(Operation op) {
+  checkUsable();
+  std::unique_lock<std::mutex> lock(queueMu_);
+  if (!op.request && queue_.empty() && !busy_) {
+    // The common case: nothing queued ahead, run on the caller's thread.
+    busy_ = true;
+    lock.unlock();
+    struct Release {
+      Communicator& c;
+      ~Release() {
+        std::lock_guard<std::mutex> l(c.queueMu_);
+        c.busy_ = false;
+        c.queueCv_.notify_all();
+      }
+    } release{*this};
+    execute(op);
+    return;
+  }
+  // Queued: a nonblocking call, or a blocking one waiting its turn.
+  std::shared_ptr<RequestState> waitFor;
+  if (!op.request) op.request = waitFor = std::make_shared<RequestState>();
+  queue_.push_back(std::move(op));
+  if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  queueCv_.notify_all();
+  lock.unlock();
+  if (!waitFor) return;
+  std::unique_lock<std::mutex> wait(waitFor->mu);
+  waitFor->cv.wait(wait, [&] { return waitFor->done; });
+  if (waitFor->result != gyreSuccess) throw Error(waitFor->result, waitFor->message);
+}
+
+void Communicator::workerLoop() {
+  log::setThreadRank(rank_);
+  for (;;) {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    queueCv_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    Operation op = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    gyreResult_t result = gyreSuccess;
+    std::string why;
+    try {
+      checkUsable();
+      execute(op);
+    } catch (const Error& e) {
+      result = e.code();
+      why = e.what();
+    } catch (const std::exception& e) {
+      result = gyreInternalError;
+      why = std::string("internal error: ") + e.what();
+    }
+    lock.lock();
+    busy_ = false;
+    queueCv_.notify_all();
+    lock.unlock();
+    op.request->complete(result, why);
+  }
+}
+
+void Communicator::drainQueue() {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    stopping_ = true;
+    queueCv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+void Communicator::runGroup(std::vector<Operation>& ops) {
+  // The group's calls run on this thread, after anything queued before.
+  {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    queueCv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    busy_ = true;
+  }
+  struct Release {
+    Communicator& c;
+    ~Release() {
+      std::lock_guard<std::mutex> l(c.queueMu_);
+      c.busy_ = false;
+      c.queueCv_.notify_all();
+    }
+  } release{*this};
+  gyreResult_t result = gyreSuccess;
+  std::string why;
+  try {
+    checkUsable();
+    for (size_t i = 0; i < ops.size();) {
+      if (ops[i].kind != OpKind::SendRecv) {
+        execute(ops[i]);
+        ++i;
+        continue;
+      }
+      // A run of sends and receives progresses together, in any order.
+      size_t j = i;
+      while (j < ops.size() && ops[j].kind == OpKind::SendRecv) ++j;
+      executePointToPoint(std::span<Operation>(ops.data() + i, j - i));
+      i = j;
+    }
+  } catch (const Error& e) {
+    result = e.code();
+    why = e.what();
+  }
+  for (Operation& op : ops)
+    if (op.request) op.request->complete(result, why);
+  if (result != gyreSuccess) throw Error(result, why);
+}
+
+void Communicator::execute(Operation& op) {
+  if (op.kind == OpKind::SendRecv) {
+    executePointToPoint(std::span<Operation>(&op, 1));
+  } else {
+    executeCollective(op);
+  }
+}
+
+const void* Communicator::premultiplied(const Operation& op, size_t elems) {
+  const PreMulSum& p = premulOps_[static_cast<size_t>(op.redop - gyreNumOps)];
+  const auto dt = static_cast<kernels::DType>(op.dtype);
+  const size_t bytes = elems * kernels::dtypeSize(dt);
+  if (premulBuffer_.size() < bytes) premulBuffer_.resize(bytes);
+  const void* scalar = p.residence == gyreScalarHostImmediate ? p.value : p.pointer;
+  kernels::scale(dt, premulBuffer_.data(), op.sendbuff, elems, scalar);
+  return premulBuffer_.data();
+}
+
+void Communicator::executeCollective(Operation& op) {
+  ActiveScope active(activeCalls_);
+  checkUsable();
+  const auto dt = static_cast<kernels::DType>(op.dtype);
+  collectives::CallRequest req;
+  req.desc.kind = op.kind;
+  req.desc.dtype = static_cast<uint8_t>(op.dtype);
+  req.desc.root = op.root;
+  req.desc.count = op.kind == OpKind::AllToAllv ? 0 : op.count;
+  req.desc.seq = ++collSeq_;
+  req.elemSize = kernels::dtypeSize(dt);
+  collectives::CallArgs args;
+  args.dtype = dt;
+  args.elemSize = req.elemSize;
+  args.input = op.sendbuff;
+  args.output = op.recvbuff;
+  if (reduces(op.kind)) {
+    const bool premul = op.redop >= gyreNumOps;
+    req.desc.redop = static_cast<uint8_t>(premul ? gyreNumOps : op.redop);
+    args.op = premul || op.redop == gyreAvg ? kernels::Op::Sum : static_cast<kernels::Op>(op.redop);
+    args.divisor = op.redop == gyreAvg ? static_cast<uint32_t>(nranks_) : 1;
+    if (premul) {
+      const size_t inputElems = op.kind == OpKind::ReduceScatter ? op.count * nranks_ : op.count;
+      if (op.count) args.input = premultiplied(op, inputElems);
+    }
+  }
+  // In place as each operation defines it (NCCL's rules).
+  const size_t block = op.count * req.elemSize;
+  auto offset = [](const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; };
+  switch (op.kind) {
+    case OpKind::AllGather:
+      req.inPlace = args.input == offset(args.output, size_t(rank_) * block);
+      break;
+    case OpKind::ReduceScatter:
+      req.inPlace = args.output == offset(args.input, size_t(rank_) * block);
+      break;
+    case OpKind::Gather:
+      req.inPlace = rank_ == op.root && args.input == offset(args.output, size_t(op.root) * block);
+      break;
+    case OpKind::Scatter:
+      req.inPlace = rank_ == op.root && args.output == offset(args.input, size_t(op.root) * block);
+      break;
+    default:
+      req.inPlace = args.input == args.output && args.input != nullptr;
+  }
+  if (op.kind == OpKind::AllToAllv) {
+    const size_t n = static_cast<size_t>(nranks_);
+    req.sendCounts = op.vcounts.data();
+    req.sendDispls = op.vcounts.data() + n;
+    req.recvCounts = op.vcounts.data() + 2 * n;
+    req.recvDispls = op.vcounts.data() + 3 * n;
+  }
+  // Outputs larger than the cache are streamed past it.
+  size_t outElems = op.count;
+  if (op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll || op.kind == OpKind::Gather)
+    outElems = op.count * nranks_;
+  args.streamOutput = outElems * req.elemSize >= kernels::streamingThresholdBytes();
+  if (op.count == 0 && op.kind != OpKind::Barrier && op.kind != OpKind::AllToAllv) return;
+  runCall(req, args);
+}
+
+void Communicator::executePointToPoint(std::span<Operation> ops) {
+  ActiveScope active(activeCalls_);
+  checkUsable();
+  std::vector<collectives::P2PMessage> messages;
+  std::vector<void*> buffers;
+  std::vector<transport::MessageTag> tags;
+  // A send to ourselves meets the receive from ourselves in the same place
+  // of the group: copied directly, after checking that they agree.
+  std::vector<Operation*> selfSends, selfRecvs;
+  for (Operation& op : ops) {
+    const size_t bytes = op.count * kernels::dtypeSize(static_cast<kernels::DType>(op.dtype));
+    if (op.peer == rank_) {
+      (op.isSend ? selfSends : selfRecvs).push_back(&op);
+      continue;
+    }
+    collectives::CallDesc d;
+    d.kind = OpKind::SendRecv;
+    d.dtype = static_cast<uint8_t>(op.dtype);
+    d.count = op.count;
+    d.root = op.isSend ? rank_ : op.peer;
+    d.seq = ++(op.isSend ? sendSeq_ : recvSeq_)[static_cast<size_t>(op.peer)];
+    tags.push_back(collectives::makeTag(d));
+    buffers.push_back(op.isSend ? const_cast<void*>(op.sendbuff) : op.recvbuff);
+    messages.push_back(collectives::P2PMessage{op.isSend, op.peer, bytes, static_cast<uint16_t>(tags.size() - 1),
+                                               static_cast<uint16_t>(buffers.size() - 1)});
+  }
+  if (selfSends.size() != selfRecvs.size())
+    throwError(gyreInvalidUsage, "rank " + std::to_string(rank_) + " sends itself " + std::to_string(selfSends.size()) +
+                                     " message(s) but receives " + std::to_string(selfRecvs.size()) +
+                                     " from itself in this group");
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    const Operation& s = *selfSends[i];
+    const Operation& r = *selfRecvs[i];
+    if (s.count != r.count || s.dtype != r.dtype)
+      throwError(gyreInvalidUsage, "rank " + std::to_string(rank_) + " sends itself " + std::to_string(s.count) +
+                                       " elements of one type but receives " + std::to_string(r.count) +
+                                       " elements of another");
+    kernels::copy(r.recvbuff, s.sendbuff, s.count * kernels::dtypeSize(static_cast<kernels::DType>(s.dtype)));
+  }
+  if (messages.empty()) return;
+  opName_ = "send/recv";
+  opSeq_ = messages.front().send ? sendSeq_[messages.front().peer] : recvSeq_[messages.front().peer];
+  try {
+    planCache_.invalidate();
+    collectives::buildPointToPoint(messages, *this, plan_);
+    plan_.tags = tags;
+    collectives::CallArgs args;
+    args.dtype = kernels::DType::Uint8;
+    args.elemSize = 1;
+    args.extra = buffers.data();
+    collectives::execute(plan_, args, *this);
+  } catch (const Error& e) {
+    throw fail(e);
+  }
+}
+
+int Communicator::createPreMulSum(const void* scalar, gyreDataType_t dtype, gyreScalarResidence_t residence) {
+  size_t slot = 0;
+  while (slot < premulOps_.size() && premulOps_[slot].used) ++slot;
+  if (slot == premulOps_.size()) premulOps_.emplace_back();
+  PreMulSum& p = premulOps_[slot];
+  p.used = true;
+  p.dtype = dtype;
+  p.residence = residence;
+  p.pointer = scalar;
+  std::memcpy(p.value, scalar, kernels::dtypeSize(static_cast<kernels::DType>(dtype)));
+  return gyreNumOps + static_cast<int>(slot);
+}
+
+bool Communicator::isRedOp(int op) const {
+  if (op >= 0 && op < gyreNumOps) return true;
+  const size_t slot = static_cast<size_t>(op - gyreNumOps);
+  return op >= gyreNumOps && slot < premulOps_.size() && premulOps_[slot].used;
+}
+
+void Communicator::destroyRedOp(int op) {
+  if (op < gyreNumOps || !isRedOp(op))
+    throwError(gyreInvalidArgument, "op " + std::to_string(op) + " was not made by gyreRedOpCreatePreMulSum on this communicator");
+  premulOps_[static_cast<size_t>(op - gyreNumOps)].used = false;
+}
+
+}  // namespace gyre::core

@@ -1,0 +1,82 @@
+// gyreCommSplit: a child communicator from the ranks that give one color,
+// ordered by key, without a new rendezvous: the parent's bootstrap carries
+// the exchange of colors, keys and the children's addresses.
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/unique_id.h"
+#include "core/communicator.h"
+#include "core/log.h"
+
+namespace gyre::core {
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyreConfig_t* userConfig) {
+  checkUsable();
+  // The bootstrap ring is ours alone while we use it.
+  {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    queueCv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    busy_ = true;
+  }
+  struct Release {
+    Communicator& c;
+    ~Release() {
+      std::lock_guard<std::mutex> l(c.queueMu_);
+      c.busy_ = false;
+      c.queueCv_.notify_all();
+    }
+  } release{*this};
+
+  const Deadline deadline = Deadline::afterMs(config_.timeoutMs);
+  const uint64_t splitNo = ++splits_;
+  struct Choice {
+    int32_t color, key;
+  };
+  std::vector<Choice> choices(static_cast<size_t>(nranks_));
+  choices[rank_] = Choice{color, key};
+  bootstrap_->allGather(choices.data(), sizeof(Choice), deadline);
+
+  // The child's members: same color, ordered by key, then by parent rank.
+  std::vector<int> members;
+  if (color != GYRE_SPLIT_NOCOLOR)
+    for (int r = 0; r < nranks_; ++r)
+      if (choices[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return choices[a].key < choices[b].key; });
+  const int childRank =
+      color == GYRE_SPLIT_NOCOLOR
+          ? -1
+          : static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+
+  // Each member's child listener goes round the parent's ring; everyone
+  // takes part, non-members with an empty entry.
+  std::unique_ptr<Communicator> child;
+  std::vector<bootstrap::PeerInfo> infos(static_cast<size_t>(nranks_));
+  std::memset(infos.data(), 0, infos.size() * sizeof(bootstrap::PeerInfo));
+  if (childRank >= 0) {
+    Config cfg = userConfig ? Config::resolve(userConfig) : config_;
+    child = makeShell(childRank, static_cast<int>(members.size()), cfg);
+    bootstrap::Bootstrap::Params bp = bootstrapParams(childRank, child->nranks_, cfg, deadline);
+    // A secret only this split's members can compute.
+    bp.id.secret = bootstrap::deriveSecret(bootstrap::secretHex(bootstrap_->secret()) + "/split/" +
+                                           std::to_string(splitNo) + "/" + std::to_string(color));
+    const int family = bootstrap::SockAddr::unpack(bootstrap_->self().listenAddr).family();
+    child->bootstrap_ = bootstrap::Bootstrap::prepare(bp, family);
+    infos[rank_] = child->bootstrap_->self();
+  } else {
+    infos[rank_].rank = -1;
+  }
+  bootstrap_->allGather(infos.data(), sizeof(bootstrap::PeerInfo), deadline);
+  if (!child) return nullptr;
+
+  std::vector<bootstrap::PeerInfo> table;
+  for (int r : members) table.push_back(infos[r]);
+  child->bootstrap_->complete(std::move(table), deadline);
+  child->setUpTransports(deadline);
+  log::setThreadRank(rank_);
+  GYRE_INFO("rank %d: split %llu, color %d: rank %d of %d", rank_, static_cast<unsigned long long>(splitNo), color,
+            childRank, child->nranks_);
+  return child;
+}
+
+}  // namespace gyre::core
