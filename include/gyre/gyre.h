@@ -24,13 +24,22 @@ extern "C" {
 #define GYRE_API
 #endif
 
+/* In C++ the enums get int as their fixed underlying type, so that any int a
+ * caller passes (a bad dtype or op included) is a value gyre can check and
+ * refuse, never undefined behaviour. Same size and ABI as the C enums. */
+#ifdef __cplusplus
+#define GYRE_ENUM_INT : int
+#else
+#define GYRE_ENUM_INT
+#endif
+
 #define GYRE_MAJOR 0
 #define GYRE_MINOR 1
 #define GYRE_PATCH 0
 /* Encoded as MAJOR*10000 + MINOR*100 + PATCH, as NCCL does. */
 #define GYRE_VERSION_CODE (GYRE_MAJOR * 10000 + GYRE_MINOR * 100 + GYRE_PATCH)
 
-typedef enum {
+typedef enum GYRE_ENUM_INT {
   gyreSuccess = 0,
   gyreUnhandledCudaError = 1,
   gyreSystemError = 2,      /* a system call or resource failed (socket, shm, memory) */
@@ -43,7 +52,7 @@ typedef enum {
   gyreNumResults = 9
 } gyreResult_t;
 
-typedef enum {
+typedef enum GYRE_ENUM_INT {
   gyreInt8 = 0,
   gyreChar = 0,
   gyreUint8 = 1,
@@ -62,7 +71,7 @@ typedef enum {
   gyreNumTypes = 10
 } gyreDataType_t;
 
-typedef enum {
+typedef enum GYRE_ENUM_INT {
   gyreSum = 0,
   gyreProd = 1,
   gyreMax = 2,
@@ -251,7 +260,7 @@ GYRE_API gyreResult_t gyreTest(gyreRequest_t request, int* done);
 /* ---- Reductions with a per-call scalar: sum over ranks of (scalar * x),
  * so that averaging or loss scaling costs no extra pass. The new op is
  * valid on comm until destroyed. ---- */
-typedef enum {
+typedef enum GYRE_ENUM_INT {
   gyreScalarDevice = 0,        /* the scalar is read through the pointer at each call */
   gyreScalarHostImmediate = 1  /* the scalar's value is copied now */
 } gyreScalarResidence_t;
