@@ -124,7 +124,10 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     Forced, AllReduceMatrix,
     testing::Values(MatrixParam{"shm", 3, "ring"}, MatrixParam{"shm", 4, "recursive_doubling"},
-                    MatrixParam{"shm", 5, "recursive_doubling"}, MatrixParam{"tcp", 2, "ring"},
+                    MatrixParam{"shm", 5, "recursive_doubling"}, MatrixParam{"shm", 2, "direct"},
+                    MatrixParam{"shm", 3, "direct"}, MatrixParam{"shm", 5, "direct"},
+                    MatrixParam{"shm", 3, "direct", "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2", "4Kslots"},
+                    MatrixParam{"tcp", 2, "ring"},
                     MatrixParam{"tcp", 3, "recursive_doubling"}, MatrixParam{"tcp", 4, "ring"}),
     paramName);
 

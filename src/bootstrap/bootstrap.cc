@@ -14,6 +14,8 @@
 
 namespace gyre::bootstrap {
 
+const uint64_t kMemoryProbe = 0x4779726550726f62ull;  // "GyreProb"
+
 namespace {
 
 constexpr uint32_t kConnMagic = 0x4759434e;  // "GYCN"
@@ -96,6 +98,7 @@ std::unique_ptr<Bootstrap> Bootstrap::prepare(const Params& p, int rootFamily) {
   self.hostHash = p.hostHash;
   advertised.pack(self.listenAddr);
   self.cpus = topology::availableCpus();
+  self.probeAddress = reinterpret_cast<uint64_t>(&kMemoryProbe);
   std::strncpy(self.hostName, topology::hostName().c_str(), sizeof(self.hostName) - 1);
   GYRE_INFO("rank %d: bootstrap on %s via %s", p.rank, advertised.str().c_str(), nic.name.c_str());
   return b;

@@ -26,7 +26,11 @@ struct PeerInfo {
   int32_t cpus;  // CPUs the rank may run on
   uint32_t reserved;
   char hostName[64];
+  uint64_t probeAddress;  // a known value in this process, to test reading its memory
 };
+
+// The value at PeerInfo::probeAddress in every gyre process.
+extern const uint64_t kMemoryProbe;
 
 enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3 };
 

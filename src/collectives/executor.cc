@@ -1,5 +1,6 @@
 #include "collectives/executor.h"
 
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -131,8 +132,45 @@ class Runner {
         }
         return out.trySendFrom(dst, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
       }
+      case Prim::SendAddresses: {
+        Connection& out = ctx_.connection(s.sendPeer);
+        const uint64_t where[3] = {reinterpret_cast<uint64_t>(src), reinterpret_cast<uint64_t>(dst), s.count};
+        return out.trySendFrom(where, sizeof(where), tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
+      }
+      case Prim::RecvAddresses: {
+        Connection& in = ctx_.connection(s.recvPeer);
+        const void* data = in.tryRecvBuffer(sizeof(PeerAddresses), tag);
+        if (!data) return blocked(l, in, Waiting::ForData);
+        if (peerAddresses_.size() <= static_cast<size_t>(s.recvPeer)) peerAddresses_.resize(s.recvPeer + 1);
+        std::memcpy(&peerAddresses_[s.recvPeer], data, sizeof(PeerAddresses));
+        in.recvRelease(sizeof(PeerAddresses));
+        // What the peer offers must be what we will read (AllToAllv counts).
+        if (s.count != kAnyCount && peerAddresses_[s.recvPeer].count != s.count)
+          throw transport::MessageMismatch(s.recvPeer, tag, peerAddresses_[s.recvPeer].count, tag, s.count);
+        return Outcome::Done;
+      }
+      case Prim::ReadCopy:
+        ctx_.connection(s.recvPeer).readPeerMemory(dst, remoteAddress(s), bytes);
+        return Outcome::Done;
+      case Prim::ReadReduce: {
+        // Through the start of scratch, a bounce buffer that stays in cache.
+        ctx_.connection(s.recvPeer).readPeerMemory(args_.scratch, remoteAddress(s), bytes);
+        // Only the last contribution may stream: earlier sums are read again.
+        reduce(dst, nullptr, args_.scratch, src, s, divisor, s.dst == BufId::Output && s.finalReduce);
+        return Outcome::Done;
+      }
     }
     throwError(gyreInternalError, "unknown plan step");
+  }
+
+  struct PeerAddresses {
+    uint64_t src, dst, count;
+  };
+  uint64_t remoteAddress(const Step& s) const {
+    if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
+      throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
+    const PeerAddresses& a = peerAddresses_[s.recvPeer];
+    return (s.remote == BufId::Input ? a.src : a.dst) + s.remoteOffset * args_.elemSize;
   }
 
   Outcome recvInto(Connection& in, void* dst, size_t bytes, const transport::MessageTag& tag, bool mayStream,
@@ -191,6 +229,7 @@ class Runner {
   const Plan& plan_;
   const CallArgs& args_;
   ExecContext& ctx_;
+  std::vector<PeerAddresses> peerAddresses_;  // by peer, for single-copy reads
 };
 
 }  // namespace

@@ -29,6 +29,12 @@ enum class Prim : uint8_t {
   RecvReduceSend,      // next <- recv (+) src
   RecvReduceCopySend,  // dst = recv (+) src, and next <- the same
   RecvCopySend,        // dst = recv, and next <- the same
+  // Single copy within a host (the shared-memory transport's cross-process
+  // reads): peers first tell each other where their buffers are.
+  SendAddresses,  // peer <- (address of src, address of dst, count): where it may read us
+  RecvAddresses,  // what the peer told us, kept for this call
+  ReadCopy,       // dst = the peer's `remote` buffer (as it told us) + remoteOffset
+  ReadReduce,     // dst = src (+) the peer's remote data (read through the start of Scratch)
 };
 
 // Input and Output are the caller's buffers; Scratch is the communicator's,
@@ -50,7 +56,12 @@ struct Step {
   size_t srcOffset = 0;  // elements
   size_t dstOffset = 0;  // elements
   size_t count = 0;      // elements
+  BufId remote = BufId::Input;  // ReadCopy/ReadReduce: which address the peer sent (src's or dst's)
+  size_t remoteOffset = 0;      // elements from it
 };
+
+// RecvAddresses: a count that the peer may offer anything.
+constexpr size_t kAnyCount = ~size_t{0};
 
 struct Lane {
   uint32_t begin = 0;

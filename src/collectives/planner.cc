@@ -4,6 +4,7 @@
 
 #include "collectives/allreduce.h"
 #include "collectives/alltoall.h"
+#include "collectives/direct.h"
 #include "collectives/gather_family.h"
 #include "collectives/rooted.h"
 #include "collectives/steps.h"
@@ -18,15 +19,21 @@ namespace {
 const Algorithm kAlgorithms[] = {
     {OpKind::AllReduce, "ring", buildRingAllReduce},
     {OpKind::AllReduce, "recursive_doubling", buildRecursiveDoublingAllReduce},
+    {OpKind::AllReduce, "direct", buildDirectAllReduce},
     {OpKind::Broadcast, "chain", buildChainBroadcast},
     {OpKind::Broadcast, "binomial_tree", buildTreeBroadcast},
+    {OpKind::Broadcast, "direct", buildDirectBroadcast},
     {OpKind::Reduce, "chain", buildChainReduce},
     {OpKind::Reduce, "binomial_tree", buildTreeReduce},
     {OpKind::AllGather, "ring", buildRingAllGather},
     {OpKind::AllGather, "bruck", buildBruckAllGather},
+    {OpKind::AllGather, "direct", buildDirectAllGather},
     {OpKind::ReduceScatter, "ring", buildRingReduceScatter},
+    {OpKind::ReduceScatter, "direct", buildDirectReduceScatter},
     {OpKind::AllToAll, "pairwise", buildPairwiseAllToAll},
+    {OpKind::AllToAll, "direct", buildDirectAllToAll},
     {OpKind::AllToAllv, "pairwise", buildPairwiseAllToAllv},
+    {OpKind::AllToAllv, "direct", buildDirectAllToAllv},
     {OpKind::Gather, "linear", buildLinearGather},
     {OpKind::Scatter, "linear", buildLinearScatter},
     {OpKind::Barrier, "dissemination", buildDisseminationBarrier},

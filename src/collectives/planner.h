@@ -29,6 +29,9 @@ class PlanEnv {
   // them first if needed (every rank plans the same call, so each listed
   // peer connects back in the same call).
   virtual size_t chunkBytes(std::span<const int> peers) = 0;
+  // Every rank shares this host and can read every other's memory directly
+  // (the single-copy algorithms' condition).
+  virtual bool canReadPeerMemory() const = 0;
 
  protected:
   ~PlanEnv() = default;

@@ -174,6 +174,7 @@ void Communicator::setUpTransports(Deadline deadline) {
     useShm_[r] = true;
     connections_[r] = shm_->connection(r);
   }
+  canReadPeers_ = wantShm && int(local.size()) == nranks_ && shm_->canReadPeers();
   GYRE_INFO("rank %d: %zu rank(s) on this host, transport %s%s", rank_, local.size(),
             transportName(config_.transport),
             oversubscribed ? ", oversubscribed: short spins" : "");

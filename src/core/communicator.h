@@ -81,6 +81,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   const collectives::Group& world() const override { return world_; }
   bool sameHost(int peer) const override;
   size_t chunkBytes(std::span<const int> peers) override;
+  bool canReadPeerMemory() const override { return canReadPeers_; }
 
  private:
   Communicator() = default;
@@ -182,6 +183,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   bool peersNotified_ = false;
   int64_t lastHealthCheckNs_ = 0;
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
+  bool canReadPeers_ = false;  // all ranks local over shm, with cross-process reads
 
 };
 

@@ -95,6 +95,12 @@ class Connection {
   // Receives the next message into dst. Resumable like trySendFrom.
   virtual bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) = 0;
 
+  // Copies bytes straight from the peer process's memory (single copy: the
+  // peer's buffer to ours). Only where the transport can (shared memory with
+  // cross-process reads); throws ConnectionError when the peer is gone or
+  // the range is not its memory.
+  virtual void readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes);
+
   // Moves queued bytes between user space and the kernel (sockets); with
   // readAhead, also pulls in data nobody asked for yet, into staging, so a
   // peer blocked on a full pipe can go on.
@@ -115,5 +121,9 @@ class Transport {
   // True while queued output needs progress() calls to move.
   virtual bool hasPendingOutput() const = 0;
 };
+
+inline void Connection::readPeerMemory(void*, uint64_t, size_t) {
+  throw ConnectionError(gyreInternalError, peer(), "this transport cannot read a peer's memory");
+}
 
 }  // namespace gyre::transport

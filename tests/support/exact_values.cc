@@ -168,18 +168,49 @@ void fillInput(void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int ra
 }
 
 size_t countWrong(const void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int nranks,
-                  std::string* firstBad) {
+                  std::string* firstBad, size_t firstIndex) {
   size_t wrong = 0;
   // Compare bit patterns: store the expected value into a scratch element.
   alignas(8) unsigned char want[8];
   const size_t bytes = dtypeBytes(t);
   for (size_t i = 0; i < count; ++i) {
-    double e = expected(i, t, op, nranks);
+    double e = expected(firstIndex + i, t, op, nranks);
     store(want, 0, t, e);
     if (std::memcmp(want, static_cast<const unsigned char*>(buf) + i * bytes, bytes) != 0) {
       if (wrong == 0 && firstBad)
-        *firstBad = "element " + std::to_string(i) + " is " +
+        *firstBad = "element " + std::to_string(firstIndex + i) + " is " +
                     std::to_string(elementAsDouble(buf, i, t)) + ", expected " + std::to_string(e);
+      ++wrong;
+    }
+  }
+  return wrong;
+}
+
+namespace {
+
+// Data-movement values: small integers (exact in every dtype, bfloat16
+// included) that differ between neighbouring elements and between sources.
+double patternValue(size_t i, uint64_t seed, gyreDataType_t t) {
+  const long long v = static_cast<long long>((i * 7 + seed * 37 + 3) % 101);
+  return static_cast<double>(isUnsigned(t) ? v : v - 50);
+}
+
+}  // namespace
+
+void fillPattern(void* buf, size_t count, gyreDataType_t t, uint64_t seed) {
+  for (size_t i = 0; i < count; ++i) store(buf, i, t, patternValue(i, seed, t));
+}
+
+size_t countPatternWrong(const void* buf, size_t count, gyreDataType_t t, uint64_t seed, std::string* firstBad) {
+  size_t wrong = 0;
+  alignas(8) unsigned char want[8];
+  const size_t bytes = dtypeBytes(t);
+  for (size_t i = 0; i < count; ++i) {
+    store(want, 0, t, patternValue(i, seed, t));
+    if (std::memcmp(want, static_cast<const unsigned char*>(buf) + i * bytes, bytes) != 0) {
+      if (wrong == 0 && firstBad)
+        *firstBad = "element " + std::to_string(i) + " is " + std::to_string(elementAsDouble(buf, i, t)) +
+                    ", expected " + std::to_string(patternValue(i, seed, t));
       ++wrong;
     }
   }

@@ -11,9 +11,14 @@ class ShmTransport;
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(ShmTransport& transport, int peer, shm::SegmentHeader* peerHeader, shm::Fifo out,
-                shm::Fifo in)
-      : transport_(transport), peer_(peer), peerHeader_(peerHeader), out_(out), in_(in) {}
+  ShmConnection(ShmTransport& transport, int peer, int peerPid, shm::SegmentHeader* peerHeader,
+                shm::Fifo out, shm::Fifo in)
+      : transport_(transport),
+        peer_(peer),
+        peerPid_(peerPid),
+        peerHeader_(peerHeader),
+        out_(out),
+        in_(in) {}
 
   Transport& transport() override;
   int peer() const override { return peer_; }
@@ -26,11 +31,13 @@ class ShmConnection final : public Connection {
   const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
+  void readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes) override;
   ProgressResult progress(bool) override { return {}; }
 
  private:
   ShmTransport& transport_;
   int peer_;
+  int peerPid_;
   shm::SegmentHeader* peerHeader_;
   shm::Fifo out_;  // in the peer's segment
   shm::Fifo in_;   // in ours

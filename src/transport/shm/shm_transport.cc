@@ -1,7 +1,11 @@
 #include "transport/shm/shm_transport.h"
 
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -38,6 +42,26 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
     std::strncpy(&names[size_t(bs.rank()) * kNameBytes], t->own_.name().c_str(), kNameBytes - 1);
   }
   bs.allGather(names.data(), kNameBytes, deadline);
+
+  // Can we read the local peers' memory straight (process_vm_readv)?
+  // Security policies (Yama ptrace_scope, different users, containers) may
+  // say no; every local rank must be able to, or none uses it. Every rank
+  // takes part in the exchange.
+  std::vector<uint8_t> canRead(static_cast<size_t>(bs.nranks()), 1);
+  const char* cma = std::getenv("GYRE_CMA");
+  if (nlocal <= 1 || (cma && std::string(cma) == "0")) canRead[bs.rank()] = 0;
+  for (int peer : localRanks) {
+    if (peer == bs.rank() || !canRead[bs.rank()]) continue;
+    uint64_t probe = 0;
+    iovec l{&probe, sizeof(probe)};
+    iovec r{reinterpret_cast<void*>(bs.peers()[peer].probeAddress), sizeof(probe)};
+    if (process_vm_readv(bs.peers()[peer].pid, &l, 1, &r, 1, 0) != sizeof(probe) ||
+        probe != bootstrap::kMemoryProbe)
+      canRead[bs.rank()] = 0;
+  }
+  bs.allGather(canRead.data(), 1, deadline);
+  t->canReadPeers_ = nlocal > 1;
+  for (int peer : localRanks) t->canReadPeers_ = t->canReadPeers_ && canRead[peer];
   if (nlocal <= 1) return t;
 
   t->peerSegments_.resize(localRanks.size());
@@ -57,14 +81,16 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
                  "shared memory " + name + " is not " + bs.describe(peer) + "'s");
     shm::Fifo out = shm::Fifo::at(t->peerSegments_[i].data(), me, options.slotBytes, options.slots);
     shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
-    t->connections_[i] = std::make_unique<ShmConnection>(*t, peer, peerHeader, out, in);
+    t->connections_[i] =
+        std::make_unique<ShmConnection>(*t, peer, bs.peers()[peer].pid, peerHeader, out, in);
   }
   // Once every peer has mapped our segment its name can go: the memory lives
   // as long as a mapping does, and a killed job leaves nothing behind.
   bs.barrier(deadline);
   t->own_.unlink();
-  GYRE_INFO("rank %d: shared memory with %d local peers, %d slots of %zu KiB per peer", bs.rank(),
-            nlocal - 1, options.slots, options.slotBytes >> 10);
+  GYRE_INFO("rank %d: shared memory with %d local peers, %d slots of %zu KiB per peer, %s", bs.rank(),
+            nlocal - 1, options.slots, options.slotBytes >> 10,
+            t->canReadPeers_ ? "single-copy reads of peers' buffers" : "no cross-process reads");
   return t;
 }
 

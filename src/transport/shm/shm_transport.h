@@ -49,6 +49,10 @@ class ShmTransport final : public Transport {
   // Wakes this rank's own waiter (an abort from another thread).
   void wakeSelf();
 
+  // True when this rank can read every local peer's memory directly (and
+  // every local peer can read this rank's): all local ranks agree.
+  bool canReadPeers() const { return canReadPeers_; }
+
   // Rings a rank's doorbell if it may be asleep. Called after every publish.
   static void ringIfSleeping(shm::SegmentHeader* header) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -66,6 +70,7 @@ class ShmTransport final : public Transport {
   std::vector<int> localRanks_;
   std::vector<std::unique_ptr<ShmConnection>> connections_;  // by local index
   std::vector<int> localIndexOf_;                            // by rank, -1 if remote
+  bool canReadPeers_ = false;
 };
 
 }  // namespace gyre::transport

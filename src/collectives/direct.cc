@@ -1,0 +1,222 @@
+#include "collectives/direct.h"
+
+#include <algorithm>
+
+#include "collectives/steps.h"
+#include "core/error.h"
+
+namespace gyre::collectives {
+
+namespace {
+
+// Reads go in pieces of this many bytes: large enough that the system call
+// costs nothing, small enough that a reduction's bounce buffer stays in L2.
+constexpr size_t kReadPieceBytes = 256 * 1024;
+
+void requireDirect(PlanEnv& env, const char* op) {
+  if (!env.canReadPeerMemory())
+    throwError(gyreInvalidUsage, std::string("GYRE_ALGO asks for the direct ") + op +
+                                     ", which needs every rank on one host with cross-process reads "
+                                     "(process_vm_readv) allowed and the shared-memory transport");
+}
+
+void allPeers(PlanEnv& env, Plan& plan) {
+  for (int p = 0; p < env.nranks(); ++p)
+    if (p != env.rank()) plan.addPeer(p);
+  env.chunkBytes(plan.peers);  // connects them (they carry the small messages)
+}
+
+// Tells every peer where our src and dst regions are (and how many elements
+// it may read), then learns theirs. count: kAnyCount to skip the check.
+void exchangeAddresses(Plan& plan, PlanEnv& env, BufId src, size_t srcOff, BufId dst, size_t dstOff) {
+  for (int p : plan.peers) add(plan, Prim::SendAddresses, src, srcOff, dst, dstOff, kAnyCount, p);
+  for (int p : plan.peers) add(plan, Prim::RecvAddresses, src, 0, dst, 0, kAnyCount, -1, p);
+}
+
+// Empty messages to and from everyone: after it, no peer reads us any more.
+void finish(Plan& plan) {
+  for (int p : plan.peers) add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, p);
+  for (int p : plan.peers) add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, p);
+}
+
+// dst[0, count) = op over ranks r of (rank r's `remote` region + remoteBase)
+// in rank order, the lower ranks' partial result always on the left; our own
+// contribution comes from (local, localBase). Scratch: a bounce buffer for
+// what is read, then (inPlace: dst is our own input) a saved copy of ours,
+// which the reads into dst would otherwise overwrite before we use it.
+void reduceFromAll(Plan& plan, PlanEnv& env, size_t count, size_t elemSize, BufId local, size_t localBase,
+                   BufId remote, size_t remoteBase, BufId dst, size_t dstBase, bool inPlace) {
+  const size_t piece = std::max<size_t>(1, kReadPieceBytes / elemSize);
+  const size_t bounce = std::min(piece, count);
+  plan.scratchElems = std::max(plan.scratchElems, bounce + (inPlace ? count : 0));
+  if (inPlace) {
+    add(plan, Prim::Copy, local, localBase, BufId::Scratch, bounce, count);
+    local = BufId::Scratch;
+    localBase = bounce;
+  }
+  const int n = env.nranks(), me = env.rank();
+  forPieces(count, piece, [&](size_t off, size_t len) {
+    for (int q = 0; q < n; ++q) {
+      Step* s;
+      if (q == 0) {  // the first contribution lands in dst as it is
+        s = q == me ? &add(plan, Prim::Copy, local, localBase + off, dst, dstBase + off, len)
+                    : &add(plan, Prim::ReadCopy, local, 0, dst, dstBase + off, len, -1, q);
+      } else if (q == me) {
+        s = &add(plan, Prim::Reduce, local, localBase + off, dst, dstBase + off, len);
+        s->recvFirst = true;  // Reduce: dst (the lower ranks' sum) on the left
+      } else {
+        s = &add(plan, Prim::ReadReduce, dst, dstBase + off, dst, dstBase + off, len, -1, q);
+        s->recvFirst = false;  // ReadReduce: src (here dst, the sum so far) on the left
+      }
+      s->remote = remote;
+      s->remoteOffset = remoteBase + off;
+      s->finalReduce = q == n - 1;
+    }
+  });
+}
+
+// Slice boundaries: n nearly equal parts, each starting on 64 bytes.
+size_t sliceStart(size_t count, int n, int i, size_t elemSize) {
+  const size_t align = std::max<size_t>(1, 64 / elemSize);
+  size_t per = (count + n - 1) / n;
+  per = (per + align - 1) / align * align;
+  return std::min(count, per * size_t(i));
+}
+
+}  // namespace
+
+void buildDirectAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "allreduce");
+  allPeers(env, plan);
+  const int n = env.nranks(), me = env.rank();
+  const size_t count = req.desc.count, esz = req.elemSize;
+  exchangeAddresses(plan, env, BufId::Input, 0, BufId::Output, 0);
+  // Reduce-scatter: our slice, from everyone's input, into our output.
+  const size_t lo = sliceStart(count, n, me, esz), hi = sliceStart(count, n, me + 1, esz);
+  reduceFromAll(plan, env, hi - lo, esz, BufId::Input, lo, BufId::Input, lo, BufId::Output, lo, req.inPlace);
+  // Our slice is final: the peers may read it (an empty message each).
+  for (int p : plan.peers) add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, p);
+  // All-gather: every other slice from its owner's output, once it is final.
+  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / esz);
+  for (int q = 0; q < n; ++q) {
+    if (q == me) continue;
+    add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, q);
+    const size_t qlo = sliceStart(count, n, q, esz), qhi = sliceStart(count, n, q + 1, esz);
+    forPieces(qhi - qlo, piece, [&](size_t off, size_t len) {
+      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, qlo + off, len, -1, q);
+      s.remote = BufId::Output;
+      s.remoteOffset = qlo + off;
+    });
+  }
+  finish(plan);
+}
+
+void buildDirectReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "reducescatter");
+  allPeers(env, plan);
+  const size_t count = req.desc.count, block = count * size_t(env.rank());
+  exchangeAddresses(plan, env, BufId::Input, 0, BufId::Output, 0);
+  reduceFromAll(plan, env, count, req.elemSize, BufId::Input, block, BufId::Input, block, BufId::Output, 0,
+                req.inPlace);
+  finish(plan);
+}
+
+void buildDirectAllGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "allgather");
+  allPeers(env, plan);
+  const int n = env.nranks(), me = env.rank();
+  const size_t count = req.desc.count;
+  exchangeAddresses(plan, env, BufId::Input, 0, BufId::Output, 0);
+  if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, size_t(me) * count, count);
+  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
+  for (int k = 1; k < n; ++k) {  // start at the next rank: not everyone reads rank 0 first
+    const int q = (me + k) % n;
+    forPieces(count, piece, [&](size_t off, size_t len) {
+      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, size_t(q) * count + off, len, -1, q);
+      s.remote = BufId::Input;
+      s.remoteOffset = off;
+    });
+  }
+  finish(plan);
+}
+
+namespace {
+
+// AllToAll(v): each peer offers the block meant for us (address and count);
+// we read it into place. In place, the input is first saved in scratch so
+// that our writes cannot reach what a peer has yet to read.
+template <class SendAt, class RecvAt>
+void directExchange(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, RecvAt recvAt) {
+  const int n = env.nranks(), me = env.rank();
+  BufId from = BufId::Input;
+  if (req.inPlace) {
+    size_t total = 0;
+    for (int p = 0; p < n; ++p) total = std::max(total, sendAt(p).first + sendAt(p).second);
+    plan.scratchElems = total;
+    add(plan, Prim::Copy, BufId::Input, 0, BufId::Scratch, 0, total);
+    from = BufId::Scratch;
+  }
+  for (int p : plan.peers) add(plan, Prim::SendAddresses, from, sendAt(p).first, BufId::Output, 0, sendAt(p).second, p);
+  for (int p : plan.peers) add(plan, Prim::RecvAddresses, from, 0, BufId::Output, 0, recvAt(p).second, -1, p);
+  add(plan, Prim::Copy, from, sendAt(me).first, BufId::Output, recvAt(me).first, sendAt(me).second);
+  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
+  for (int k = 1; k < n; ++k) {
+    const int q = (me - k + n) % n;  // the pairwise schedule: no common first target
+    forPieces(recvAt(q).second, piece, [&](size_t off, size_t len) {
+      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, recvAt(q).first + off, len, -1, q);
+      s.remote = BufId::Input;
+      s.remoteOffset = off;
+    });
+  }
+  finish(plan);
+}
+
+}  // namespace
+
+void buildDirectAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "alltoall");
+  allPeers(env, plan);
+  const size_t c = req.desc.count;
+  auto at = [c](int p) { return std::make_pair(size_t(p) * c, c); };
+  directExchange(req, env, plan, at, at);
+}
+
+void buildDirectAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "alltoallv");
+  allPeers(env, plan);
+  auto sendAt = [&](int p) { return std::make_pair(req.sendDispls[p], req.sendCounts[p]); };
+  auto recvAt = [&](int p) { return std::make_pair(req.recvDispls[p], req.recvCounts[p]); };
+  directExchange(req, env, plan, sendAt, recvAt);
+}
+
+void buildDirectBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "broadcast");
+  allPeers(env, plan);
+  const int root = req.desc.root;
+  const size_t count = req.desc.count;
+  if (env.rank() == root) {
+    for (int p : plan.peers) add(plan, Prim::SendAddresses, BufId::Input, 0, BufId::Output, 0, count, p);
+    if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count);
+    // Everyone has read us once every "done" is in.
+    for (int p : plan.peers) add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, p);
+    return;
+  }
+  // Non-roots talk to the root only.
+  plan.peers.assign(1, root);
+  add(plan, Prim::RecvAddresses, BufId::Input, 0, BufId::Output, 0, count, -1, root);
+  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
+  forPieces(count, piece, [&](size_t off, size_t len) {
+    Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, off, len, -1, root);
+    s.remote = BufId::Input;
+    s.remoteOffset = off;
+  });
+  add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, root);
+}
+
+}  // namespace gyre::collectives

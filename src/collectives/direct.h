@@ -1,0 +1,25 @@
+// Single-copy algorithms for ranks that share a host and may read each
+// other's memory (process_vm_readv): each rank reads what it needs straight
+// from its peers' buffers, instead of the data passing through a FIFO (two
+// copies, both through caches that two far-apart cores do not share).
+//
+// Every such plan: tell each peer where our buffers are; read; then a last
+// exchange of empty messages ("done") so that no rank returns, and lets its
+// caller touch its buffers, while a peer may still be reading them.
+#pragma once
+
+#include "collectives/planner.h"
+
+namespace gyre::collectives {
+
+// Rank r reduces slice r from every rank's input (in rank order: the same
+// bits on every run) into its output, says so, then reads every other
+// final slice from its owner's output.
+void buildDirectAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan);
+void buildDirectReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan);
+void buildDirectAllGather(const CallRequest& req, PlanEnv& env, Plan& plan);
+void buildDirectAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan);
+void buildDirectAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);
+void buildDirectBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan);
+
+}  // namespace gyre::collectives

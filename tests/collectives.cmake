@@ -1,0 +1,3 @@
+# Every collective x algorithm x transport x rank count, and the semantics
+# of groups, requests, split and PreMulSum.
+gyre_test(collectives_test collectives_test.cc)
