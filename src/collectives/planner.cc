@@ -144,12 +144,15 @@ const Algorithm* AlgoOverrides::find(OpKind op, size_t bytes) const {
   return nullptr;
 }
 
-const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan) {
+const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
+                     bool* forced) {
+  if (forced) *forced = false;
   if (env.nranks() == 1) {
     buildSingleRank(req, plan);
     return plan.algorithm;
   }
   const Algorithm* algo = overrides.find(req.desc.kind, req.bytes());
+  if (algo && forced) *forced = true;
   if (!algo) algo = chooseAlgorithm(req, env);
   algo->build(req, env, plan);
   return algo->name;

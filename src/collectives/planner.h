@@ -85,6 +85,8 @@ class AlgoOverrides {
 };
 
 // Chooses the algorithm and builds this rank's plan; returns its name.
-const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan);
+// forced: set to whether GYRE_ALGO (or the config's algo) made the choice.
+const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
+                     bool* forced = nullptr);
 
 }  // namespace gyre::collectives

@@ -392,6 +392,19 @@ void* Communicator::scratch(size_t bytes) {
   return scratch_.data();
 }
 
+// GYRE_DEBUG=INFO: each choice once per (operation, power-of-two size
+// class), from rank 0 (every rank makes the same choice).
+void Communicator::logChoice(const collectives::CallRequest& req, const char* algo, bool forced) {
+  if (rank_ != 0 || !log::enabled(log::Level::Info)) return;
+  const size_t bytes = req.bytes();
+  const int sizeClass = bytes ? 64 - __builtin_clzll(bytes) : 0;
+  const unsigned key = static_cast<unsigned>(req.desc.kind) * 128 + static_cast<unsigned>(sizeClass);
+  if (!loggedChoices_.insert(key).second) return;
+  GYRE_INFO("%s of %zu bytes (size class %zu-%zu) on %d ranks: %s (%s)", opName_, bytes,
+            sizeClass ? size_t{1} << (sizeClass - 1) : size_t{0}, sizeClass ? (size_t{1} << sizeClass) - 1 : size_t{0},
+            nranks_, algo, forced ? "GYRE_ALGO" : "automatic");
+}
+
 void Communicator::runCall(const collectives::CallRequest& req, collectives::CallArgs& args) {
   opName_ = collectives::opKindName(req.desc.kind);
   opSeq_ = req.desc.seq;
@@ -400,8 +413,10 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
     // the call number in its tag changes.
     if (!planCache_.matches(req)) {
       planCache_.invalidate();
-      planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_);
+      bool forced = false;
+      planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_, &forced);
       planCache_.remember(req);
+      logChoice(req, planCache_.algorithm, forced);
     }
     const char* algo = planCache_.algorithm;
     plan_.tags.assign(1, collectives::makeTag(req.desc));

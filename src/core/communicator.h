@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -102,6 +103,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // Plans and runs one call; failures break the communicator (except
   // invalid arguments found before anything was sent).
   void runCall(const collectives::CallRequest& req, collectives::CallArgs& args);
+  void logChoice(const collectives::CallRequest& req, const char* algo, bool forced);
   void* scratch(size_t bytes);
   void ensureConnected(const std::vector<int>& peers);
   void progressAll();
@@ -184,6 +186,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int64_t lastHealthCheckNs_ = 0;
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // all ranks local over shm, with cross-process reads
+  std::unordered_set<unsigned> loggedChoices_;  // (operation, size class) already logged
 
 };
 

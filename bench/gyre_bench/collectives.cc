@@ -1,0 +1,189 @@
+#include "bench/gyre_bench/collectives.h"
+
+#include "tests/support/exact_values.h"
+
+namespace gyre::bench {
+
+namespace {
+
+using test::countPatternWrong;
+using test::countWrong;
+using test::dtypeBytes;
+using test::fillInput;
+using test::fillPattern;
+
+size_t esz(const Call& c) { return dtypeBytes(c.opt->dtype); }
+unsigned char* elem(unsigned char* base, const Call& c, size_t i) { return base + i * esz(c); }
+gyreDataType_t dt(const Call& c) { return c.opt->dtype; }
+
+double one(int) { return 1; }
+double allReduceFactor(int n) { return 2.0 * (n - 1) / n; }
+double gatherFactor(int n) { return double(n - 1) / n; }
+
+void shapeSame(Call& c, size_t elems) { c.count = c.sendElems = c.recvElems = elems; }
+// Gathers: count per rank; the output holds every rank's block.
+void shapeGather(Call& c, size_t elems) {
+  c.count = elems / c.nranks;
+  c.sendElems = c.count;
+  c.recvElems = c.count * c.nranks;
+}
+void shapeScatter(Call& c, size_t elems) {
+  c.count = elems / c.nranks;
+  c.sendElems = c.count * c.nranks;
+  c.recvElems = c.count;
+}
+void shapeAllToAll(Call& c, size_t elems) {
+  c.count = elems / c.nranks;
+  c.sendElems = c.recvElems = c.count * c.nranks;
+}
+// Uneven: each rank sends its next rank `skew` times what it sends the
+// others, with the same total as AllToAll of this row.
+void shapeAllToAllv(Call& c, size_t elems) {
+  const int n = c.nranks, k = c.opt->skew;
+  auto weight = [&](int from, int to) { return n > 1 && to == (from + 1) % n ? k : 1; };
+  const size_t unit = elems / size_t(n - 1 + k);
+  c.sc.assign(n, 0), c.sd.assign(n, 0), c.rc.assign(n, 0), c.rd.assign(n, 0);
+  size_t s = 0, r = 0;
+  for (int p = 0; p < n; ++p) {
+    c.sc[p] = unit * weight(c.rank, p), c.sd[p] = s, s += c.sc[p];
+    c.rc[p] = unit * weight(p, c.rank), c.rd[p] = r, r += c.rc[p];
+  }
+  c.count = s;
+  c.sendElems = s, c.recvElems = r;
+}
+
+void placeApart(Call& c, unsigned char* a, unsigned char* b) { c.send = a, c.recv = b; }
+void placeSame(Call& c, unsigned char* a, unsigned char* b) {
+  if (c.inPlace) c.send = c.recv = a;
+  else placeApart(c, a, b);
+}
+void placeInRecv(Call& c, unsigned char* a, unsigned char* b) {  // allgather: send = my block of recv
+  placeApart(c, a, b);
+  if (c.inPlace) c.send = elem(b, c, c.count * c.rank);
+}
+void placeInSend(Call& c, unsigned char* a, unsigned char* b) {  // reducescatter
+  placeApart(c, a, b);
+  if (c.inPlace) c.recv = elem(a, c, c.count * c.rank);
+}
+void placeGather(Call& c, unsigned char* a, unsigned char* b) {
+  placeApart(c, a, b);
+  if (c.inPlace && c.rank == c.opt->root) c.send = elem(b, c, c.count * c.rank);
+}
+void placeScatter(Call& c, unsigned char* a, unsigned char* b) {
+  placeApart(c, a, b);
+  if (c.inPlace && c.rank == c.opt->root) c.recv = elem(a, c, c.count * c.rank);
+}
+
+// Reductions: inputs whose result is exact in every order.
+void fillReduce(Call& c) { fillInput(c.send, c.sendElems, dt(c), c.opt->op, c.rank); }
+size_t wrongAllReduce(Call& c) { return countWrong(c.recv, c.count, dt(c), c.opt->op, c.nranks, nullptr); }
+size_t wrongReduce(Call& c) { return c.rank == c.opt->root ? wrongAllReduce(c) : 0; }
+size_t wrongReduceScatter(Call& c) {
+  return countWrong(c.recv, c.count, dt(c), c.opt->op, c.nranks, nullptr, c.count * c.rank);
+}
+
+void fillBroadcast(Call& c) {
+  if (c.rank == c.opt->root) fillPattern(c.send, c.count, dt(c), c.opt->root);
+}
+size_t wrongBroadcast(Call& c) { return countPatternWrong(c.recv, c.count, dt(c), c.opt->root, nullptr); }
+void fillOwn(Call& c) { fillPattern(c.send, c.count, dt(c), c.rank); }
+size_t wrongBlocks(Call& c) {
+  size_t w = 0;
+  for (int q = 0; q < c.nranks; ++q) w += countPatternWrong(elem(c.recv, c, c.count * q), c.count, dt(c), q, nullptr);
+  return w;
+}
+size_t wrongGather(Call& c) { return c.rank == c.opt->root ? wrongBlocks(c) : 0; }
+void fillScatter(Call& c) {
+  if (c.rank != c.opt->root) return;
+  for (int p = 0; p < c.nranks; ++p) fillPattern(elem(c.send, c, c.count * p), c.count, dt(c), p);
+}
+size_t wrongScatter(Call& c) { return countPatternWrong(c.recv, c.count, dt(c), c.rank, nullptr); }
+// AllToAll(v): the block from s to d carries seed s * n + d.
+void fillAllToAll(Call& c) {
+  for (int p = 0; p < c.nranks; ++p)
+    fillPattern(elem(c.send, c, c.count * p), c.count, dt(c), uint64_t(c.rank) * c.nranks + p);
+}
+size_t wrongAllToAll(Call& c) {
+  size_t w = 0;
+  for (int q = 0; q < c.nranks; ++q)
+    w += countPatternWrong(elem(c.recv, c, c.count * q), c.count, dt(c), uint64_t(q) * c.nranks + c.rank, nullptr);
+  return w;
+}
+void fillAllToAllv(Call& c) {
+  for (int p = 0; p < c.nranks; ++p)
+    fillPattern(elem(c.send, c, c.sd[p]), c.sc[p], dt(c), uint64_t(c.rank) * c.nranks + p);
+}
+size_t wrongAllToAllv(Call& c) {
+  size_t w = 0;
+  for (int q = 0; q < c.nranks; ++q)
+    w += countPatternWrong(elem(c.recv, c, c.rd[q]), c.rc[q], dt(c), uint64_t(q) * c.nranks + c.rank, nullptr);
+  return w;
+}
+// SendRecv: a ring, each rank sends to the next and receives from the previous.
+void shapeSendRecv(Call& c, size_t elems) { shapeSame(c, elems); }
+size_t wrongSendRecv(Call& c) {
+  return countPatternWrong(c.recv, c.count, dt(c), (c.rank + c.nranks - 1) % c.nranks, nullptr);
+}
+void fillNothing(Call&) {}
+size_t wrongNothing(Call&) { return 0; }
+
+gyreResult_t runAllReduce(Call& c) { return gyreAllReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, nullptr); }
+gyreResult_t runReduce(Call& c) {
+  return gyreReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.opt->root, c.comm, nullptr);
+}
+gyreResult_t runBroadcast(Call& c) { return gyreBroadcast(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, nullptr); }
+gyreResult_t runAllGather(Call& c) { return gyreAllGather(c.send, c.recv, c.count, dt(c), c.comm, nullptr); }
+gyreResult_t runReduceScatter(Call& c) {
+  return gyreReduceScatter(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, nullptr);
+}
+gyreResult_t runAllToAll(Call& c) { return gyreAllToAll(c.send, c.recv, c.count, dt(c), c.comm, nullptr); }
+gyreResult_t runAllToAllv(Call& c) {
+  return gyreAllToAllv(c.send, c.sc.data(), c.sd.data(), c.recv, c.rc.data(), c.rd.data(), dt(c), c.comm, nullptr);
+}
+gyreResult_t runGather(Call& c) { return gyreGather(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, nullptr); }
+gyreResult_t runScatter(Call& c) { return gyreScatter(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, nullptr); }
+gyreResult_t runSendRecv(Call& c) {
+  if (c.nranks == 1) return gyreSuccess;
+  gyreResult_t r = gyreGroupStart();
+  if (r != gyreSuccess) return r;
+  gyreSend(c.send, c.count, dt(c), (c.rank + 1) % c.nranks, c.comm, nullptr);
+  gyreRecv(c.recv, c.count, dt(c), (c.rank + c.nranks - 1) % c.nranks, c.comm, nullptr);
+  return gyreGroupEnd();
+}
+void fillSendRecv(Call& c) {
+  fillOwn(c);
+  if (c.nranks == 1) fillPattern(c.recv, c.count, dt(c), 0);
+}
+gyreResult_t runBarrier(Call& c) { return gyreBarrier(c.comm, nullptr); }
+
+const Collective kCollectives[] = {
+    {"allreduce", true, false, true, allReduceFactor, shapeSame, placeSame, fillReduce, runAllReduce, wrongAllReduce},
+    {"allgather", false, false, true, gatherFactor, shapeGather, placeInRecv, fillOwn, runAllGather, wrongBlocks},
+    {"reducescatter", true, false, true, gatherFactor, shapeScatter, placeInSend, fillReduce, runReduceScatter,
+     wrongReduceScatter},
+    {"alltoall", false, false, true, gatherFactor, shapeAllToAll, placeSame, fillAllToAll, runAllToAll, wrongAllToAll},
+    {"alltoallv", false, false, false, gatherFactor, shapeAllToAllv, placeApart, fillAllToAllv, runAllToAllv,
+     wrongAllToAllv},
+    {"broadcast", false, true, true, one, shapeSame, placeSame, fillBroadcast, runBroadcast, wrongBroadcast},
+    {"reduce", true, true, true, one, shapeSame, placeSame, fillReduce, runReduce, wrongReduce},
+    {"gather", false, true, true, gatherFactor, shapeGather, placeGather, fillOwn, runGather, wrongGather},
+    {"scatter", false, true, true, gatherFactor, shapeScatter, placeScatter, fillScatter, runScatter, wrongScatter},
+    {"sendrecv", false, false, false, one, shapeSendRecv, placeApart, fillSendRecv, runSendRecv, wrongSendRecv},
+    {"barrier", false, false, false, one, shapeSame, placeApart, fillNothing, runBarrier, wrongNothing},
+};
+
+}  // namespace
+
+const Collective* findCollective(const std::string& name) {
+  for (const Collective& c : kCollectives)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+std::string collectiveNames() {
+  std::string s;
+  for (const Collective& c : kCollectives) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
+
+}  // namespace gyre::bench

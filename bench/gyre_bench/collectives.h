@@ -1,0 +1,47 @@
+// What gyre-bench runs: for each collective, how a row's size maps to the
+// call's counts and buffers (nccl-tests' conventions), the bus-bandwidth
+// factor, the call itself, and exact inputs with a check of the result.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "bench/gyre_bench/options.h"
+#include "gyre/gyre.h"
+
+namespace gyre::bench {
+
+// One call's arguments. Sizes in elements.
+struct Call {
+  gyreComm_t comm = nullptr;
+  int rank = 0, nranks = 1;
+  const Options* opt = nullptr;
+  size_t count = 0;                 // the count argument of the call
+  size_t sendElems = 0, recvElems = 0;
+  unsigned char* send = nullptr;    // the caller's buffers (already placed for in-place)
+  unsigned char* recv = nullptr;
+  bool inPlace = false;
+  std::vector<size_t> sc, sd, rc, rd;  // alltoallv
+};
+
+struct Collective {
+  const char* name;
+  bool reduces;      // takes an op (and prints it)
+  bool rooted;       // takes a root (and prints it)
+  bool hasInPlace;   // an in-place form exists
+  double (*busFactor)(int nranks);
+  // Sets count, sendElems and recvElems for a row of `elems` elements in
+  // nccl-tests' count column (the larger buffer's size).
+  void (*shape)(Call& c, size_t elems);
+  // Points send/recv into the two allocations as the in-place form wants.
+  void (*place)(Call& c, unsigned char* a, unsigned char* b);
+  void (*fill)(Call& c);
+  gyreResult_t (*run)(Call& c);
+  size_t (*wrong)(Call& c);  // after fill + run: how many elements are wrong here
+};
+
+const Collective* findCollective(const std::string& name);
+std::string collectiveNames();
+
+}  // namespace gyre::bench
