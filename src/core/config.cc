@@ -48,7 +48,7 @@ const Param kParams[] = {
      }},
     {{"GYRE_TRANSPORT", "auto", "auto (shm within a host, tcp across), shm, or tcp for every peer"},
      setTransport},
-    {{"GYRE_ALGO", "", "algorithm override, e.g. ring or recursive_doubling"},
+    {{"GYRE_ALGO", "", "algorithm per operation and size range, e.g. allreduce:recursive_doubling@0-64K,ring@64K-"},
      [](Config& c, const std::string& v, const char*) { c.algo = v; }},
     {{"GYRE_SOCKET_IFNAME", "",
       "interfaces to use: prefixes (eth,ib), ^ to exclude, = for exact names"},
