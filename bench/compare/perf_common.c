@@ -66,6 +66,9 @@ static void usage(const char* prog, unsigned extras, const perf_opts* o) {
            "  --store-dir DIR         empty directory for gloo::rendezvous::FileStore\n"
            "                          (default: $GLOO_STORE_DIR)\n"
            "  --timeout SECONDS       Gloo context timeout, default 60\n");
+  if (extras & PERF_EXTRA_SKEW)
+    printf("  --skew K                alltoallv: each rank sends its next rank K times what it\n"
+           "                          sends each other rank, default %d\n", o->skew);
   if (extras & PERF_EXTRA_THREADS)
     printf("  --threads N             copy concurrently on N threads, each pinned to one CPU\n"
            "                          of the process's affinity mask (round-robin), default 1\n");
@@ -87,10 +90,11 @@ void perf_default_opts(perf_opts* o) {
   o->size = -1;
   o->timeout_s = 60.0;
   o->threads = 1;
+  o->skew = 1;
 }
 
 int perf_parse_args(int argc, char** argv, perf_opts* o, unsigned extras, int verbose) {
-  enum { OPT_ALGO = 256, OPT_RANK, OPT_SIZE, OPT_STORE, OPT_TIMEOUT, OPT_THREADS };
+  enum { OPT_ALGO = 256, OPT_RANK, OPT_SIZE, OPT_STORE, OPT_TIMEOUT, OPT_THREADS, OPT_SKEW };
   static const struct option all_longopts[] = {
       {"minbytes", required_argument, NULL, 'b'},
       {"maxbytes", required_argument, NULL, 'e'},
@@ -107,6 +111,7 @@ int perf_parse_args(int argc, char** argv, perf_opts* o, unsigned extras, int ve
       {"store-dir", required_argument, NULL, OPT_STORE},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"threads", required_argument, NULL, OPT_THREADS},
+      {"skew", required_argument, NULL, OPT_SKEW},
       {NULL, 0, NULL, 0},
   };
   const char* prog = argc > 0 ? argv[0] : "perf";
@@ -144,6 +149,9 @@ int perf_parse_args(int argc, char** argv, perf_opts* o, unsigned extras, int ve
       }
       case OPT_THREADS:
         bad = !(extras & PERF_EXTRA_THREADS) || parse_int(optarg, &o->threads) || o->threads < 1;
+        break;
+      case OPT_SKEW:
+        bad = !(extras & PERF_EXTRA_SKEW) || parse_int(optarg, &o->skew) || o->skew < 1;
         break;
       default:
         if (verbose) fprintf(stderr, "%s: see --help\n", prog);
@@ -186,6 +194,10 @@ void perf_fill_input(float* buf, size_t count, int rank) {
 }
 
 long perf_count_wrong(const float* buf, size_t count, int nranks) {
+  return perf_count_wrong_at(buf, count, nranks, 0);
+}
+
+long perf_count_wrong_at(const float* buf, size_t count, int nranks, size_t offset) {
   float expect[kPeriod];
   for (size_t k = 0; k < kPeriod; k++) {
     long s = 0;
@@ -193,7 +205,28 @@ long perf_count_wrong(const float* buf, size_t count, int nranks) {
     expect[k] = (float)s;
   }
   long wrong = 0;
-  for (size_t i = 0; i < count; i++) wrong += buf[i] != expect[i % kPeriod];
+  for (size_t i = 0; i < count; i++) wrong += buf[i] != expect[(offset + i) % kPeriod];
+  return wrong;
+}
+
+float perf_pattern_value(uint64_t seed, size_t i) {
+  /* splitmix64-style mix of (seed, i), cut to 20 bits. */
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 0xBF58476D1CE4E5B9ull + 0x94D049BB133111EBull;
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return (float)(x & 0xFFFFFu);
+}
+
+void perf_fill_pattern(float* buf, size_t count, uint64_t seed) {
+  for (size_t i = 0; i < count; i++) buf[i] = perf_pattern_value(seed, i);
+}
+
+long perf_count_pattern_wrong(const float* buf, size_t count, uint64_t seed) {
+  long wrong = 0;
+  for (size_t i = 0; i < count; i++) wrong += buf[i] != perf_pattern_value(seed, i);
   return wrong;
 }
 
@@ -272,6 +305,10 @@ long perf_print_footer(void) {
 
 double perf_allreduce_bus_factor(int nranks) {
   return nranks > 1 ? 2.0 * (nranks - 1) / nranks : 1.0;
+}
+
+double perf_gather_bus_factor(int nranks) {
+  return nranks > 0 ? (double)(nranks - 1) / nranks : 0.0;
 }
 
 double perf_now_s(void) {

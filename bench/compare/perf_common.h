@@ -1,11 +1,12 @@
-/* Shared pieces of the peer drivers (mpi-allreduce-perf, gloo-allreduce-perf,
- * memcpy-bw): nccl-tests style flags, the nccl-tests all_reduce_perf table
- * layout, and exactly checkable inputs. Written in C99 so both the C drivers
+/* Shared pieces of the peer drivers (mpi-allreduce-perf, mpi-collective-perf,
+ * gloo-allreduce-perf, memcpy-bw): nccl-tests style flags, the nccl-tests
+ * table layout, and exactly checkable inputs. Written in C99 so both the C drivers
  * and the C++ Gloo driver use one copy; tools/compare.py parses the output. */
 #ifndef GYRE_BENCH_COMPARE_PERF_COMMON_H
 #define GYRE_BENCH_COMPARE_PERF_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,6 +16,7 @@ extern "C" {
 enum {
   PERF_EXTRA_GLOO = 1u << 0,    /* --algo --rank --size --store-dir --timeout */
   PERF_EXTRA_THREADS = 1u << 1, /* --threads */
+  PERF_EXTRA_SKEW = 1u << 2,    /* --skew */
 };
 
 typedef struct perf_opts {
@@ -34,6 +36,8 @@ typedef struct perf_opts {
   double timeout_s;
   /* PERF_EXTRA_THREADS */
   int threads;
+  /* PERF_EXTRA_SKEW: alltoallv sends the next rank this many times more */
+  int skew;
 } perf_opts;
 
 /* nccl-tests-like defaults: 32M..32M, factor 2, 20 iterations, 5 warmup,
@@ -58,6 +62,17 @@ float perf_input_value(int rank, size_t i);
 void perf_fill_input(float* buf, size_t count, int rank);
 /* Number of elements of buf that differ from the sum over `nranks` ranks. */
 long perf_count_wrong(const float* buf, size_t count, int nranks);
+/* The same for buf holding the result's elements [offset, offset + count)
+ * (a ReduceScatter block). */
+long perf_count_wrong_at(const float* buf, size_t count, int nranks, size_t offset);
+
+/* Data movement: element `i` of the block tagged `seed` (e.g. source rank, or
+ * source * nranks + destination). Nonnegative integers below 2^20, so exact in
+ * float, and different seeds give different sequences. */
+float perf_pattern_value(uint64_t seed, size_t i);
+void perf_fill_pattern(float* buf, size_t count, uint64_t seed);
+/* Number of elements of buf that differ from the pattern of `seed`. */
+long perf_count_pattern_wrong(const float* buf, size_t count, uint64_t seed);
 
 /* Next size of the sweep; 0 when done. */
 size_t perf_next_size(const perf_opts* o, size_t bytes);
@@ -75,6 +90,8 @@ void perf_print_row(size_t bytes, size_t count, const char* type, const char* op
 long perf_print_footer(void);
 
 double perf_allreduce_bus_factor(int nranks);
+/* nccl-tests' AllGather / ReduceScatter / AllToAll factor, (n-1)/n. */
+double perf_gather_bus_factor(int nranks);
 double perf_now_s(void);
 
 #ifdef __cplusplus
