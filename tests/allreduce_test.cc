@@ -128,7 +128,9 @@ INSTANTIATE_TEST_SUITE_P(
                     MatrixParam{"shm", 3, "direct"}, MatrixParam{"shm", 5, "direct"},
                     MatrixParam{"shm", 3, "direct", "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2", "4Kslots"},
                     MatrixParam{"tcp", 2, "ring"},
-                    MatrixParam{"tcp", 3, "recursive_doubling"}, MatrixParam{"tcp", 4, "ring"}),
+                    MatrixParam{"tcp", 3, "recursive_doubling"}, MatrixParam{"tcp", 4, "ring"},
+                    MatrixParam{"shm", 3, "rabenseifner"}, MatrixParam{"shm", 4, "rabenseifner"},
+                    MatrixParam{"shm", 5, "rabenseifner"}, MatrixParam{"tcp", 3, "rabenseifner"}),
     paramName);
 
 // Transport settings that change how bytes move: several sockets per peer

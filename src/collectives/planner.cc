@@ -6,6 +6,7 @@
 #include "collectives/alltoall.h"
 #include "collectives/direct.h"
 #include "collectives/gather_family.h"
+#include "collectives/more_algorithms.h"
 #include "collectives/rooted.h"
 #include "collectives/steps.h"
 #include "collectives/tuner.h"
@@ -20,6 +21,7 @@ const Algorithm kAlgorithms[] = {
     {OpKind::AllReduce, "ring", buildRingAllReduce},
     {OpKind::AllReduce, "recursive_doubling", buildRecursiveDoublingAllReduce},
     {OpKind::AllReduce, "direct", buildDirectAllReduce},
+    {OpKind::AllReduce, "rabenseifner", buildRabenseifnerAllReduce},
     {OpKind::Broadcast, "chain", buildChainBroadcast},
     {OpKind::Broadcast, "binomial_tree", buildTreeBroadcast},
     {OpKind::Broadcast, "direct", buildDirectBroadcast},
@@ -28,10 +30,13 @@ const Algorithm kAlgorithms[] = {
     {OpKind::AllGather, "ring", buildRingAllGather},
     {OpKind::AllGather, "bruck", buildBruckAllGather},
     {OpKind::AllGather, "direct", buildDirectAllGather},
+    {OpKind::AllGather, "recursive_doubling", buildRecursiveDoublingAllGather},
     {OpKind::ReduceScatter, "ring", buildRingReduceScatter},
     {OpKind::ReduceScatter, "direct", buildDirectReduceScatter},
+    {OpKind::ReduceScatter, "recursive_halving", buildRecursiveHalvingReduceScatter},
     {OpKind::AllToAll, "pairwise", buildPairwiseAllToAll},
     {OpKind::AllToAll, "direct", buildDirectAllToAll},
+    {OpKind::AllToAll, "bruck", buildBruckAllToAll},
     {OpKind::AllToAllv, "pairwise", buildPairwiseAllToAllv},
     {OpKind::AllToAllv, "direct", buildDirectAllToAllv},
     {OpKind::Gather, "linear", buildLinearGather},
