@@ -24,6 +24,7 @@ using gyre::core::Communicator;
 using gyre::core::Operation;
 
 void dispatch(Communicator& c, Operation op) {
+  c.bindPreMulSum(op);
   if (gyre::core::group::active()) {
     c.checkUsable();
     gyre::core::group::add(c, std::move(op));

@@ -97,6 +97,13 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void executePointToPoint(std::span<Operation> ops);
   // For PreMulSum: sendbuff scaled into a buffer of ours; returns it.
   const void* premultiplied(const Operation& op, size_t elems);
+
+ public:
+  // Copies a PreMulSum op's scalar (or its pointer) into the call; on the
+  // caller's thread, when the call is made.
+  void bindPreMulSum(Operation& op) const;
+
+ private:
   // The background thread of nonblocking calls.
   void workerLoop();
   void drainQueue();

@@ -121,18 +121,16 @@ void Communicator::runGroup(std::vector<Operation>& ops) {
   std::string why;
   try {
     checkUsable();
-    for (size_t i = 0; i < ops.size();) {
-      if (ops[i].kind != OpKind::SendRecv) {
-        execute(ops[i]);
-        ++i;
-        continue;
-      }
-      // A run of sends and receives progresses together, in any order.
-      size_t j = i;
-      while (j < ops.size() && ops[j].kind == OpKind::SendRecv) ++j;
-      executePointToPoint(std::span<Operation>(ops.data() + i, j - i));
-      i = j;
-    }
+    // Every rank runs its group the same way: all sends and receives first,
+    // progressed together (so no order of them can deadlock, and none waits
+    // behind a collective that its peer runs later in its group), then the
+    // collectives in call order.
+    std::vector<Operation> p2p;
+    for (Operation& op : ops)
+      if (op.kind == OpKind::SendRecv) p2p.push_back(op);
+    if (!p2p.empty()) executePointToPoint(p2p);
+    for (Operation& op : ops)
+      if (op.kind != OpKind::SendRecv) execute(op);
   } catch (const Error& e) {
     result = e.code();
     why = e.what();
@@ -150,12 +148,19 @@ void Communicator::execute(Operation& op) {
   }
 }
 
-const void* Communicator::premultiplied(const Operation& op, size_t elems) {
+void Communicator::bindPreMulSum(Operation& op) const {
+  if (op.redop < gyreNumOps || !isRedOp(op.redop)) return;
   const PreMulSum& p = premulOps_[static_cast<size_t>(op.redop - gyreNumOps)];
+  op.premul = true;
+  op.premulPointer = p.residence == gyreScalarHostImmediate ? nullptr : p.pointer;
+  std::memcpy(op.premulValue, p.value, sizeof(op.premulValue));
+}
+
+const void* Communicator::premultiplied(const Operation& op, size_t elems) {
   const auto dt = static_cast<kernels::DType>(op.dtype);
   const size_t bytes = elems * kernels::dtypeSize(dt);
   if (premulBuffer_.size() < bytes) premulBuffer_.resize(bytes);
-  const void* scalar = p.residence == gyreScalarHostImmediate ? p.value : p.pointer;
+  const void* scalar = op.premulPointer ? op.premulPointer : op.premulValue;
   kernels::scale(dt, premulBuffer_.data(), op.sendbuff, elems, scalar);
   return premulBuffer_.data();
 }

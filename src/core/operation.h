@@ -40,6 +40,11 @@ struct Operation {
   size_t count = 0;  // as the API counts it for this operation
   gyreDataType_t dtype = gyreFloat32;
   int redop = gyreSum;  // a built-in op, or a PreMulSum op's number
+  // A PreMulSum op's scalar, bound when the call is made, so that the op may
+  // be destroyed (and its number reused) before a queued call runs.
+  bool premul = false;
+  const void* premulPointer = nullptr;  // gyreScalarDevice: read when the call runs
+  unsigned char premulValue[8] = {};    // gyreScalarHostImmediate: the value
   int root = -1;        // collectives with a root
   int peer = -1;        // point to point
   bool isSend = false;  // point to point
