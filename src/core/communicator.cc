@@ -21,6 +21,7 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kBlockSliceNs = 50 * kMs;   // longest sleep between health checks
 constexpr int64_t kHealthEveryNs = 10 * kMs;  // how often a blocked waiter checks peers
+constexpr int64_t kExitGraceNs = 20 * kMs;  // a dead peer's last messages: how long to look for them
 
 // A failure with the rank it started at, so every rank can name it.
 class PeerFailure : public Error {
@@ -280,8 +281,14 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
         checkHealth(items);
       } catch (const PeerFailure&) {
         // A peer may publish its last message and exit between our ready()
-        // and this check: what it left behind still counts.
-        if (ready()) return;
+        // and this check: what it left behind still counts. Look for it a
+        // while (only on this failure path) before giving up.
+        const int64_t graceEnd = nowNs() + kExitGraceNs;
+        do {
+          progressAll();
+          if (ready()) return;
+          sched_yield();
+        } while (nowNs() < graceEnd);
         throw;
       }
     }
