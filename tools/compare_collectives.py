@@ -34,7 +34,7 @@ ALGOS = {
     "reduce": ["chain", "binomial_tree"],
 }
 # Size segments of the sweep: (min, max, factor, iterations, warmup).
-SEGMENTS = [(8, 32 * 1024, 8, 200, 20), (256 * 1024, 64 * MiB, 8, 10, 2)]
+SEGMENTS = [(8, 256 * 1024, 8, 200, 20), (1 * MiB, 64 * MiB, 4, 10, 2)]
 
 
 def log(msg):
