@@ -149,6 +149,46 @@ const Algorithm* AlgoOverrides::find(OpKind op, size_t bytes) const {
   return nullptr;
 }
 
+namespace {
+
+// Rooted operations also pass an empty message to the left neighbour and
+// take one from the right. Every message carries its call's tag, root
+// included, but a rank that believes itself the root of a Broadcast only
+// sends, and ranks that disagree on a Reduce's root can wait on each other
+// in a cycle: neither would ever read a wrongly tagged message. Around the
+// ring any disagreement has two neighbours that differ, so one of them
+// fails this call, naming both roots, and tells the others.
+// The send goes first (it never blocks: an empty message); the receive goes
+// last, where it costs nothing (the neighbour sent it at its start), unless
+// the plan also receives data from that neighbour: messages between two
+// ranks arrive in order, so then it must come first.
+void addRootCheck(PlanEnv& env, Plan& plan) {
+  const int n = env.nranks(), me = env.rank();
+  const int left = (me - 1 + n) % n, right = (me + 1) % n;
+  bool dataFromRight = false;
+  for (const Step& s : plan.steps) dataFromRight |= s.recvPeer == right;
+  plan.addPeer(left);
+  plan.addPeer(right);
+  env.chunkBytes(plan.peers);  // connects them (left and right list each other)
+  plan.closeLane();
+  const size_t before = plan.steps.size();
+  add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, left);
+  if (dataFromRight) add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, right);
+  const uint32_t front = static_cast<uint32_t>(plan.steps.size() - before);
+  std::rotate(plan.steps.begin(), plan.steps.begin() + before, plan.steps.end());  // to the front
+  for (Lane& l : plan.lanes) l.begin += front, l.end += front;
+  if (dataFromRight) return;
+  if (!plan.lanes.empty()) plan.beginLane();  // a lane of its own, beside the others
+  add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, right);
+  plan.closeLane();
+}
+
+bool rooted(OpKind k) {
+  return k == OpKind::Broadcast || k == OpKind::Reduce || k == OpKind::Gather || k == OpKind::Scatter;
+}
+
+}  // namespace
+
 const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
                      bool* forced) {
   if (forced) *forced = false;
@@ -160,6 +200,7 @@ const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& 
   if (algo && forced) *forced = true;
   if (!algo) algo = chooseAlgorithm(req, env);
   algo->build(req, env, plan);
+  if (rooted(req.desc.kind) && env.tuning().checkRoots) addRootCheck(env, plan);
   return algo->name;
 }
 

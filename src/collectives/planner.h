@@ -15,6 +15,7 @@ namespace gyre::collectives {
 // The tuner's knobs (from the configuration).
 struct TuningParams {
   size_t smallMessageBytes = 16 * 1024;  // AllReduce below this: latency algorithms
+  bool checkRoots = true;                // rooted operations confirm every rank's root
 };
 
 // What planning needs from the communicator.

@@ -41,7 +41,7 @@ struct SharedSettings {
   uint64_t shmSlotBytes;
   uint64_t tcpChunkBytes;
   int32_t socketsPerPeer;
-  int32_t reserved;
+  int32_t checkRoots;
   uint64_t smallMessageBytes;
   uint64_t algoHash;
 };
@@ -69,6 +69,7 @@ std::unique_ptr<Communicator> Communicator::makeShell(int rank, int nranks, cons
   c->overrides_ = collectives::AlgoOverrides(c->config_.algo);
   c->world_ = collectives::Group::all(rank, nranks);
   if (c->config_.smallMessageBytes) c->tuning_.smallMessageBytes = c->config_.smallMessageBytes;
+  c->tuning_.checkRoots = c->config_.checkRoots;
   c->sendSeq_.assign(static_cast<size_t>(nranks), 0);
   c->recvSeq_.assign(static_cast<size_t>(nranks), 0);
   return c;
@@ -115,6 +116,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.tcpChunkBytes = config_.tcpChunkBytes;
   mine.socketsPerPeer = config_.socketsPerPeer;
   mine.smallMessageBytes = config_.smallMessageBytes;
+  mine.checkRoots = config_.checkRoots;
   mine.algoHash = hashString(config_.algo);
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
@@ -123,8 +125,8 @@ void Communicator::setUpTransports(Deadline deadline) {
         all[r].transport != all[0].transport
             ? std::string("GYRE_TRANSPORT=") + transportName(TransportChoice(all[r].transport)) +
                   " where rank 0 has " + transportName(TransportChoice(all[0].transport))
-            : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_SHM_*/GYRE_TCP_*/GYRE_NSOCKS_PERPEER "
-              "settings than rank 0";
+            : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_SHM_*/GYRE_TCP_*/"
+              "GYRE_NSOCKS_PERPEER settings than rank 0";
     throwError(gyreInvalidUsage,
                "rank " + std::to_string(r) + " was started with " + what +
                    "; every rank needs the same transport and algorithm settings");

@@ -107,6 +107,10 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.smallMessageBytes = lower(v) == "auto" ? 0 : parseSize(v, n);
      }},
+    {{"GYRE_CHECK_ROOTS", "1",
+      "1: rooted operations check that every rank names the same root (an extra empty message "
+      "each way per call); 0: trust the caller"},
+     [](Config& c, const std::string& v, const char* n) { c.checkRoots = parseInt(v, n, 0, 1) != 0; }},
     {{"GYRE_COMM_ID", "", "host:port of the rendezvous root for init from the environment"},
      nullptr},
     {{"GYRE_SECRET", "", "hex secret the rendezvous root requires (set by gyrerun)"}, nullptr},
