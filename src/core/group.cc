@@ -1,5 +1,6 @@
 #include "core/group.h"
 
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -41,20 +42,28 @@ void end() {
   auto pending = std::move(tls.pending);
   tls.pending.clear();
   // Every communicator's calls run, even after one fails; the first failure
-  // is reported.
-  std::string firstError;
-  gyreResult_t firstCode = gyreSuccess;
-  for (auto& [comm, ops] : pending) {
+  // (in the order the communicators were first used) is reported. Calls on
+  // different communicators may depend on each other (a send on one that a
+  // peer receives only after its calls on the other), so each communicator's
+  // part runs on a thread of its own, all at once; the usual single
+  // communicator runs here.
+  if (pending.empty()) return;  // an empty group
+  std::vector<std::pair<gyreResult_t, std::string>> results(pending.size(), {gyreSuccess, std::string()});
+  auto runOne = [&](size_t i) {
     try {
-      comm->runGroup(ops);
+      pending[i].first->runGroup(pending[i].second);
     } catch (const Error& e) {
-      if (firstCode == gyreSuccess) {
-        firstCode = e.code();
-        firstError = e.what();
-      }
+      results[i] = {e.code(), e.what()};
+    } catch (const std::exception& e) {
+      results[i] = {gyreInternalError, std::string("internal error: ") + e.what()};
     }
-  }
-  if (firstCode != gyreSuccess) throw Error(firstCode, firstError);
+  };
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < pending.size(); ++i) others.emplace_back(runOne, i);
+  runOne(0);
+  for (std::thread& t : others) t.join();
+  for (const auto& [code, why] : results)
+    if (code != gyreSuccess) throw Error(code, why);
 }
 
 void forget(const Communicator& comm) {
