@@ -10,11 +10,8 @@
 // test sleeps to wait for a peer or asserts a timing. Results are checked
 // element by element.
 //
-// Tests named DISABLED_*KnownLimitation document what gyre does not do yet
-// (a group spanning two communicators; a root that differs between ranks
-// caught within the call): each comment says what is seen. They run with
-// --gtest_also_run_disabled_tests. Where a failure would be a hang, the
-// communicator's GYRE_TIMEOUT_MS is short (kHangTimeoutMs).
+// Where a failure would be a hang, the communicator's GYRE_TIMEOUT_MS is
+// short (kHangTimeoutMs), so that such a test fails in seconds.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -417,16 +414,13 @@ INSTANTIATE_TEST_SUITE_P(Transports, GroupMixedSemantics,
                            return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
                          });
 
-// KNOWN LIMITATION (src/core/group.cc group::end): a group that spans two
-// communicators runs each communicator's calls to completion, one
-// communicator after the other, in the order each was first used in the
-// group. Two ranks that first use the communicators in different orders
-// deadlock: here rank 0 sends 4 MiB on the parent and receives on a
-// duplicate (a split with one color), rank 1 sends on the duplicate and
-// receives on the parent. The header says the calls of a group are
-// "collected and launched together at the outermost GroupEnd". Until fixed,
-// both ranks end with an error after kHangTimeoutMs.
-TEST(MultiCommGroupSemantics, DISABLED_KnownLimitationCallsOnTwoCommunicatorsInOneGroup) {
+// A group that spans two communicators, used in different orders on the two
+// ranks: rank 0 sends 4 MiB on the parent and receives on a duplicate (a
+// split with one color), rank 1 sends on the duplicate and receives on the
+// parent. Run one communicator after the other, this would deadlock (each
+// send waits for room that only the peer's later receive makes); the
+// calls of a group are launched together, so it must not.
+TEST(MultiCommGroupSemantics, CallsOnTwoCommunicatorsInOneGroup) {
   RunOutcome out = runWithDeadline(2, [](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
     gyreComm_t comm = initRank(rank, n, id, "shm", kHangTimeoutMs);
@@ -1117,27 +1111,18 @@ const std::vector<MismatchCase>& mismatchCases() {
          return gyreAllReduce(v.data(), v.data(), v.size(), rank == odd ? gyreInt32 : gyreFloat32, gyreSum, c, nullptr);
        },
        [](int) { return std::vector<std::string>{"int32", "float32"}; }},
-      // KNOWN LIMITATION: a root mismatch is not detected as such. Rank 1 says
-      // root 1, the others root 0, so two ranks send as roots. Observed:
-      // every rank returns gyreSuccess from this Broadcast (the non-roots
-      // silently keep root 0's data, rank 1 its own); the unread messages
-      // make a LATER call fail, e.g. "rank 1 called broadcast #2 (1000 x
-      // float32, root 1) while rank 0 called allreduce #3 (...)": no rank
-      // names both roots. Over tcp (4 ranks) ranks 0 and 2 succeed in the
-      // next call too, and only their third call fails.
+      // Rank 1 says root 1, the others root 0: two ranks would only send,
+      // and without a check every rank could return success with the
+      // non-roots silently keeping root 0's data.
       {"broadcast_root",
        [](gyreComm_t c, int rank, int, int odd) {
          std::vector<float> v(1000, float(rank));
          return gyreBroadcast(v.data(), v.data(), v.size(), gyreFloat32, rank == odd ? odd : 0, c, nullptr);
        },
        [](int) { return std::vector<std::string>{"root 0", "root 1"}; }},
-      // KNOWN LIMITATION: rank 1 says root 1, the others root 0. The ranks form a
-      // wait cycle in which no rank ever reads a message with a wrong tag,
-      // so the mismatch is never seen: every rank blocks until
-      // GYRE_TIMEOUT_MS (default 10 minutes; kHangTimeoutMs here) and fails
-      // with gyreTimeout or a remote error ("rank 0 made no progress for
-      // 5000 ms waiting for data from rank 1"), never naming the mismatch
-      // (shm 3 ranks, tcp 4 ranks).
+      // Rank 1 says root 1, the others root 0: without a check the ranks
+      // wait on each other in a cycle in which no rank ever reads a wrongly
+      // tagged message, until GYRE_TIMEOUT_MS.
       {"reduce_root",
        [](gyreComm_t c, int rank, int n, int odd) {
          std::vector<int32_t> v(1000, 1), out(1000);
@@ -1247,17 +1232,14 @@ TEST_P(MismatchSemantics, EveryRankGetsAnErrorNamingBothSides) {
                      << "):\n" << out.describe();
 }
 
-bool isRootCase(size_t i) { return std::string(mismatchCases()[i].name).find("_root") != std::string::npos; }
-
-std::vector<MismatchParam> mismatchParams(bool rootCases) {
+std::vector<MismatchParam> mismatchParams() {
   std::vector<MismatchParam> ps;
   for (size_t i = 0; i < mismatchCases().size(); ++i) {
-    if (isRootCase(i) != rootCases) continue;
     ps.push_back({"shm", 3, i});
     ps.push_back({"tcp", 4, i});
   }
-  if (!rootCases) ps.push_back({"shm", 4, 0});
-  if (rootCases) ps.push_back({"shm", 2, 2});  // rank 0 Broadcast root 0, rank 1 root 1
+  ps.push_back({"shm", 4, 0});
+  ps.push_back({"shm", 2, 2});  // rank 0 Broadcast root 0, rank 1 root 1
   return ps;
 }
 
@@ -1266,10 +1248,7 @@ std::string mismatchName(const testing::TestParamInfo<MismatchParam>& p) {
          std::to_string(p.param.nranks) + "ranks";
 }
 
-INSTANTIATE_TEST_SUITE_P(Calls, MismatchSemantics, testing::ValuesIn(mismatchParams(false)), mismatchName);
-// Roots that differ between ranks: see the KNOWN LIMITATION comments above.
-INSTANTIATE_TEST_SUITE_P(DISABLED_KnownLimitationRoots, MismatchSemantics, testing::ValuesIn(mismatchParams(true)),
-                         mismatchName);
+INSTANTIATE_TEST_SUITE_P(Calls, MismatchSemantics, testing::ValuesIn(mismatchParams()), mismatchName);
 
 // =====================================================================
 // 6. Argument checks of the newer operations
