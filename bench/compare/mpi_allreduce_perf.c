@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mpi_support.h"
 #include "perf_common.h"
 
 typedef struct {
@@ -17,26 +18,6 @@ typedef struct {
   int nranks;
   const perf_opts* o;
 } bench_ctx;
-
-static void* alloc_buffer(size_t bytes) {
-  void* p = NULL;
-  if (posix_memalign(&p, 4096, bytes ? bytes : 4096) != 0) return NULL;
-  memset(p, 0, bytes); /* first touch here, not inside the timed loop */
-  return p;
-}
-
-/* Average of a per-rank time over all ranks, as nccl-tests reports it. */
-static double average_over_ranks(double v, int nranks) {
-  double sum = 0;
-  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return sum / nranks;
-}
-
-static long sum_over_ranks(long v) {
-  long sum = 0;
-  MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return sum;
-}
 
 static int allreduce(const bench_ctx* b, size_t count, int in_place) {
   return MPI_Allreduce(in_place ? MPI_IN_PLACE : (const void*)b->send, b->recv, (int)count, MPI_FLOAT,
@@ -50,7 +31,7 @@ static double time_allreduce(const bench_ctx* b, size_t count, int in_place) {
   double t0 = MPI_Wtime();
   for (int i = 0; i < b->o->iters; i++) allreduce(b, count, in_place);
   double dt = (MPI_Wtime() - t0) / b->o->iters;
-  return average_over_ranks(dt, b->nranks) * 1e6;
+  return mpi_average_over_ranks(dt, b->nranks) * 1e6;
 }
 
 /* One fresh allreduce on known inputs; returns the wrong elements over all ranks. */
@@ -62,25 +43,7 @@ static long check_allreduce(const bench_ctx* b, size_t count, int in_place) {
     for (size_t i = 0; i < count; i++) b->recv[i] = -1.0f;
   }
   allreduce(b, count, in_place);
-  return sum_over_ranks(perf_count_wrong(b->recv, count, b->nranks));
-}
-
-static void print_ranks(int rank, int nranks) {
-  char host[64] = {0};
-  gethostname(host, sizeof host - 1);
-  int pid = (int)getpid();
-  int* pids = rank == 0 ? calloc((size_t)nranks, sizeof(int)) : NULL;
-  char* hosts = rank == 0 ? calloc((size_t)nranks, sizeof host) : NULL;
-  MPI_Gather(&pid, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Gather(host, (int)sizeof host, MPI_CHAR, hosts, (int)sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    printf("# Using devices\n");
-    for (int r = 0; r < nranks; r++)
-      printf("#  Rank %2d Group  0 Pid %6d on %10s device -1 [host] CPU memory\n", r, pids[r],
-             hosts + (size_t)r * sizeof host);
-  }
-  free(pids);
-  free(hosts);
+  return mpi_sum_over_ranks(perf_count_wrong(b->recv, count, b->nranks));
 }
 
 int main(int argc, char** argv) {
@@ -102,7 +65,7 @@ int main(int argc, char** argv) {
     return rc > 0 ? 0 : 2;
   }
 
-  bench_ctx b = {alloc_buffer(o.max_bytes), alloc_buffer(o.max_bytes), rank, nranks, &o};
+  bench_ctx b = {mpi_alloc_buffer(o.max_bytes), mpi_alloc_buffer(o.max_bytes), rank, nranks, &o};
   int ok = b.send && b.recv, all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_ok) {
@@ -121,7 +84,7 @@ int main(int argc, char** argv) {
     snprintf(what, sizeof what, "mpi-allreduce-perf: MPI_Allreduce, %d ranks, %s", nranks, version);
     perf_print_preamble(&o, what);
   }
-  print_ranks(rank, nranks);
+  mpi_print_ranks(rank, nranks);
   if (rank == 0) perf_print_columns();
 
   const double bus = perf_allreduce_bus_factor(nranks);

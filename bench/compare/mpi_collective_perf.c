@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mpi_support.h"
 #include "perf_common.h"
 
 enum { kRoot = 0 };
@@ -251,25 +252,6 @@ static void print_collectives(FILE* f) {
   fprintf(f, "\n");
 }
 
-static void* alloc_buffer(size_t bytes) {
-  void* p = NULL;
-  if (posix_memalign(&p, 4096, bytes ? bytes : 4096) != 0) return NULL;
-  memset(p, 0, bytes); /* first touch here, not inside the timed loop */
-  return p;
-}
-
-static double average_over_ranks(double v, int nranks) {
-  double sum = 0;
-  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return sum / nranks;
-}
-
-static long sum_over_ranks(long v) {
-  long sum = 0;
-  MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return sum;
-}
-
 /* Fills, warms up, times; returns microseconds per call averaged over ranks. */
 static double time_collective(const collective* coll, bench_ctx* c, const perf_opts* o, int in_place) {
   coll->fill(c, in_place);
@@ -278,32 +260,14 @@ static double time_collective(const collective* coll, bench_ctx* c, const perf_o
   double t0 = MPI_Wtime();
   for (int i = 0; i < o->iters; i++) coll->run(c, in_place);
   double dt = (MPI_Wtime() - t0) / o->iters;
-  return average_over_ranks(dt, c->nranks) * 1e6;
+  return mpi_average_over_ranks(dt, c->nranks) * 1e6;
 }
 
 /* One fresh call on known inputs; the wrong elements over all ranks. */
 static long check_collective(const collective* coll, bench_ctx* c, int in_place) {
   coll->fill(c, in_place);
   coll->run(c, in_place);
-  return sum_over_ranks(coll->wrong(c, in_place));
-}
-
-static void print_ranks(int rank, int nranks) {
-  char host[64] = {0};
-  gethostname(host, sizeof host - 1);
-  int pid = (int)getpid();
-  int* pids = rank == 0 ? calloc((size_t)nranks, sizeof(int)) : NULL;
-  char* hosts = rank == 0 ? calloc((size_t)nranks, sizeof host) : NULL;
-  MPI_Gather(&pid, 1, MPI_INT, pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Gather(host, (int)sizeof host, MPI_CHAR, hosts, (int)sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (rank == 0) {
-    printf("# Using devices\n");
-    for (int r = 0; r < nranks; r++)
-      printf("#  Rank %2d Group  0 Pid %6d on %10s device -1 [host] CPU memory\n", r, pids[r],
-             hosts + (size_t)r * sizeof host);
-  }
-  free(pids);
-  free(hosts);
+  return mpi_sum_over_ranks(coll->wrong(c, in_place));
 }
 
 /* The collective is the first argument; the rest are perf_parse_args flags.
@@ -370,8 +334,8 @@ int main(int argc, char** argv) {
   /* Every shape's buffers fit in max_bytes (a row is at most its size). */
   bench_ctx c;
   memset(&c, 0, sizeof c);
-  c.a = alloc_buffer(o.max_bytes);
-  c.b = alloc_buffer(o.max_bytes);
+  c.a = mpi_alloc_buffer(o.max_bytes);
+  c.b = mpi_alloc_buffer(o.max_bytes);
   c.rank = rank;
   c.nranks = nranks;
   c.skew = o.skew;
@@ -400,7 +364,7 @@ int main(int argc, char** argv) {
              nranks, version);
     perf_print_preamble(&o, what);
   }
-  print_ranks(rank, nranks);
+  mpi_print_ranks(rank, nranks);
   if (rank == 0) perf_print_columns();
 
   const double bus = coll->bus_factor(nranks);
