@@ -2,30 +2,9 @@
 
 #include <algorithm>
 
+#include "collectives/steps.h"
+
 namespace gyre::collectives {
-
-namespace {
-
-Step makeStep(Prim prim, BufId src, size_t srcOff, BufId dst, size_t dstOff, size_t count, int sendPeer,
-              int recvPeer) {
-  Step s;
-  s.prim = prim;
-  s.src = src;
-  s.srcOffset = srcOff;
-  s.dst = dst;
-  s.dstOffset = dstOff;
-  s.count = count;
-  s.sendPeer = sendPeer;
-  s.recvPeer = recvPeer;
-  return s;
-}
-
-template <class F>
-void forPieces(size_t count, size_t chunk, F&& f) {
-  for (size_t off = 0; off < count; off += chunk) f(off, std::min(chunk, count - off));
-}
-
-}  // namespace
 
 BinomialTree binomialTree(int rank, int n, int root) {
   BinomialTree t;
@@ -55,14 +34,14 @@ void buildChainBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   if (next >= 0) plan.addPeer(next);
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   const size_t count = req.desc.count;
-  if (pos == 0 && !req.inPlace) plan.steps.push_back(makeStep(Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1));
+  if (pos == 0 && !req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1);
   forPieces(count, chunk, [&](size_t off, size_t len) {
     if (pos == 0)  // the root sends from its input: no wait for the copy
-      plan.steps.push_back(makeStep(Prim::Send, BufId::Input, off, BufId::Output, off, len, next, -1));
+      add(plan, Prim::Send, BufId::Input, off, BufId::Output, off, len, next, -1);
     else if (next >= 0)
-      plan.steps.push_back(makeStep(Prim::RecvCopySend, BufId::Output, off, BufId::Output, off, len, next, prev));
+      add(plan, Prim::RecvCopySend, BufId::Output, off, BufId::Output, off, len, next, prev);
     else
-      plan.steps.push_back(makeStep(Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, prev));
+      add(plan, Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, prev);
   });
 }
 
@@ -75,12 +54,12 @@ void buildTreeBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   const size_t count = req.desc.count;
   const bool isRoot = t.parent < 0;
-  if (isRoot && !req.inPlace) plan.steps.push_back(makeStep(Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1));
+  if (isRoot && !req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1);
   const BufId from = isRoot ? BufId::Input : BufId::Output;
   forPieces(count, chunk, [&](size_t off, size_t len) {
-    if (!isRoot) plan.steps.push_back(makeStep(Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, t.parent));
+    if (!isRoot) add(plan, Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, t.parent);
     for (int i = 0; i < t.nchildren; ++i)
-      plan.steps.push_back(makeStep(Prim::Send, from, off, BufId::Output, off, len, t.children[i], -1));
+      add(plan, Prim::Send, from, off, BufId::Output, off, len, t.children[i], -1);
   });
 }
 
@@ -95,17 +74,11 @@ void buildChainReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
   if (next >= 0) plan.addPeer(next);
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   forPieces(req.desc.count, chunk, [&](size_t off, size_t len) {
-    Step s;
-    if (pos == 0) {
-      s = makeStep(Prim::Send, BufId::Input, off, BufId::Output, off, len, next, -1);
-    } else if (next >= 0) {
-      s = makeStep(Prim::RecvReduceSend, BufId::Input, off, BufId::Output, off, len, next, prev);
-    } else {
-      s = makeStep(Prim::RecvReduce, BufId::Input, off, BufId::Output, off, len, -1, prev);
-      s.finalReduce = true;
-    }
+    Step& s = pos == 0    ? add(plan, Prim::Send, BufId::Input, off, BufId::Output, off, len, next)
+              : next >= 0 ? add(plan, Prim::RecvReduceSend, BufId::Input, off, BufId::Output, off, len, next, prev)
+                          : add(plan, Prim::RecvReduce, BufId::Input, off, BufId::Output, off, len, -1, prev);
+    s.finalReduce = pos > 0 && next < 0;  // the root, last in the chain
     s.recvFirst = true;  // the sum so far (earlier in the chain) on the left
-    plan.steps.push_back(s);
   });
 }
 
@@ -128,22 +101,19 @@ void buildTreeReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
     // left of every reduction: a fixed order, the same on every run.
     bool first = true;
     for (int i = t.nchildren - 1; i >= 0; --i) {
-      Step s = makeStep(Prim::RecvReduce, first ? BufId::Input : acc, first ? off : accOff, acc, accOff, len, -1,
-                        t.children[i]);
+      Step& s = add(plan, Prim::RecvReduce, first ? BufId::Input : acc, first ? off : accOff, acc, accOff, len, -1,
+                    t.children[i]);
       s.recvFirst = false;
       s.finalReduce = isRoot && i == 0;
-      plan.steps.push_back(s);
       first = false;
     }
     if (isRoot) {
       if (first) {  // a root without children: one rank
-        Step s = makeStep(Prim::Copy, BufId::Input, off, BufId::Output, off, len, -1, -1);
-        s.finalReduce = true;
-        plan.steps.push_back(s);
+        add(plan, Prim::Copy, BufId::Input, off, BufId::Output, off, len).finalReduce = true;
       }
     } else {
-      plan.steps.push_back(makeStep(Prim::Send, first ? BufId::Input : acc, first ? off : accOff, BufId::Output, 0, len,
-                                    t.parent, -1));
+      add(plan, Prim::Send, first ? BufId::Input : acc, first ? off : accOff, BufId::Output, 0, len,
+                                    t.parent, -1);
     }
   });
 }
