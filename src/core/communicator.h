@@ -176,6 +176,15 @@ class Communicator final : public collectives::ExecContext, public collectives::
   std::condition_variable queueCv_;
   std::deque<Operation> queue_;
   bool busy_ = false;
+  // While a Turn lives, the calling thread has the executor to itself
+  // (busy_ set); its end clears busy_ and wakes whoever waits for it.
+  struct Turn {
+    Communicator& c;
+    ~Turn();
+  };
+  // Waits until nothing is queued or running, then sets busy_: the caller
+  // then holds a Turn.
+  void waitForTurn();
   bool stopping_ = false;
   std::thread worker_;
 

@@ -39,14 +39,7 @@ void Communicator::submit(Operation op) {
     // The common case: nothing queued ahead, run on the caller's thread.
     busy_ = true;
     lock.unlock();
-    struct Release {
-      Communicator& c;
-      ~Release() {
-        std::lock_guard<std::mutex> l(c.queueMu_);
-        c.busy_ = false;
-        c.queueCv_.notify_all();
-      }
-    } release{*this};
+    Turn turn{*this};
     execute(op);
     return;
   }
@@ -61,6 +54,18 @@ void Communicator::submit(Operation op) {
   std::unique_lock<std::mutex> wait(waitFor->mu);
   waitFor->cv.wait(wait, [&] { return waitFor->done; });
   if (waitFor->result != gyreSuccess) throw Error(waitFor->result, waitFor->message);
+}
+
+Communicator::Turn::~Turn() {
+  std::lock_guard<std::mutex> l(c.queueMu_);
+  c.busy_ = false;
+  c.queueCv_.notify_all();
+}
+
+void Communicator::waitForTurn() {
+  std::unique_lock<std::mutex> lock(queueMu_);
+  queueCv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  busy_ = true;
 }
 
 void Communicator::workerLoop() {
@@ -104,19 +109,8 @@ void Communicator::drainQueue() {
 
 void Communicator::runGroup(std::vector<Operation>& ops) {
   // The group's calls run on this thread, after anything queued before.
-  {
-    std::unique_lock<std::mutex> lock(queueMu_);
-    queueCv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-    busy_ = true;
-  }
-  struct Release {
-    Communicator& c;
-    ~Release() {
-      std::lock_guard<std::mutex> l(c.queueMu_);
-      c.busy_ = false;
-      c.queueCv_.notify_all();
-    }
-  } release{*this};
+  waitForTurn();
+  Turn turn{*this};
   gyreResult_t result = gyreSuccess;
   std::string why;
   try {

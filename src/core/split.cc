@@ -13,19 +13,8 @@ namespace gyre::core {
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyreConfig_t* userConfig) {
   checkUsable();
   // The bootstrap ring is ours alone while we use it.
-  {
-    std::unique_lock<std::mutex> lock(queueMu_);
-    queueCv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-    busy_ = true;
-  }
-  struct Release {
-    Communicator& c;
-    ~Release() {
-      std::lock_guard<std::mutex> l(c.queueMu_);
-      c.busy_ = false;
-      c.queueCv_.notify_all();
-    }
-  } release{*this};
+  waitForTurn();
+  Turn turn{*this};
 
   const Deadline deadline = Deadline::afterMs(config_.timeoutMs);
   const uint64_t splitNo = ++splits_;
