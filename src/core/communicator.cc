@@ -387,7 +387,14 @@ size_t Communicator::chunkBytes(std::span<const int> peers) {
   for (int p : peers)
     if (p != rank_ && !connections_[p]) missing.push_back(p);
   if (!missing.empty()) {
-    tcp_->connect(missing, Deadline::afterMs(config_.timeoutMs));
+    try {
+      tcp_->connect(missing, Deadline::afterMs(config_.timeoutMs));
+    } catch (const Error&) {
+      // A peer that failed has closed its listener; the account it sent of
+      // why (a mismatch, say) names where the failure began.
+      checkHealth({});
+      throw;
+    }
     for (int p : missing) connections_[p] = tcp_->connection(p);
   }
   size_t chunk = SIZE_MAX;
