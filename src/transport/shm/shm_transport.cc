@@ -62,7 +62,13 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
   bs.allGather(canRead.data(), 1, deadline);
   t->canReadPeers_ = nlocal > 1;
   for (int peer : localRanks) t->canReadPeers_ = t->canReadPeers_ && canRead[peer];
-  if (nlocal <= 1) return t;
+  if (nlocal <= 1) {
+    // The barrier below is collective: a rank alone on its host still takes
+    // part (it used to return here, hanging hosts with several ranks
+    // beside a host with one).
+    bs.barrier(deadline);
+    return t;
+  }
 
   t->peerSegments_.resize(localRanks.size());
   t->connections_.resize(localRanks.size());
