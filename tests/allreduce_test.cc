@@ -57,6 +57,10 @@ void applyEnv(const char* env) {
 int runMatrix(int rank, int nranks, const gyreUniqueId& id, const MatrixParam& p) {
   if (p.algo) setenv("GYRE_ALGO", p.algo, 1);
   applyEnv(p.env);
+  // Several "hosts" on this one: ranks r and r' share one when r/k == r'/k
+  // (shared memory within, TCP across).
+  if (const char* k = getenv("TEST_RANKS_PER_HOST"))
+    setenv("GYRE_HOSTID", ("host" + std::to_string(rank / std::atoi(k))).c_str(), 1);
   Checker check(rank);
   gyreComm_t comm = initRank(rank, nranks, id, p.transport);
   if (!comm) return 1;
@@ -130,7 +134,15 @@ INSTANTIATE_TEST_SUITE_P(
                     MatrixParam{"tcp", 2, "ring"},
                     MatrixParam{"tcp", 3, "recursive_doubling"}, MatrixParam{"tcp", 4, "ring"},
                     MatrixParam{"shm", 3, "rabenseifner"}, MatrixParam{"shm", 4, "rabenseifner"},
-                    MatrixParam{"shm", 5, "rabenseifner"}, MatrixParam{"tcp", 3, "rabenseifner"}),
+                    MatrixParam{"shm", 5, "rabenseifner"}, MatrixParam{"tcp", 3, "rabenseifner"},
+                    // Two trees: powers of two, odd rank counts (rank 0 a leaf
+                    // in both trees), 8 ranks for depth 3.
+                    MatrixParam{"shm", 2, "double_binary_tree"},
+                    MatrixParam{"shm", 3, "double_binary_tree"},
+                    MatrixParam{"shm", 4, "double_binary_tree"},
+                    MatrixParam{"shm", 5, "double_binary_tree"},
+                    MatrixParam{"shm", 8, "double_binary_tree"},
+                    MatrixParam{"tcp", 3, "double_binary_tree"}),
     paramName);
 
 // Transport settings that change how bytes move: several sockets per peer
@@ -143,7 +155,37 @@ INSTANTIATE_TEST_SUITE_P(
                                 "2sockets_8Kchunks"},
                     MatrixParam{"shm", 3, "ring", "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2",
                                 "4Kslots"},
+                    // Many pieces per tree, far more than a FIFO holds: the
+                    // trees' interleaved order must never deadlock.
+                    MatrixParam{"shm", 5, "double_binary_tree",
+                                "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2", "4Kslots"},
+                    MatrixParam{"tcp", 4, "double_binary_tree", "GYRE_TCP_CHUNK_BYTES=4K",
+                                "4Kchunks"},
                     MatrixParam{"shm", 2, nullptr, "GYRE_SPIN_NS=0", "nospin"}),
+    paramName);
+
+// Ranks on several hosts (host ids given per rank): the hierarchical
+// AllReduce with even and uneven hosts, a host of one, many pieces, TCP
+// within hosts too; and links of two kinds with different largest messages,
+// which every rank must still cut into the same pieces.
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, AllReduceMatrix,
+    testing::Values(MatrixParam{"auto", 4, "hierarchical", "TEST_RANKS_PER_HOST=2", "2hosts"},
+                    MatrixParam{"auto", 5, "hierarchical", "TEST_RANKS_PER_HOST=2", "3hosts"},
+                    MatrixParam{"auto", 6, "hierarchical",
+                                "TEST_RANKS_PER_HOST=3 GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2 "
+                                "GYRE_TCP_CHUNK_BYTES=8K",
+                                "2hosts_smallpieces"},
+                    MatrixParam{"shm", 3, "hierarchical"},
+                    MatrixParam{"tcp", 4, "hierarchical", "TEST_RANKS_PER_HOST=2", "2hosts"},
+                    MatrixParam{"auto", 4, nullptr, "TEST_RANKS_PER_HOST=2", "2hosts"},
+                    // Rank 4, alone on its host, has only TCP neighbours; the
+                    // others have a shared-memory one.
+                    MatrixParam{"auto", 5, "ring", "TEST_RANKS_PER_HOST=2 GYRE_SHM_SLOT_BYTES=4K GYRE_TCP_CHUNK_BYTES=8K",
+                                "3hosts_mixedpieces"},
+                    MatrixParam{"auto", 4, "double_binary_tree",
+                                "TEST_RANKS_PER_HOST=2 GYRE_SHM_SLOT_BYTES=4K GYRE_TCP_CHUNK_BYTES=8K",
+                                "2hosts_mixedpieces"}),
     paramName);
 
 }  // namespace

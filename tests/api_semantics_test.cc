@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -878,6 +879,25 @@ TEST_P(PreMulSumSemantics, ImmediateAndPointerScalarsInEveryTypeAndOperation) {
 INSTANTIATE_TEST_SUITE_P(Transports, PreMulSumSemantics,
                          testing::Values(Param{"shm", 2}, Param{"shm", 3}, Param{"shm", 5}, Param{"tcp", 3}),
                          paramName);
+
+// The same with an AllReduce algorithm forced: the automatic choice above
+// runs only the ones its sizes pick, and PreMulSum must pass through every
+// plan (the scaled input is an ordinary input to it).
+class PreMulSumAllReduceAlgorithms : public testing::TestWithParam<const char*> {};
+
+TEST_P(PreMulSumAllReduceAlgorithms, ImmediateAndPointerScalarsInEveryType) {
+  const std::string algo = std::string("allreduce:") + GetParam();
+  RunOutcome out = runWithDeadline(5, [&](int r, int n, const gyreUniqueId& id) {
+    setenv("GYRE_ALGO", algo.c_str(), 1);  // in the forked rank only
+    return premulBody(r, n, id, "shm");
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Forced, PreMulSumAllReduceAlgorithms,
+                         testing::Values("double_binary_tree"),
+                         [](const auto& p) { return std::string(p.param); });
 
 // NCCL's rule, which gyre's API follows: "an operator may be destroyed as
 // soon as the last NCCL function which is given that operator returns".

@@ -1,4 +1,5 @@
-# Every collective x algorithm x transport x rank count, and the semantics
+# Every collective x algorithm x transport x rank count, the tuner, and the semantics
 # of groups, requests, split and PreMulSum.
 gyre_test(collectives_test collectives_test.cc)
 gyre_test(api_semantics_test api_semantics_test.cc)
+gyre_test(tuner_test tuner_test.cc)

@@ -103,7 +103,9 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, Determinism,
                          testing::Values(std::make_tuple("shm", "ring", 3),
                                          std::make_tuple("shm", "recursive_doubling", 3),
                                          std::make_tuple("tcp", "ring", 4),
-                                         std::make_tuple("tcp", "recursive_doubling", 5)),
+                                         std::make_tuple("tcp", "recursive_doubling", 5),
+                                         std::make_tuple("shm", "double_binary_tree", 5),
+                                         std::make_tuple("tcp", "double_binary_tree", 4)),
                          [](const auto& p) {
                            return std::string(std::get<0>(p.param)) + "_" + std::get<1>(p.param) +
                                   "_" + std::to_string(std::get<2>(p.param));

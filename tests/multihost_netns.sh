@@ -43,7 +43,7 @@ run() {  # run ALGO: four ranks, two per namespace; rank 0 hosts the root
     local ns=$h0
     [ "$r" -ge 2 ] && ns=$h1
     ip netns exec "$ns" env GYRE_RANK=$r GYRE_WORLD_SIZE=4 GYRE_COMM_ID=10.77.0.1:29411 \
-      GYRE_SECRET="$secret" GYRE_ALGO="$algo" GYRE_DEBUG=INFO GYRE_TIMEOUT_MS=30000 \
+      GYRE_SECRET="$secret" GYRE_ALGO="$algo" GYRE_DEBUG=INFO GYRE_TIMEOUT_MS=30000 GYRE_TUNER="${GYRE_TUNER:-builtin}" \
       timeout 60 "$prog" >"$logs/$algo.$r" 2>&1 &
     pids+=($!)
   done
@@ -60,11 +60,22 @@ run() {  # run ALGO: four ranks, two per namespace; rank 0 hosts the root
   done
   # The peer across the hosts: the ring's next rank (1 -> 2), or recursive
   # doubling's distance-2 partner (1 <-> 3). TCP over the veth addresses.
-  local remote=2
+  # Hierarchical: only the hosts' leaders (ranks 0 and 2) cross.
+  local remote=2 from=1
   [ "$algo" = recursive_doubling ] && remote=3
-  grep -q "tcp connection to rank $remote" "$logs/$algo.1" ||
-    { echo "rank 1 ($algo) made no TCP connection to rank $remote across the hosts"; cat "$logs/$algo.1"; exit 1; }
+  [ "$algo" = hierarchical ] && from=0
+  grep -q "tcp connection to rank $remote" "$logs/$algo.$from" ||
+    { echo "rank $from ($algo) made no TCP connection to rank $remote across the hosts"; cat "$logs/$algo.$from"; exit 1; }
+  if [ "$algo" = hierarchical ] && grep -q "tcp connection" "$logs/$algo.1"; then
+    echo "rank 1 (hierarchical) crossed the hosts; only leaders should"; cat "$logs/$algo.1"; exit 1
+  fi
   echo "$algo: 4 ranks on 2 hosts ok"
 }
 run ring
 run recursive_doubling
+run hierarchical
+# The tuner's calibration measures both link classes: shared memory within
+# a namespace, TCP across.
+GYRE_TUNER=calibrate run ring
+grep -q "tuner model (calibrated)" "$logs/ring.0" || { echo "no calibrated model logged"; cat "$logs/ring.0"; exit 1; }
+grep "tuner model" "$logs/ring.0" | sed "s/.*INFO //"

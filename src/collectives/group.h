@@ -3,6 +3,7 @@
 // host, a ring over the hosts' leaders, and a broadcast back.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace gyre::collectives {

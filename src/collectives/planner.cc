@@ -22,6 +22,8 @@ const Algorithm kAlgorithms[] = {
     {OpKind::AllReduce, "recursive_doubling", buildRecursiveDoublingAllReduce},
     {OpKind::AllReduce, "direct", buildDirectAllReduce},
     {OpKind::AllReduce, "rabenseifner", buildRabenseifnerAllReduce},
+    {OpKind::AllReduce, "hierarchical", buildHierarchicalAllReduce},
+    {OpKind::AllReduce, "double_binary_tree", buildDoubleBinaryTreeAllReduce},
     {OpKind::Broadcast, "chain", buildChainBroadcast},
     {OpKind::Broadcast, "binomial_tree", buildTreeBroadcast},
     {OpKind::Broadcast, "direct", buildDirectBroadcast},
@@ -199,7 +201,10 @@ const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& 
   const Algorithm* algo = overrides.find(req.desc.kind, req.bytes());
   if (algo && forced) *forced = true;
   if (!algo) algo = chooseAlgorithm(req, env);
-  algo->build(req, env, plan);
+  // Chains pipeline in the piece size the model finds best.
+  CallRequest withPiece = req;
+  withPiece.pieceBytes = pipelinePieceBytes(callShape(req, env), env.tuning().model);
+  algo->build(withPiece, env, plan);
   if (rooted(req.desc.kind) && env.tuning().checkRoots) addRootCheck(env, plan);
   return algo->name;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectives/call.h"
+#include "collectives/cost_model.h"
 #include "collectives/group.h"
 #include "collectives/plan.h"
 
@@ -14,8 +15,13 @@ namespace gyre::collectives {
 
 // The tuner's knobs (from the configuration).
 struct TuningParams {
-  size_t smallMessageBytes = 16 * 1024;  // AllReduce below this: latency algorithms
-  bool checkRoots = true;                // rooted operations confirm every rank's root
+  size_t smallMessageBytes = 0;  // non-zero: AllReduce up to this size uses recursive doubling
+  bool checkRoots = true;        // rooted operations confirm every rank's root
+  CostModel model;               // the same on every rank
+  int hosts = 1;                 // distinct hosts among the ranks
+  int perHost = 1;               // the most ranks on one host
+  size_t localChunk = 256 * 1024;    // largest message of a shared-memory link
+  size_t networkChunk = 256 * 1024;  // and of a TCP link
 };
 
 // What planning needs from the communicator.
@@ -26,6 +32,8 @@ class PlanEnv {
   virtual int nranks() const = 0;
   virtual const Group& world() const = 0;  // every rank, in rank order
   virtual bool sameHost(int peer) const = 0;
+  // Hosts numbered 0, 1, ... in order of their first rank.
+  virtual int hostIndex(int rank) const = 0;
   // The largest message every listed peer's connection carries; connects to
   // them first if needed (every rank plans the same call, so each listed
   // peer connects back in the same call).
@@ -48,6 +56,9 @@ struct CallRequest {
   const size_t* sendDispls = nullptr;
   const size_t* recvCounts = nullptr;
   const size_t* recvDispls = nullptr;
+  // Pipelined chains: the piece size the tuner chose (0: the link's largest
+  // message). Set by the planner.
+  size_t pieceBytes = 0;
   size_t bytes() const { return desc.count * elemSize; }
 };
 

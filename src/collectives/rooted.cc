@@ -32,7 +32,7 @@ void buildChainBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const int next = pos < n - 1 ? (me + 1) % n : -1;
   if (prev >= 0) plan.addPeer(prev);
   if (next >= 0) plan.addPeer(next);
-  const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
+  const size_t chunk = chainPieceElems(req, env.chunkBytes(plan.peers));
   const size_t count = req.desc.count;
   if (pos == 0 && !req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1);
   forPieces(count, chunk, [&](size_t off, size_t len) {
@@ -72,7 +72,7 @@ void buildChainReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const int next = pos < n - 1 ? (me + 1) % n : -1;
   if (prev >= 0) plan.addPeer(prev);
   if (next >= 0) plan.addPeer(next);
-  const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
+  const size_t chunk = chainPieceElems(req, env.chunkBytes(plan.peers));
   forPieces(req.desc.count, chunk, [&](size_t off, size_t len) {
     Step& s = pos == 0    ? add(plan, Prim::Send, BufId::Input, off, BufId::Output, off, len, next)
               : next >= 0 ? add(plan, Prim::RecvReduceSend, BufId::Input, off, BufId::Output, off, len, next, prev)

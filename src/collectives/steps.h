@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "collectives/plan.h"
+#include "collectives/planner.h"
 
 namespace gyre::collectives {
 
@@ -21,6 +22,13 @@ inline Step& add(Plan& plan, Prim prim, BufId src, size_t srcOff, BufId dst, siz
   s.recvPeer = recvPeer;
   plan.steps.push_back(s);
   return plan.steps.back();
+}
+
+// A pipelined chain's piece in elements: the tuner's choice (req.pieceBytes)
+// where it made one, never more than the link carries, at least one element.
+inline size_t chainPieceElems(const CallRequest& req, size_t linkBytes) {
+  const size_t bytes = req.pieceBytes ? std::min(req.pieceBytes, linkBytes) : linkBytes;
+  return std::max<size_t>(1, bytes / req.elemSize);
 }
 
 // Calls f(offset, length) for each piece of at most chunk elements. A count

@@ -1,10 +1,67 @@
 #include "collectives/tuner.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace gyre::collectives {
+
+namespace {
+
+// The cost formula of each algorithm the tuner may pick by itself. An
+// algorithm missing here runs only when GYRE_ALGO asks for it: recursive
+// doubling AllGather ties the ring in the model but measured slower than it
+// on small hosts (its exchanges double in size, the ring's stay even).
+struct Costed {
+  OpKind op;
+  const char* name;
+  CostFn cost;
+};
+
+const Costed kCosts[] = {
+    {OpKind::AllReduce, "ring", costRingAllReduce},
+    {OpKind::AllReduce, "recursive_doubling", costRecursiveDoublingAllReduce},
+    {OpKind::AllReduce, "rabenseifner", costRabenseifnerAllReduce},
+    {OpKind::AllReduce, "direct", costDirectAllReduce},
+    {OpKind::AllReduce, "double_binary_tree", costDoubleTreeAllReduce},
+    {OpKind::AllReduce, "hierarchical", costHierarchicalAllReduce},
+    {OpKind::Broadcast, "chain", costChainBroadcast},
+    {OpKind::Broadcast, "binomial_tree", costTreeBroadcast},
+    {OpKind::Broadcast, "direct", costDirectBroadcast},
+    {OpKind::Reduce, "chain", costChainReduce},
+    {OpKind::Reduce, "binomial_tree", costTreeReduce},
+    {OpKind::AllGather, "ring", costRingAllGather},
+    {OpKind::AllGather, "bruck", costBruckAllGather},
+    {OpKind::AllGather, "direct", costDirectAllGather},
+    {OpKind::ReduceScatter, "ring", costRingReduceScatter},
+    {OpKind::ReduceScatter, "recursive_halving", costHalvingReduceScatter},
+    {OpKind::ReduceScatter, "direct", costDirectReduceScatter},
+    {OpKind::AllToAll, "pairwise", costPairwiseAllToAll},
+    {OpKind::AllToAll, "bruck", costBruckAllToAll},
+    {OpKind::AllToAll, "direct", costDirectAllToAll},
+    {OpKind::AllToAllv, "pairwise", costPairwiseAllToAll},
+    {OpKind::AllToAllv, "direct", costDirectAllToAll},
+    {OpKind::Gather, "linear", costOnlyChoice},
+    {OpKind::Scatter, "linear", costOnlyChoice},
+    {OpKind::Barrier, "dissemination", costOnlyChoice},
+};
+
+// Calls f(algorithm, estimate) for each registered algorithm of the call's
+// operation that has a formula which applies.
+template <class F>
+void forEachCandidate(const CallRequest& req, const PlanEnv& env, F&& f) {
+  const CallShape shape = callShape(req, env);
+  for (const Costed& c : kCosts) {
+    if (c.op != req.desc.kind) continue;
+    const double us = c.cost(shape, env.tuning().model);
+    if (us >= kNotApplicable) continue;
+    for (const Algorithm& a : algorithms())
+      if (a.op == c.op && std::strcmp(a.name, c.name) == 0) f(a, us);
+  }
+}
+
+}  // namespace
 
 const Algorithm* findAlgorithm(OpKind op, const char* name) {
   for (const Algorithm& a : algorithms())
@@ -12,35 +69,48 @@ const Algorithm* findAlgorithm(OpKind op, const char* name) {
   throwError(gyreInternalError, std::string("no algorithm ") + name + " for " + opKindName(op));
 }
 
-const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
-  const size_t bytes = req.bytes();
-  const size_t small = env.tuning().smallMessageBytes;
-  const int n = env.nranks();
-  switch (req.desc.kind) {
-    case OpKind::AllReduce:
-      // Halving-doubling moves the ring's bytes in log2(n) steps instead of
-      // 2(n-1): the better trade until the ring's pipelining wins.
-      if (bytes <= small) return findAlgorithm(OpKind::AllReduce, "recursive_doubling");
-      return findAlgorithm(OpKind::AllReduce, n > 2 && bytes <= 16 * small ? "rabenseifner" : "ring");
-    case OpKind::Broadcast:
-      return findAlgorithm(OpKind::Broadcast, bytes <= 4 * small && n > 2 ? "binomial_tree" : "chain");
-    case OpKind::Reduce:
-      return findAlgorithm(OpKind::Reduce, bytes <= 4 * small && n > 2 ? "binomial_tree" : "chain");
-    case OpKind::AllGather:
-      // bytes is one rank's block; the result is n times that. (Recursive
-      // doubling beat the ring up to 1 MiB on a 16-core host, not on this
-      // 2-core one: it stays a GYRE_ALGO choice until a calibrated model.)
-      return findAlgorithm(OpKind::AllGather, bytes * n <= 4 * small ? "bruck" : "ring");
-    case OpKind::ReduceScatter:
-      return findAlgorithm(OpKind::ReduceScatter, bytes * n <= 4 * small ? "recursive_halving" : "ring");
-    case OpKind::AllToAll: return findAlgorithm(OpKind::AllToAll, "pairwise");
-    case OpKind::AllToAllv: return findAlgorithm(OpKind::AllToAllv, "pairwise");
-    case OpKind::Gather: return findAlgorithm(OpKind::Gather, "linear");
-    case OpKind::Scatter: return findAlgorithm(OpKind::Scatter, "linear");
-    case OpKind::Barrier: return findAlgorithm(OpKind::Barrier, "dissemination");
-    case OpKind::SendRecv: break;
+CallShape callShape(const CallRequest& req, const PlanEnv& env) {
+  const TuningParams& t = env.tuning();
+  CallShape s;
+  s.op = req.desc.kind;
+  s.nranks = env.nranks();
+  s.bytes = req.bytes();
+  if (req.sendCounts) {  // AllToAllv: the average block
+    size_t total = 0;
+    for (int r = 0; r < s.nranks; ++r) total += req.sendCounts[r];
+    s.bytes = total * req.elemSize / static_cast<size_t>(s.nranks);
   }
-  throwError(gyreInternalError, std::string("no algorithm for ") + opKindName(req.desc.kind));
+  s.hosts = t.hosts;
+  s.perHost = t.perHost;
+  s.canRead = env.canReadPeerMemory();
+  s.localChunk = t.localChunk;
+  s.networkChunk = t.networkChunk;
+  return s;
+}
+
+const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
+  // GYRE_SMALL_MSG_BYTES, when set, still means what it always did.
+  const size_t small = env.tuning().smallMessageBytes;
+  if (req.desc.kind == OpKind::AllReduce && small && req.bytes() <= small)
+    return findAlgorithm(OpKind::AllReduce, "recursive_doubling");
+  const Algorithm* best = nullptr;
+  double bestUs = kNotApplicable;
+  // Ties go to the first registered (the simplest).
+  forEachCandidate(req, env, [&](const Algorithm& a, double us) {
+    if (us < bestUs) best = &a, bestUs = us;
+  });
+  if (!best) throwError(gyreInternalError, std::string("no algorithm for ") + opKindName(req.desc.kind));
+  return best;
+}
+
+std::string describeEstimates(const CallRequest& req, const PlanEnv& env) {
+  std::string out;
+  forEachCandidate(req, env, [&](const Algorithm& a, double us) {
+    char item[96];
+    std::snprintf(item, sizeof item, "%s%s %.3gus", out.empty() ? "" : ", ", a.name, us);
+    out += item;
+  });
+  return out;
 }
 
 }  // namespace gyre::collectives

@@ -1,5 +1,8 @@
-// The automatic choice of algorithm for a call.
+// The automatic choice of algorithm for a call: the cheapest by the cost
+// model among the operation's algorithms that have a cost formula.
 #pragma once
+
+#include <string>
 
 #include "collectives/planner.h"
 
@@ -7,5 +10,9 @@ namespace gyre::collectives {
 
 const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env);
 const Algorithm* findAlgorithm(OpKind op, const char* name);
+// The model's view of a call.
+CallShape callShape(const CallRequest& req, const PlanEnv& env);
+// "ring 12.1us, rabenseifner 9.8us" for the log: every candidate's estimate.
+std::string describeEstimates(const CallRequest& req, const PlanEnv& env);
 
 }  // namespace gyre::collectives

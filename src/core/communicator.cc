@@ -1,5 +1,7 @@
 #include "core/communicator.h"
 
+#include "collectives/tuner.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <thread>
 
 #include "collectives/call.h"
+#include "collectives/tuner.h"
 #include "core/clock.h"
 #include "core/group.h"
 #include "core/log.h"
@@ -44,6 +47,9 @@ struct SharedSettings {
   int32_t checkRoots;
   uint64_t smallMessageBytes;
   uint64_t algoHash;
+  int32_t calibrate;
+  int32_t reserved;
+  uint64_t modelFingerprint;  // of GYRE_TUNER_FILE's model, 0 without one
 };
 
 uint64_t hashString(const std::string& s) {
@@ -70,6 +76,8 @@ std::unique_ptr<Communicator> Communicator::makeShell(int rank, int nranks, cons
   c->world_ = collectives::Group::all(rank, nranks);
   if (c->config_.smallMessageBytes) c->tuning_.smallMessageBytes = c->config_.smallMessageBytes;
   c->tuning_.checkRoots = c->config_.checkRoots;
+  // A bad tuner file is an error now too.
+  if (!c->config_.tunerFile.empty()) c->tuning_.model = collectives::CostModel::load(c->config_.tunerFile);
   c->sendSeq_.assign(static_cast<size_t>(nranks), 0);
   c->recvSeq_.assign(static_cast<size_t>(nranks), 0);
   return c;
@@ -95,6 +103,7 @@ std::unique_ptr<Communicator> Communicator::create(const InitArgs& args) {
   bp.round = args.round;
   c->bootstrap_ = bootstrap::Bootstrap::create(bp);
   c->setUpTransports(deadline);
+  c->setUpTuner(deadline, nullptr);
   GYRE_INFO("rank %d of %d ready", c->rank_, c->nranks_);
   return c;
 }
@@ -118,6 +127,8 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.smallMessageBytes = config_.smallMessageBytes;
   mine.checkRoots = config_.checkRoots;
   mine.algoHash = hashString(config_.algo);
+  mine.calibrate = config_.calibrate;
+  mine.modelFingerprint = config_.tunerFile.empty() ? 0 : tuning_.model.fingerprint();
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
     if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
@@ -125,6 +136,8 @@ void Communicator::setUpTransports(Deadline deadline) {
         all[r].transport != all[0].transport
             ? std::string("GYRE_TRANSPORT=") + transportName(TransportChoice(all[r].transport)) +
                   " where rank 0 has " + transportName(TransportChoice(all[0].transport))
+        : all[r].modelFingerprint != all[0].modelFingerprint || all[r].calibrate != all[0].calibrate
+            ? "a different tuner model (GYRE_TUNER/GYRE_TUNER_FILE and its contents) than rank 0"
             : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_SHM_*/GYRE_TCP_*/"
               "GYRE_NSOCKS_PERPEER settings than rank 0";
     throwError(gyreInvalidUsage,
@@ -397,7 +410,11 @@ size_t Communicator::chunkBytes(std::span<const int> peers) {
     }
     for (int p : missing) connections_[p] = tcp_->connection(p);
   }
-  size_t chunk = SIZE_MAX;
+  // One size for the whole communicator, not the listed peers' own: ranks
+  // whose neighbours sit behind different links (shared memory for some,
+  // TCP for others, with GYRE_SHM_SLOT_BYTES != GYRE_TCP_CHUNK_BYTES) must
+  // still cut a vector into the same pieces.
+  size_t chunk = commonChunk_;
   for (int p : peers)
     if (p != rank_) chunk = std::min(chunk, connections_[p]->maxMessageBytes());
   return chunk;
@@ -416,9 +433,10 @@ void Communicator::logChoice(const collectives::CallRequest& req, const char* al
   const int sizeClass = bytes ? 64 - __builtin_clzll(bytes) : 0;
   const unsigned key = static_cast<unsigned>(req.desc.kind) * 128 + static_cast<unsigned>(sizeClass);
   if (!loggedChoices_.insert(key).second) return;
-  GYRE_INFO("%s of %zu bytes (size class %zu-%zu) on %d ranks: %s (%s)", opName_, bytes,
+  const std::string estimates = collectives::describeEstimates(req, *this);
+  GYRE_INFO("%s of %zu bytes (size class %zu-%zu) on %d ranks: %s (%s; model: %s)", opName_, bytes,
             sizeClass ? size_t{1} << (sizeClass - 1) : size_t{0}, sizeClass ? (size_t{1} << sizeClass) - 1 : size_t{0},
-            nranks_, algo, forced ? "GYRE_ALGO" : "automatic");
+            nranks_, algo, forced ? "GYRE_ALGO" : "automatic", estimates.c_str());
 }
 
 void Communicator::runCall(const collectives::CallRequest& req, collectives::CallArgs& args) {

@@ -81,6 +81,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   const collectives::TuningParams& tuning() const override { return tuning_; }
   const collectives::Group& world() const override { return world_; }
   bool sameHost(int peer) const override;
+  int hostIndex(int rank) const override { return hostIndex_[static_cast<size_t>(rank)]; }
   size_t chunkBytes(std::span<const int> peers) override;
   bool canReadPeerMemory() const override { return canReadPeers_; }
 
@@ -91,6 +92,15 @@ class Communicator final : public collectives::ExecContext, public collectives::
   static bootstrap::Bootstrap::Params bootstrapParams(int rank, int nranks, const Config& config,
                                                       Deadline deadline);
   void setUpTransports(Deadline deadline);
+  // The tuner's model and topology summary (calibration.cc): inherited
+  // (a split's child), loaded, fixed or measured now.
+  void setUpTuner(Deadline deadline, const collectives::CostModel* inherited);
+  collectives::CostModel calibrate(Deadline deadline);
+  double timePlanUs(collectives::Plan& plan, collectives::CallArgs& args);
+  void measureLink(int peer, bool first, double* latencyUs, double* gbps, std::vector<unsigned char>& in,
+                   std::vector<unsigned char>& out);
+  double measureRead(int peer, std::vector<unsigned char>& in, std::vector<unsigned char>& out);
+  double measureReduce();
   // Execution of submitted calls, on whichever thread owns the executor.
   void execute(Operation& op);
   void executeCollective(Operation& op);
@@ -155,6 +165,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   } planCache_;
   collectives::Group world_;
   collectives::TuningParams tuning_;
+  std::vector<int> hostIndex_;  // by rank
+  size_t commonChunk_ = SIZE_MAX;  // the smallest largest-message of the link classes in use
   collectives::AlgoOverrides overrides_;
   std::vector<unsigned char> scratch_;
   std::vector<unsigned char> premulBuffer_;

@@ -103,7 +103,22 @@ const Param kParams[] = {
     {{"GYRE_HOSTID", "",
       "override this process's host identity (ranks with equal ids share memory)"},
      [](Config& c, const std::string& v, const char*) { c.hostId = v; }},
-    {{"GYRE_SMALL_MSG_BYTES", "auto", "AllReduce below this size uses recursive doubling"},
+    {{"GYRE_TUNER", "builtin",
+      "where the tuner's cost model gets its numbers: builtin (fixed defaults: the same choices on "
+      "every run) or calibrate (a short measurement when the communicator is created)"},
+     [](Config& c, const std::string& v, const char* n) {
+       const std::string m = lower(v);
+       if (m != "calibrate" && m != "builtin")
+         throwError(gyreInvalidArgument, std::string(n) + "=" + v + " must be calibrate or builtin");
+       c.calibrate = m == "calibrate";
+     }},
+    {{"GYRE_TUNER_FILE", "",
+      "load the cost model's numbers from this file instead (key = value lines, as "
+      "GYRE_TUNER_DUMP_FILE writes them)"},
+     [](Config& c, const std::string& v, const char*) { c.tunerFile = v; }},
+    {{"GYRE_TUNER_DUMP_FILE", "", "rank 0 writes the cost model it uses to this file"},
+     [](Config& c, const std::string& v, const char*) { c.tunerDumpFile = v; }},
+    {{"GYRE_SMALL_MSG_BYTES", "auto", "AllReduce up to this size uses recursive doubling (auto: the cost model decides)"},
      [](Config& c, const std::string& v, const char* n) {
        c.smallMessageBytes = lower(v) == "auto" ? 0 : parseSize(v, n);
      }},

@@ -62,6 +62,9 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
   for (int r : members) table.push_back(infos[r]);
   child->bootstrap_->complete(std::move(table), deadline);
   child->setUpTransports(deadline);
+  // The child runs on the same machine: it keeps the parent's numbers
+  // unless it was given a file of its own.
+  child->setUpTuner(deadline, &tuning_.model);
   log::setThreadRank(rank_);
   GYRE_INFO("rank %d: split %llu, color %d: rank %d of %d", rank_, static_cast<unsigned long long>(splitNo), color,
             childRank, child->nranks_);

@@ -1,0 +1,331 @@
+#include "collectives/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace gyre::collectives {
+
+namespace {
+
+// The terms every formula is made of (alpha-beta-gamma): a message costs
+// alpha plus beta per byte on its link; a local reduction (or copy) costs
+// gamma per byte.
+struct Terms {
+  double alpha, beta, gamma, read;
+  size_t chunk;
+};
+
+// Flat algorithms run over the slowest link their ranks span.
+Terms terms(const CallShape& s, const CostModel& m) {
+  const LinkCost& link = s.hosts > 1 ? m.network : m.local;
+  return Terms{link.latencyUs, link.usPerByte(), 1e-3 / m.reduceGBps, 1e-3 / m.readGBps,
+               std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk)};
+}
+
+double pieces(size_t bytes, size_t chunk) { return std::max(1.0, std::ceil(double(bytes) / double(chunk))); }
+
+int log2Floor(int n) {
+  int r = 0;
+  while ((2 << r) <= n) ++r;
+  return r;
+}
+int log2Ceil(int n) {
+  int r = 0;
+  while ((1 << r) < n) ++r;
+  return r;
+}
+
+// The power-of-two algorithms fold the ranks beyond the largest power of
+// two into a partner: two extra messages of the whole vector.
+struct PowerOfTwo {
+  int p, rounds;
+  bool fold;
+  explicit PowerOfTwo(int n) : p(1 << log2Floor(n)), rounds(log2Floor(n)), fold(n != (1 << log2Floor(n))) {}
+};
+
+double ringAllReduce(int n, double S, const Terms& t) {
+  const double msgs = 2.0 * (n - 1) * pieces(size_t(S / n), t.chunk);
+  return msgs * t.alpha + 2.0 * (n - 1) / n * S * t.beta + double(n - 1) / n * S * t.gamma;
+}
+
+// A pipelined chain of `hops` links carrying S bytes in pieces of c.
+double chain(int hops, double S, double c, double perByte, double alpha) {
+  if (hops <= 0) return 0;
+  if (S <= 0) return hops * alpha;
+  const double k = std::ceil(S / c);
+  return (hops - 1 + k) * (alpha + c * perByte);
+}
+
+// Pipelining trades latency per piece against the pipeline's fill time:
+// (hops - 1 + S/c)(alpha + c beta) is least at c = sqrt(S alpha / ((hops - 1) beta)).
+double bestPiece(int hops, double S, double perByte, double alpha, size_t chunk) {
+  if (hops <= 1 || S <= 0) return std::min<double>(std::max(S, 1.0), double(chunk));
+  const double c = std::sqrt(S * alpha / ((hops - 1) * perByte));
+  return std::clamp(c, 4096.0, double(chunk));
+}
+
+}  // namespace
+
+double costRingAllReduce(const CallShape& s, const CostModel& m) {
+  return ringAllReduce(s.nranks, double(s.bytes), terms(s, m));
+}
+
+double costRecursiveDoublingAllReduce(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const PowerOfTwo q(s.nranks);
+  const double S = double(s.bytes), exchanges = q.rounds + (q.fold ? 2 : 0);
+  return exchanges * pieces(s.bytes, t.chunk) * t.alpha + exchanges * S * t.beta +
+         (q.rounds + (q.fold ? 1 : 0)) * S * t.gamma;
+}
+
+double costRabenseifnerAllReduce(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const PowerOfTwo q(s.nranks);
+  const double S = double(s.bytes), f = q.fold ? 1 : 0;
+  const double msgs = 2.0 * q.rounds * pieces(s.bytes / 2, t.chunk) + 2 * f * pieces(s.bytes, t.chunk);
+  // Works in scratch: the input is copied once before the halving starts.
+  return msgs * t.alpha + (2.0 * (q.p - 1) / q.p + 2 * f) * S * t.beta +
+         (double(q.p - 1) / q.p + f + 1) * S * t.gamma;
+}
+
+double costDirectAllReduce(const CallShape& s, const CostModel& m) {
+  if (!s.canRead) return kNotApplicable;
+  const Terms t = terms(s, m);
+  const int n = s.nranks;
+  const double S = double(s.bytes);
+  // Addresses out, reads of every peer's slice, the reduced slices read
+  // back by everyone, then "done".
+  return 3 * t.alpha + 2.0 * (n - 1) / n * S * t.read + double(n - 1) / n * S * t.gamma;
+}
+
+double costDoubleTreeAllReduce(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const double S = double(s.bytes), half = S / 2;
+  const int depth = log2Ceil(s.nranks + 1) - 1;
+  const double k = pieces(size_t(half), t.chunk);
+  // Up and down each tree, pipelined: the fill time is the depth; an
+  // interior node receives two children's halves and sends one, then the
+  // reverse; a node is interior in at most one tree, so it handles S bytes
+  // each way and reduces S.
+  return 2 * (depth + k) * t.alpha + 1.5 * S * t.beta + S * t.gamma;
+}
+
+double costHierarchicalAllReduce(const CallShape& s, const CostModel& m) {
+  if (s.hosts <= 1 || s.perHost <= 1) return kNotApplicable;
+  const Terms local = terms(CallShape{s.op, s.bytes, s.perHost, 1, s.perHost, false, s.localChunk, s.localChunk}, m);
+  Terms net = terms(s, m);
+  const double S = double(s.bytes);
+  const double pl = bestPiece(s.perHost - 1, S, local.beta + local.gamma, local.alpha, local.chunk);
+  return chain(s.perHost - 1, S, pl, local.beta + local.gamma, local.alpha) + ringAllReduce(s.hosts, S, net) +
+         chain(s.perHost - 1, S, pl, local.beta, local.alpha);
+}
+
+size_t chainPieceBytes(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const double perByte = t.beta + (s.op == OpKind::Reduce ? t.gamma : 0);
+  return static_cast<size_t>(bestPiece(s.nranks - 1, double(s.bytes), perByte, t.alpha, t.chunk));
+}
+
+size_t pipelinePieceBytes(const CallShape& s, const CostModel& m) {
+  if (s.op == OpKind::Broadcast || s.op == OpKind::Reduce) return chainPieceBytes(s, m);
+  if (s.op != OpKind::AllReduce) return 0;
+  CallShape local = s;
+  local.op = OpKind::Reduce;
+  local.nranks = s.perHost;
+  local.hosts = 1;
+  return chainPieceBytes(local, m);
+}
+
+double costChainBroadcast(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  return chain(s.nranks - 1, double(s.bytes), double(chainPieceBytes(s, m)), t.beta, t.alpha);
+}
+
+double costTreeBroadcast(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  // The root sends the whole message once per round.
+  return log2Ceil(s.nranks) * (pieces(s.bytes, t.chunk) * t.alpha + double(s.bytes) * t.beta);
+}
+
+double costDirectBroadcast(const CallShape& s, const CostModel& m) {
+  if (!s.canRead) return kNotApplicable;
+  const Terms t = terms(s, m);
+  return 3 * t.alpha + double(s.bytes) * t.read;
+}
+
+double costChainReduce(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  return chain(s.nranks - 1, double(s.bytes), double(chainPieceBytes(s, m)), t.beta + t.gamma, t.alpha);
+}
+
+double costTreeReduce(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  return log2Ceil(s.nranks) * (pieces(s.bytes, t.chunk) * t.alpha + double(s.bytes) * (t.beta + t.gamma));
+}
+
+// AllGather, ReduceScatter, AllToAll: s.bytes is one rank's block b.
+double costRingAllGather(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const int n = s.nranks;
+  return (n - 1) * pieces(s.bytes, t.chunk) * t.alpha + (n - 1) * double(s.bytes) * t.beta;
+}
+
+double costBruckAllGather(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const int n = s.nranks;
+  const double total = double(s.bytes) * n;
+  // log2 n rounds of growing messages, then a rotation copy of the result.
+  return log2Ceil(n) * t.alpha + (n - 1) * double(s.bytes) * t.beta + total * t.gamma;
+}
+
+double costDirectAllGather(const CallShape& s, const CostModel& m) {
+  if (!s.canRead) return kNotApplicable;
+  const Terms t = terms(s, m);
+  return 3 * t.alpha + (s.nranks - 1) * double(s.bytes) * t.read;
+}
+
+double costRingReduceScatter(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const int n = s.nranks;
+  return (n - 1) * pieces(s.bytes, t.chunk) * t.alpha + (n - 1) * double(s.bytes) * (t.beta + t.gamma);
+}
+
+double costHalvingReduceScatter(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const PowerOfTwo q(s.nranks);
+  const double total = double(s.bytes) * s.nranks, f = q.fold ? 1 : 0;
+  // The input is copied into scratch first (it is read only).
+  return (q.rounds + 2 * f) * t.alpha + (double(q.p - 1) / q.p + f) * total * (t.beta + t.gamma) + total * t.gamma;
+}
+
+double costDirectReduceScatter(const CallShape& s, const CostModel& m) {
+  if (!s.canRead) return kNotApplicable;
+  const Terms t = terms(s, m);
+  return 3 * t.alpha + (s.nranks - 1) * double(s.bytes) * (t.read + t.gamma);
+}
+
+double costPairwiseAllToAll(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const int n = s.nranks;
+  return (n - 1) * pieces(s.bytes, t.chunk) * t.alpha + (n - 1) * double(s.bytes) * t.beta;
+}
+
+double costBruckAllToAll(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const int n = s.nranks;
+  const double total = double(s.bytes) * n;
+  // Each round sends about half the blocks; blocks are packed and unpacked.
+  return log2Ceil(n) * (t.alpha + total / 2 * t.beta + total * t.gamma);
+}
+
+double costDirectAllToAll(const CallShape& s, const CostModel& m) {
+  if (!s.canRead) return kNotApplicable;
+  const Terms t = terms(s, m);
+  return 3 * t.alpha + (s.nranks - 1) * double(s.bytes) * t.read;
+}
+
+double costOnlyChoice(const CallShape&, const CostModel&) { return 0; }
+
+// ---- the model's numbers: file format, parsing, fingerprint ----
+
+namespace {
+
+struct Field {
+  const char* key;
+  double CostModel::*plain;
+  double LinkCost::*inLink;
+  LinkCost CostModel::*link;
+  const char* help;
+};
+
+const Field kFields[] = {
+    {"local.latency_us", nullptr, &LinkCost::latencyUs, &CostModel::local, "a message within a host"},
+    {"local.bandwidth_gbps", nullptr, &LinkCost::gbps, &CostModel::local, "one stream within a host"},
+    {"network.latency_us", nullptr, &LinkCost::latencyUs, &CostModel::network, "a message between hosts"},
+    {"network.bandwidth_gbps", nullptr, &LinkCost::gbps, &CostModel::network, "one stream between hosts"},
+    {"reduce.bandwidth_gbps", &CostModel::reduceGBps, nullptr, nullptr, "local reduction, per operand"},
+    {"read.bandwidth_gbps", &CostModel::readGBps, nullptr, nullptr, "single-copy reads of a peer's memory"},
+};
+
+double& fieldOf(CostModel& m, const Field& f) { return f.plain ? m.*f.plain : (m.*f.link).*f.inLink; }
+double fieldOf(const CostModel& m, const Field& f) { return f.plain ? m.*f.plain : (m.*f.link).*f.inLink; }
+
+}  // namespace
+
+std::string CostModel::format() const {
+  std::string out = "# gyre tuner cost model (" + source + ")\n";
+  for (const Field& f : kFields) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%-24s = %.6g   # %s\n", f.key, fieldOf(*this, f), f.help);
+    out += line;
+  }
+  return out;
+}
+
+CostModel CostModel::parse(const std::string& text, const std::string& origin) {
+  CostModel m;
+  m.source = origin;
+  std::istringstream in(text);
+  std::string line;
+  for (int lineNo = 1; std::getline(in, line); ++lineNo) {
+    if (size_t hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    const size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    const std::string where = origin + ":" + std::to_string(lineNo) + ": ";
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) throwError(gyreInvalidArgument, where + "expected 'key = value', got '" + line + "'");
+    std::string key = line.substr(b, eq - b);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    std::string value = line.substr(eq + 1);
+    const Field* field = nullptr;
+    for (const Field& f : kFields)
+      if (key == f.key) field = &f;
+    if (!field) {
+      std::string valid;
+      for (const Field& f : kFields) valid += (valid.empty() ? "" : ", ") + std::string(f.key);
+      throwError(gyreInvalidArgument, where + "unknown key '" + key + "' (valid: " + valid + ")");
+    }
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    while (end && (*end == ' ' || *end == '\t' || *end == '\r')) ++end;
+    if (end == value.c_str() || (end && *end) || !std::isfinite(v) || v <= 0)
+      throwError(gyreInvalidArgument, where + key + " must be a positive number, got '" + value + "'");
+    fieldOf(m, *field) = v;
+  }
+  return m;
+}
+
+CostModel CostModel::load(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throwError(gyreInvalidArgument, "GYRE_TUNER_FILE=" + path + ": cannot open it");
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse(text.str(), path);
+}
+
+uint64_t CostModel::fingerprint() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const Field& f : kFields) {
+    const double v = fieldOf(*this, f);
+    unsigned char bytes[sizeof v];
+    std::memcpy(bytes, &v, sizeof v);
+    for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+void CostModel::validate(const std::string& origin) const {
+  for (const Field& f : kFields) {
+    const double v = fieldOf(*this, f);
+    if (!std::isfinite(v) || v <= 0)
+      throwError(gyreInternalError, origin + ": " + f.key + " came out as " + std::to_string(v));
+  }
+}
+
+}  // namespace gyre::collectives

@@ -1,0 +1,93 @@
+// The tuner's cost model: what a call would take with each algorithm,
+// from a few numbers about the machine (a message's latency and a link's
+// bandwidth per link class, local reduction and cross-process read speed)
+// and the call's shape (bytes, ranks, hosts). The numbers come from a short
+// measurement at communicator creation, from a file, or from built-in
+// defaults; every rank uses the same numbers, so every rank picks the same
+// algorithm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collectives/call.h"
+
+namespace gyre::collectives {
+
+struct LinkCost {
+  double latencyUs;  // one message's fixed cost, end to end
+  double gbps;       // payload bandwidth of one stream, GB/s (1e9 bytes)
+  double usPerByte() const { return 1e-3 / gbps; }
+};
+
+// The built-in numbers are GYRE_TUNER=calibrate's medians on the 2-core
+// development host (docs/collectives.md, "Tuner"): deterministic choices
+// that fit small hosts; calibrate or load a file for others.
+struct CostModel {
+  // Within a host (the shared-memory FIFOs: a copy in and a copy out),
+  // per stream while both directions are busy.
+  LinkCost local{0.35, 2.2};
+  // Across hosts (TCP over whatever network is there).
+  LinkCost network{20.0, 1.0};
+  double reduceGBps = 16.0;  // local element-wise reduction, bytes of one operand per us / 1e3
+  double readGBps = 2.1;     // process_vm_readv from a peer while it reads us (single-copy algorithms)
+  std::string source = "built-in";  // "built-in", "calibrated", or the file it came from
+
+  // The file format: "key = value" lines, '#' comments.
+  std::string format() const;
+  // Throws Error(gyreInvalidArgument) naming origin and line on anything wrong.
+  static CostModel parse(const std::string& text, const std::string& origin);
+  static CostModel load(const std::string& path);
+  // Every number, for comparing ranks' models.
+  uint64_t fingerprint() const;
+  // All numbers positive and finite; throws naming origin otherwise.
+  void validate(const std::string& origin) const;
+};
+
+// What a call looks like to the model.
+struct CallShape {
+  OpKind op = OpKind::AllReduce;
+  size_t bytes = 0;   // the call's count in bytes (per rank block for AllGather/ReduceScatter/AllToAll)
+  int nranks = 1;
+  int hosts = 1;      // distinct hosts among the ranks
+  int perHost = 1;    // the most ranks on one host
+  bool canRead = false;  // single-copy reads possible (every rank on one host)
+  size_t localChunk = 256 * 1024;    // largest message a shared-memory link carries
+  size_t networkChunk = 256 * 1024;  // the same for TCP
+};
+
+// Microseconds for a call of this shape, or kNotApplicable.
+using CostFn = double (*)(const CallShape&, const CostModel&);
+constexpr double kNotApplicable = 1e300;
+
+double costRingAllReduce(const CallShape&, const CostModel&);
+double costRecursiveDoublingAllReduce(const CallShape&, const CostModel&);
+double costRabenseifnerAllReduce(const CallShape&, const CostModel&);
+double costDirectAllReduce(const CallShape&, const CostModel&);
+double costDoubleTreeAllReduce(const CallShape&, const CostModel&);
+double costHierarchicalAllReduce(const CallShape&, const CostModel&);
+double costChainBroadcast(const CallShape&, const CostModel&);
+double costTreeBroadcast(const CallShape&, const CostModel&);
+double costDirectBroadcast(const CallShape&, const CostModel&);
+double costChainReduce(const CallShape&, const CostModel&);
+double costTreeReduce(const CallShape&, const CostModel&);
+double costRingAllGather(const CallShape&, const CostModel&);
+double costBruckAllGather(const CallShape&, const CostModel&);
+double costDirectAllGather(const CallShape&, const CostModel&);
+double costRingReduceScatter(const CallShape&, const CostModel&);
+double costHalvingReduceScatter(const CallShape&, const CostModel&);
+double costDirectReduceScatter(const CallShape&, const CostModel&);
+double costPairwiseAllToAll(const CallShape&, const CostModel&);
+double costBruckAllToAll(const CallShape&, const CostModel&);
+double costDirectAllToAll(const CallShape&, const CostModel&);
+double costOnlyChoice(const CallShape&, const CostModel&);  // operations with one algorithm
+
+// The chain's best piece size (bytes): more pieces fill the pipeline sooner,
+// each costs a message's latency.
+size_t chainPieceBytes(const CallShape&, const CostModel&);
+// The piece size for a call's pipelined chains: Broadcast and Reduce over
+// all ranks, AllReduce's (hierarchical) chains within a host; 0 for others.
+size_t pipelinePieceBytes(const CallShape&, const CostModel&);
+
+}  // namespace gyre::collectives

@@ -1,0 +1,194 @@
+// The tuner's numbers for this communicator: loaded from GYRE_TUNER_FILE,
+// inherited from the parent of a split, fixed (GYRE_TUNER=builtin), or
+// measured now. The measurement runs through the same executor and
+// transports as real calls: rank 0 with the next rank on its host (the
+// local link) and with the first rank on another host (the network link);
+// every rank times a local reduction, all at once as in a real call. All
+// ranks then take rank 0's link numbers and the slowest rank's reduction,
+// so every rank holds the same model and makes the same choices.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "collectives/calibration_plans.h"
+#include "core/clock.h"
+#include "core/communicator.h"
+#include "core/log.h"
+
+namespace gyre::core {
+
+namespace {
+
+constexpr size_t kExchangeBytes = 2 << 20;  // long enough that latency does not matter
+constexpr size_t kReduceElems = 512 << 10;  // 2 MiB of float32 per operand: beyond L2, like large calls
+constexpr int kPingPongBatches = 8, kPingPongs = 8;
+constexpr int kRepeats = 3;  // the best of these: the machine's speed, not a preempted moment
+
+// What one rank measured (0: not measured here).
+struct Measured {
+  double localLatencyUs, localGbps, networkLatencyUs, networkGbps, reduceGbps, readGbps;
+};
+
+}  // namespace
+
+double Communicator::timePlanUs(collectives::Plan& plan, collectives::CallArgs& args) {
+  std::vector<int> peers = plan.peers;
+  ensureConnected(peers);
+  collectives::CallDesc d;
+  d.kind = collectives::OpKind::SendRecv;
+  d.seq = ~uint64_t{0};  // no user call has this number
+  plan.tags.assign(1, collectives::makeTag(d));
+  const int64_t t0 = nowNs();
+  collectives::execute(plan, args, *this);
+  return double(nowNs() - t0) / 1e3;
+}
+
+void Communicator::measureLink(int peer, bool first, double* latencyUs, double* gbps, std::vector<unsigned char>& in,
+                               std::vector<unsigned char>& out) {
+  collectives::CallArgs args;
+  args.input = in.data();
+  args.output = out.data();
+  args.dtype = kernels::DType::Uint8;
+  args.elemSize = 1;
+  collectives::Plan plan;
+  collectives::buildPingPong(plan, peer, first, 8, 8);  // warm-up
+  timePlanUs(plan, args);
+  *latencyUs = 1e300;
+  for (int i = 0; i < kPingPongBatches; ++i) {
+    collectives::buildPingPong(plan, peer, first, 8, kPingPongs);
+    *latencyUs = std::min(*latencyUs, timePlanUs(plan, args) / (2.0 * kPingPongs));
+  }
+  const size_t chunk = connections_[peer]->maxMessageBytes();
+  double best = 1e300;
+  for (int i = 0; i <= kRepeats; ++i) {  // the first is a warm-up
+    collectives::buildExchange(plan, peer, first, kExchangeBytes, chunk);
+    const double us = timePlanUs(plan, args) - 2 * *latencyUs;
+    if (i > 0) best = std::min(best, us);
+  }
+  *gbps = double(kExchangeBytes) / std::max(best, 1.0) / 1e3;
+}
+
+double Communicator::measureRead(int peer, std::vector<unsigned char>& in, std::vector<unsigned char>& out) {
+  collectives::CallArgs args;
+  args.input = in.data();
+  args.output = out.data();
+  args.dtype = kernels::DType::Uint8;
+  args.elemSize = 1;
+  collectives::Plan plan;
+  double best = 1e300;
+  for (int i = 0; i <= kRepeats; ++i) {
+    collectives::buildPeerRead(plan, peer, kExchangeBytes);
+    const double us = timePlanUs(plan, args);
+    if (i > 0) best = std::min(best, us);
+  }
+  return double(kExchangeBytes) / std::max(best, 1.0) / 1e3;
+}
+
+double Communicator::measureReduce() {
+  std::vector<float> a(kReduceElems, 1.0f), b(kReduceElems, 0.5f);
+  collectives::CallArgs args;
+  args.input = a.data();
+  args.output = b.data();
+  collectives::Plan plan;
+  collectives::buildLocalReduce(plan, kReduceElems);
+  double best = 1e300;
+  for (int i = 0; i <= kRepeats; ++i) {
+    const double us = timePlanUs(plan, args);
+    if (i > 0) best = std::min(best, us);
+  }
+  return double(kReduceElems * sizeof(float)) / std::max(best, 0.01) / 1e3;
+}
+
+collectives::CostModel Communicator::calibrate(Deadline deadline) {
+  const auto& peers = bootstrap_->peers();
+  const uint64_t host0 = peers[0].hostHash;
+  int localPeer = -1, remotePeer = -1;  // rank 0's partners
+  for (int r = 1; r < nranks_; ++r) {
+    if (peers[r].hostHash == host0 && localPeer < 0) localPeer = r;
+    if (peers[r].hostHash != host0 && remotePeer < 0) remotePeer = r;
+  }
+  std::vector<Measured> all(static_cast<size_t>(nranks_));
+  Measured& m = all[rank_];
+  std::memset(&m, 0, sizeof m);
+  const int64_t t0 = nowNs();
+  m.reduceGbps = measureReduce();
+  const int64_t t1 = nowNs();
+  std::vector<unsigned char> in, out;
+  if (rank_ == 0 || rank_ == localPeer || rank_ == remotePeer) {
+    in.assign(kExchangeBytes, 1);
+    out.assign(kExchangeBytes, 0);
+  }
+  // Between phases the ranks not measuring wait in the bootstrap's barrier,
+  // asleep: on a host with fewer cores than ranks, a rank still reducing
+  // or spinning for its partner would steal the measuring pair's core.
+  bootstrap_->barrier(deadline);
+  if (localPeer > 0 && (rank_ == 0 || rank_ == localPeer))
+    measureLink(rank_ == 0 ? localPeer : 0, rank_ == 0, &m.localLatencyUs, &m.localGbps, in, out);
+  bootstrap_->barrier(deadline);
+  const int64_t t2 = nowNs();
+  if (remotePeer > 0 && (rank_ == 0 || rank_ == remotePeer))
+    measureLink(rank_ == 0 ? remotePeer : 0, rank_ == 0, &m.networkLatencyUs, &m.networkGbps, in, out);
+  if (remotePeer > 0) bootstrap_->barrier(deadline);
+  const int64_t t3 = nowNs();
+  if (canReadPeers_ && localPeer > 0 && (rank_ == 0 || rank_ == localPeer))
+    m.readGbps = measureRead(rank_ == 0 ? localPeer : 0, in, out);
+  GYRE_TRACE("calibration: reduce %.1f ms, local link %.1f ms, network %.1f ms, reads %.1f ms", (t1 - t0) / 1e6,
+             (t2 - t1) / 1e6, (t3 - t2) / 1e6, (nowNs() - t3) / 1e6);
+  bootstrap_->allGather(all.data(), sizeof(Measured), deadline);
+
+  collectives::CostModel model;  // defaults stand in for what was not measured
+  model.source = "calibrated";
+  const Measured& r0 = all[0];
+  if (r0.localGbps > 0) model.local = collectives::LinkCost{std::max(r0.localLatencyUs, 0.01), r0.localGbps};
+  if (r0.networkGbps > 0)
+    model.network = collectives::LinkCost{std::max(r0.networkLatencyUs, 0.01), r0.networkGbps};
+  if (r0.readGbps > 0) model.readGBps = r0.readGbps;
+  double reduce = 1e300;
+  for (const Measured& x : all) reduce = std::min(reduce, x.reduceGbps);
+  model.reduceGBps = reduce;
+  model.validate("the tuner's calibration");
+  return model;
+}
+
+void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* inherited) {
+  const auto& peers = bootstrap_->peers();
+  std::map<uint64_t, int> ranksPerHost, hostNumber;
+  hostIndex_.clear();
+  for (const auto& p : peers) {
+    ++ranksPerHost[p.hostHash];
+    hostIndex_.push_back(hostNumber.emplace(p.hostHash, static_cast<int>(hostNumber.size())).first->second);
+  }
+  tuning_.hosts = static_cast<int>(ranksPerHost.size());
+  tuning_.perHost = 0;
+  for (const auto& [host, count] : ranksPerHost) tuning_.perHost = std::max(tuning_.perHost, count);
+  tuning_.localChunk = config_.transport == TransportChoice::Tcp ? config_.tcpChunkBytes : config_.shmSlotBytes;
+  tuning_.networkChunk = config_.tcpChunkBytes;
+  commonChunk_ = SIZE_MAX;
+  if (tuning_.perHost > 1) commonChunk_ = std::min(commonChunk_, tuning_.localChunk);
+  if (tuning_.hosts > 1) commonChunk_ = std::min(commonChunk_, tuning_.networkChunk);
+
+  if (!config_.tunerFile.empty()) {
+    // Loaded in makeShell; SharedSettings made sure every rank has the same.
+  } else if (inherited) {
+    tuning_.model = *inherited;
+  } else if (config_.calibrate && nranks_ > 1) {
+    const int64_t t0 = nowNs();
+    tuning_.model = calibrate(deadline);
+    GYRE_INFO("tuner calibrated in %.1f ms", double(nowNs() - t0) / 1e6);
+  }
+  if (rank_ == 0 && !config_.tunerDumpFile.empty()) {
+    std::ofstream f(config_.tunerDumpFile);
+    f << tuning_.model.format();
+    if (!f) GYRE_WARN("GYRE_TUNER_DUMP_FILE=%s: cannot write it", config_.tunerDumpFile.c_str());
+  }
+  if (rank_ == 0)
+    GYRE_INFO("tuner model (%s): local %.2fus %.2fGB/s, network %.2fus %.2fGB/s, reduce %.2fGB/s, read %.2fGB/s; "
+              "%d host(s), up to %d rank(s) per host",
+              tuning_.model.source.c_str(), tuning_.model.local.latencyUs, tuning_.model.local.gbps,
+              tuning_.model.network.latencyUs, tuning_.model.network.gbps, tuning_.model.reduceGBps,
+              tuning_.model.readGBps, tuning_.hosts, tuning_.perHost);
+}
+
+}  // namespace gyre::core
