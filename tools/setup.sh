@@ -8,6 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev libgloo-dev         # the peers we measure against
   python3                                        # tools/compare.py
   iproute2 procps                                # network namespaces, process tools
+  librsvg2-bin                                   # gyre-bench --plot FILE.png (rsvg-convert)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -2,28 +2,53 @@
 // sweep of sizes, in the nccl-tests layout (size, count, type, redop, root,
 // then time/algbw/busbw/#wrong out of place and in place). Runs as one rank
 // under a launcher (ranks from the environment) or forks --ranks N itself.
+// Rank 0 prints the table and writes --json/--csv/--plot; `gyre-bench plot`
+// merges result files into one plot.
+//
+// Self-test switches (for tests of gyre-bench itself, never for measuring):
+//   GYRE_BENCH_CORRUPT=1  after the collective of each check pass, flip one
+//                         bit of the first output element on the rank that
+//                         checks it (the root of rooted collectives, else
+//                         rank 0): the check must report #wrong > 0, exit 1.
+//   GYRE_BENCH_STALL=1    (needs -T) the last rank never calls the first
+//                         row's collective: -T must end the run with exit 3.
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/gyre_bench/collectives.h"
 #include "bench/gyre_bench/options.h"
+#include "bench/gyre_bench/plot.h"
+#include "bench/gyre_bench/progress.h"
+#include "bench/gyre_bench/rank_cards.h"
+#include "bench/gyre_bench/report.h"
+#include "bench/gyre_bench/row_timeout.h"
+#include "bench/gyre_bench/stats.h"
+#include "bench/gyre_bench/table.h"
 #include "gyre/gyre.h"
 #include "tests/support/exact_values.h"
 
 namespace gyre::bench {
 namespace {
 
+Progress* gProgress = nullptr;  // cleared before any message, so it never garbles one
+
 #define CHECKG(call)                                                                             \
   do {                                                                                           \
     gyreResult_t r_ = (call);                                                                    \
     if (r_ != gyreSuccess) {                                                                     \
+      if (gProgress) gProgress->clear();                                                         \
       std::fprintf(stderr, "gyre-bench: %s failed: %s\n", #call, gyreGetLastError(nullptr));     \
       std::exit(1);                                                                              \
     }                                                                                            \
@@ -31,63 +56,137 @@ namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-double sumOverRanks(gyreComm_t comm, double v) {
-  CHECKG(gyreAllReduce(&v, &v, 1, gyreFloat64, gyreSum, comm, nullptr));
-  return v;
+bool envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
 }
 
-void printHeader(const Options& o, const Collective& coll, int nranks) {
-  int version = 0;
-  gyreGetVersion(&version);
-  std::printf("# gyre-bench %s: gyre %d.%d.%d, nranks %d, minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d "
-              "iters: %d validation: %d\n",
-              coll.name, version / 10000, version / 100 % 100, version % 100, nranks, o.minBytes, o.maxBytes,
-              o.step ? double(o.step) : o.factor, o.step ? "bytes" : "factor", o.warmup, o.iters, o.check ? 1 : 0);
-  const char* t = std::getenv("GYRE_TRANSPORT");
-  const char* a = std::getenv("GYRE_ALGO");
-  std::printf("# transport: %s   algorithm: %s%s\n#\n", t && *t ? t : "auto", a && *a ? a : "auto",
-              coll.name == std::string("alltoallv") ? ("   skew: " + std::to_string(o.skew)).c_str() : "");
-  std::printf("#%51s%22s%31s\n", "", "out-of-place", "in-place");
-  std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
-              "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
-              "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+std::string envOr(const char* name, const char* otherwise) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : otherwise;
 }
 
-// Times one placement of one row; returns microseconds per call and the
-// number of wrong elements over all ranks (or -1 when not checked).
-struct Timing {
-  double usec = 0;
+// ---- measuring ----
+
+// One rank's view of one placement of one row.
+struct Local {
+  double meanUs = 0, p50 = -1, p99 = -1;
   long long wrong = -1;
 };
 
-Timing timeRow(const Collective& coll, Call& c, const Options& o) {
+Local measure(const Collective& coll, Call& c, const Options& o, Progress& progress, const char* place) {
   coll.fill(c);
-  for (int i = 0; i < o.warmup; ++i) CHECKG(coll.run(c));
+  if (envFlag("GYRE_BENCH_STALL") && c.rank == c.nranks - 1)
+    for (;;) pause();  // only -T ends this (parseOptions insists on it)
+  const std::string warm = std::string(place) + " warmup", timed = std::string(place) + " iter";
+  for (int i = 0; i < o.warmup; ++i) {
+    progress.iteration(warm.c_str(), i + 1, o.warmup);
+    CHECKG(coll.run(c));
+  }
   CHECKG(gyreBarrier(c.comm, nullptr));  // line the ranks up
+  std::vector<double> each;
+  if (o.percentiles) each.reserve(static_cast<size_t>(o.iters));
   const double t0 = now();
-  for (int i = 0; i < o.iters; ++i) CHECKG(coll.run(c));
-  Timing t;
-  t.usec = sumOverRanks(c.comm, (now() - t0) / o.iters * 1e6) / c.nranks;
+  for (int i = 0; i < o.iters; ++i) {
+    progress.iteration(timed.c_str(), i + 1, o.iters);
+    const double ti = o.percentiles ? now() : 0;
+    CHECKG(coll.run(c));
+    if (o.percentiles) each.push_back((now() - ti) * 1e6);
+  }
+  Local l;
+  l.meanUs = (now() - t0) / o.iters * 1e6;
+  if (o.percentiles) l.p50 = percentile(each, 50), l.p99 = percentile(each, 99);
   if (o.check) {
     coll.fill(c);
     CHECKG(coll.run(c));
-    t.wrong = static_cast<long long>(sumOverRanks(c.comm, double(coll.wrong(c))));
+    const int checker = coll.rooted ? o.root : 0;
+    if (envFlag("GYRE_BENCH_CORRUPT") && c.rank == checker && c.recvElems > 0 && c.count > 0) c.recv[0] ^= 1;
+    l.wrong = static_cast<long long>(coll.wrong(c));
   }
-  return t;
+  return l;
 }
 
-std::string columns(const Timing& t, size_t bytes, double factor) {
-  const double algbw = t.usec > 0 ? double(bytes) / t.usec / 1e3 : 0;
-  char time[16], out[80];
-  std::snprintf(time, sizeof(time), t.usec >= 10000 ? "%7.0f" : t.usec >= 100 ? "%7.1f" : "%7.2f", t.usec);
-  std::snprintf(out, sizeof(out), "  %7s  %6.2f  %6.2f  %6s", time, algbw, algbw * factor,
-                t.wrong < 0 ? "N/A" : std::to_string(t.wrong).c_str());
-  return out;
+// Every rank's values, combined as -a says (#wrong: summed).
+Cell combine(gyreComm_t comm, int nranks, const Local& l, const Options& o, size_t bytes, double factor) {
+  const double mine[4] = {l.meanUs, l.p50, l.p99, double(l.wrong)};
+  std::vector<double> all(4 * static_cast<size_t>(nranks));
+  CHECKG(gyreAllGather(mine, all.data(), 4, gyreFloat64, comm, nullptr));
+  std::vector<double> field[4];
+  for (int r = 0; r < nranks; ++r)
+    for (int k = 0; k < 4; ++k) field[k].push_back(all[4 * static_cast<size_t>(r) + k]);
+  Cell cell;
+  cell.present = true;
+  cell.timeUs = aggregate(field[0], o.average);
+  cell.algbw = algBandwidth(bytes, cell.timeUs);
+  cell.busbw = busBandwidth(cell.algbw, factor);
+  if (o.percentiles) cell.p50Us = aggregate(field[1], o.average), cell.p99Us = aggregate(field[2], o.average);
+  if (o.check) {
+    double w = 0;
+    for (double x : field[3]) w += x;
+    cell.wrong = static_cast<long long>(w);
+  }
+  return cell;
 }
 
-int runRank(const Options& o, gyreComm_t comm) {
-  const Collective& coll = *findCollective(o.collective);
+std::vector<size_t> sweep(const Options& o, bool sizeless) {
+  if (sizeless) return {0};
+  std::vector<size_t> sizes;
+  for (size_t sz = o.minBytes; sz <= o.maxBytes;) {
+    sizes.push_back(sz);
+    const size_t next = o.factor > 1 ? static_cast<size_t>(double(sz) * o.factor) : sz + o.step;
+    if (next <= sz) break;
+    sz = next;
+  }
+  return sizes;
+}
+
+RunSettings settingsOf(const Options& o, int nranks, const std::vector<RankCard>& cards) {
+  RunSettings s;
+  int version = 0;
+  gyreGetVersion(&version);
+  s.version = std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+              std::to_string(version % 100);
+  s.collective = o.collective;
+  s.label = o.label;
+  s.nranks = nranks;
+  std::set<uint64_t> hosts;
+  for (const RankCard& c : cards) hosts.insert(c.hostKey);
+  s.nhosts = static_cast<int>(hosts.size());
+  s.transport = envOr("GYRE_TRANSPORT", "auto");
+  s.transports = transportsInUse(cards, s.transport);
+  s.algorithm = o.algo.empty() ? envOr("GYRE_ALGO", "auto") : o.algo;
+  s.minBytes = o.minBytes, s.maxBytes = o.maxBytes;
+  const bool byFactor = o.factor > 1;  // as sweep() steps: a factor wins over -i
+  s.stepFactor = byFactor ? o.factor : 1, s.stepBytes = byFactor ? 0 : o.step;
+  s.iters = o.iters, s.warmup = o.warmup, s.check = o.check;
+  s.dtype = o.dtypeArg, s.op = o.opArg, s.root = o.root;
+  s.average = static_cast<int>(o.average), s.averageName = aggregateName(o.average);
+  s.timeout = o.timeoutSec, s.percentiles = o.percentiles, s.skew = o.skew;
+  return s;
+}
+
+// Rank 0, after the table: the result files. false when one could not be written.
+bool writeResults(const Options& o, const Report& report) {
+  bool ok = true;
+  auto save = [&](const std::string& path, const std::string& text) {
+    if (path.empty()) return;
+    std::ofstream f(path);
+    f << text;
+    if (!f.flush()) std::fprintf(stderr, "gyre-bench: cannot write %s\n", path.c_str()), ok = false;
+  };
+  save(o.jsonPath, toJson(report));
+  save(o.csvPath, toCsv(report));
+  if (!o.plotPath.empty()) {
+    std::string error;
+    if (writePlot(o.plotPath, seriesOf({report}), "gyre-bench " + o.collective, error) != 0)
+      std::fprintf(stderr, "gyre-bench: %s\n", error.c_str()), ok = false;
+  }
+  return ok;
+}
+
+int runRank(const Options& opt, gyreComm_t comm) {
+  const Collective& coll = *findCollective(opt.collective);
+  Options o = opt;  // o.dtype and o.op follow the combination being measured
   Call c;
   c.comm = comm;
   c.opt = &o;
@@ -97,57 +196,113 @@ int runRank(const Options& o, gyreComm_t comm) {
     std::fprintf(stderr, "gyre-bench: root %d is not a rank (there are %d)\n", o.root, c.nranks);
     return 2;
   }
-  const size_t esz = test::dtypeBytes(o.dtype);
-  // Buffers for the largest row (AllToAllv may send a little more than a row).
-  Call big = c;
-  coll.shape(big, o.maxBytes / esz);
-  std::vector<unsigned char> a((big.sendElems + 64) * esz), b((big.recvElems + 64) * esz);
-  if (c.rank == 0) printHeader(o, coll, c.nranks);
-  const double factor = coll.busFactor(c.nranks);
-  double busSum = 0;
-  int rows = 0;
-  long long wrongTotal = 0;
-  const bool sizeless = coll.name == std::string("barrier");
-  for (size_t sz = sizeless ? 0 : o.minBytes; sz <= o.maxBytes;) {
-    coll.shape(c, sz / esz);
-    const size_t rowElems = coll.name == std::string("alltoallv") ? c.sendElems
-                            : c.sendElems > c.recvElems ? c.sendElems : c.recvElems;
-    const size_t bytes = rowElems * esz;
-    std::string cols[2];
-    for (int inPlace = 0; inPlace < 2; ++inPlace) {
-      if (inPlace && !coll.hasInPlace) {
-        cols[1] = "  " + std::string(7, ' ') + "     N/A     N/A     N/A";
-        continue;
-      }
-      c.inPlace = inPlace;
-      coll.place(c, a.data(), b.data());
-      const Timing t = timeRow(coll, c, o);
-      wrongTotal += t.wrong > 0 ? t.wrong : 0;
-      cols[inPlace] = columns(t, bytes, factor);
-      const double algbw = t.usec > 0 ? double(bytes) / t.usec / 1e3 : 0;
-      if (inPlace == (coll.hasInPlace ? 1 : 0)) busSum += algbw * factor, ++rows;
-    }
-    if (c.rank == 0)
-      std::printf("%12zu  %12zu  %8s  %6s  %6d%s%s\n", bytes, rowElems, typeName(o.dtype),
-                  coll.reduces ? test::opLabel(o.op) : "none", coll.rooted ? o.root : -1, cols[0].c_str(),
-                  cols[1].c_str());
-    if (sizeless) break;
-    const size_t nextSz = o.factor > 1 ? static_cast<size_t>(double(sz) * o.factor) : sz + o.step;
-    if (nextSz <= sz) break;
-    sz = nextSz;
-  }
+  std::vector<RankCard> cards;
+  CHECKG(exchangeCards(comm, c.nranks, cards));
+  Report report;
+  report.settings = settingsOf(o, c.nranks, cards);
+  Progress progress(c.rank == 0 && isatty(2));
+  gProgress = &progress;
   if (c.rank == 0) {
-    std::printf("# Out of bounds values : %lld %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %g \n#\n", rows ? busSum / rows : 0.0);
+    std::vector<RankInfo> ranks;
+    for (int r = 0; r < c.nranks; ++r) ranks.push_back({r, static_cast<long>(cards[r].pid), cards[r].host});
+    std::fputs(tableHeader(report.settings, ranks).c_str(), stdout);
   }
+  const double factor = coll.busFactor(c.nranks);
+  const bool sizeless = coll.name == std::string("barrier");
+  const std::vector<size_t> sizes = sweep(o, sizeless);
+  const std::vector<gyreDataType_t> types = sizeless ? std::vector<gyreDataType_t>{o.dtypes[0]} : o.dtypes;
+  const std::vector<gyreRedOp_t> ops = coll.reduces ? o.ops : std::vector<gyreRedOp_t>{o.ops[0]};
+  double busSum = 0;
+  int cells = 0;
+  long long wrongTotal = 0;
+  const size_t rowsTotal = types.size() * ops.size() * sizes.size();
+  size_t rowIndex = 0;
+  for (gyreDataType_t type : types) {
+    o.dtype = type;
+    const size_t esz = test::dtypeBytes(type);
+    // Buffers for the largest row (AllToAllv may send a little more than a row).
+    Call big = c;
+    coll.shape(big, o.maxBytes / esz);
+    std::vector<unsigned char> a((big.sendElems + 64) * esz), b((big.recvElems + 64) * esz);
+    for (gyreRedOp_t op : ops) {
+      o.op = op;
+      for (size_t sz : sizes) {
+        coll.shape(c, sz / esz);
+        Row row;
+        row.count = coll.name == std::string("alltoallv") ? c.sendElems
+                    : c.sendElems > c.recvElems             ? c.sendElems
+                                                            : c.recvElems;
+        row.bytes = row.count * esz;
+        row.type = typeName(type);
+        row.redop = coll.reduces ? test::opLabel(op) : "none";
+        row.root = coll.rooted ? o.root : -1;
+        const std::string what = o.collective + " " + row.type + " " + row.redop + " " + std::to_string(row.bytes) + " B";
+        progress.setStage(what + " (row " + std::to_string(++rowIndex) + "/" + std::to_string(rowsTotal) + ")");
+        armRowTimeout(o.timeoutSec, c.rank, what);
+        for (int inPlace = 0; inPlace < 2; ++inPlace) {
+          if (inPlace && !coll.hasInPlace) continue;
+          c.inPlace = inPlace;
+          coll.place(c, a.data(), b.data());
+          const Local l = measure(coll, c, o, progress, inPlace ? "in-place" : "out-of-place");
+          Cell& cell = inPlace ? row.inPlace : row.outOfPlace;
+          cell = combine(comm, c.nranks, l, o, row.bytes, factor);
+          wrongTotal += cell.wrong > 0 ? cell.wrong : 0;
+          busSum += cell.busbw, ++cells;  // nccl-tests: the footer averages every cell
+        }
+        disarmRowTimeout();
+        if (c.rank == 0) {
+          progress.clear();
+          std::fputs(tableRow(row, o.percentiles).c_str(), stdout);
+          std::fflush(stdout);
+          report.rows.push_back(row);
+        }
+      }
+    }
+  }
+  int status = wrongTotal ? 1 : 0;
+  if (c.rank == 0) {
+    report.outOfBounds = wrongTotal;
+    report.avgBusBw = cells ? busSum / cells : 0;
+    std::fputs(tableFooter(report.outOfBounds, report.avgBusBw).c_str(), stdout);
+    std::fflush(stdout);
+    if (!writeResults(o, report)) status = 1;
+  }
+  gProgress = nullptr;
   CHECKG(gyreCommDestroy(comm));
-  return wrongTotal ? 1 : 0;
+  return status;
 }
 
 void applySettings(const Options& o) {
   if (!o.transport.empty()) setenv("GYRE_TRANSPORT", o.transport.c_str(), 1);
   if (!o.algo.empty()) setenv("GYRE_ALGO", (o.collective + ":" + o.algo).c_str(), 1);
-  if (o.timeoutSec) setenv("GYRE_TIMEOUT_MS", std::to_string(o.timeoutSec * 1000).c_str(), 1);
+  // gyre's own wait bound a little past -T, so that inside a row the -T
+  // message (exit 3) comes first; outside rows (start-up) it bounds waits.
+  if (o.timeoutSec) setenv("GYRE_TIMEOUT_MS", std::to_string(o.timeoutSec * 1000 + 5000).c_str(), 1);
+}
+
+int runPlot(int argc, char** argv) {
+  const PlotArgs p = parsePlotArgs(argc, argv);
+  std::vector<Report> runs;
+  std::set<std::string> collectives;
+  for (const std::string& in : p.inputs) {
+    std::ifstream f(in);
+    std::stringstream text;
+    text << f.rdbuf();
+    Report r;
+    std::string error;
+    if (!f || !fromJson(text.str(), r, error)) {
+      std::fprintf(stderr, "gyre-bench plot: %s: %s\n", in.c_str(), f ? error.c_str() : "cannot read");
+      return 1;
+    }
+    collectives.insert(r.settings.collective);
+    runs.push_back(r);
+  }
+  std::string title = p.title;
+  if (title.empty()) title = "gyre-bench" + (collectives.size() == 1 ? " " + *collectives.begin() : std::string());
+  std::string error;
+  const int rc = writePlot(p.out, seriesOf(runs), title, error);
+  if (rc) std::fprintf(stderr, "gyre-bench plot: %s\n", error.c_str());
+  return rc;
 }
 
 }  // namespace
@@ -156,7 +311,12 @@ void applySettings(const Options& o) {
 int main(int argc, char** argv) {
   using namespace gyre::bench;
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc > 1 && std::string(argv[1]) == "plot") return runPlot(argc, argv);
   const Options o = parseOptions(argc, argv);
+  if (envFlag("GYRE_BENCH_STALL") && o.timeoutSec == 0) {
+    std::fprintf(stderr, "gyre-bench: GYRE_BENCH_STALL needs -T (it would wait forever)\n");
+    return 2;
+  }
   applySettings(o);
   if (o.spawn <= 0) {
     gyreComm_t comm;
@@ -182,11 +342,13 @@ int main(int argc, char** argv) {
     }
     pids.push_back(pid);
   }
-  int failed = 0;
+  // The worst rank's status: 3 (-T) over 2 (usage) over 1; a rank killed by a signal counts as 1.
+  int status = 0;
   for (pid_t p : pids) {
     int st = 0;
     waitpid(p, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st)) ++failed;
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    if (code > status) status = code;
   }
-  return failed ? 1 : 0;
+  return status;
 }

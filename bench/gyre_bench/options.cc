@@ -4,31 +4,106 @@
 #include <cstdlib>
 
 #include "bench/gyre_bench/collectives.h"
+#include "bench/gyre_bench/plot.h"
 #include "tests/support/exact_values.h"
 
 namespace gyre::bench {
 
 namespace {
 
+const char* const kUsage =
+    "usage: gyre-bench <collective> [flags]\n"
+    "       gyre-bench plot -o OUT.svg|OUT.png [--title TEXT] RUN.json...\n"
+    "sweep (nccl-tests' flags; sizes take K, M, G suffixes):\n"
+    "  -b, --minbytes N        smallest size (default 8)\n"
+    "  -e, --maxbytes N        largest size (default 256M)\n"
+    "  -f, --stepfactor F      multiply the size by F each row (default 2)\n"
+    "  -i, --stepbytes N       or add N bytes each row\n"
+    "  -n, --iters N           timed iterations per row (default 20)\n"
+    "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
+    "  -c, --check 0|1         check every result exactly (default 1)\n"
+    "  -d, --datatype T|all    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default float)\n"
+    "  -o, --op OP|all         sum prod max min avg (default sum)\n"
+    "  -r, --root R            root rank of rooted collectives (default 0)\n"
+    "  -a, --average 0|1|2|3   time across ranks: 0 rank 0's, 1 average, 2 min, 3 max (default 1)\n"
+    "  -T, --timeout S         end with exit 3 when any row takes longer than S seconds (default 0: none)\n"
+    "gyre:\n"
+    "  --ranks N               fork N local ranks (otherwise ranks come from gyrerun, mpirun, srun, torchrun)\n"
+    "  --bind core|none        with --ranks, pin rank i to CPU i\n"
+    "  --transport shm|tcp     force a transport (default: shm within a host, tcp across)\n"
+    "  --algo NAME             force an algorithm (default: the tuner's choice)\n"
+    "  --skew K                alltoallv: each rank sends its next rank K times as much\n"
+    "output:\n"
+    "  --percentiles           time each iteration; add p50/p99 latency columns\n"
+    "  --json FILE, --csv FILE every row and the run's settings\n"
+    "  --plot FILE.svg|.png    busbw and latency against size\n"
+    "  --label NAME            the run's name in plots and result files\n"
+    "  -h, --help              this text\n"
+    "exit status: 0 ok, 1 wrong results or a failed call, 2 bad usage, 3 -T timeout\n";
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "gyre-bench: %s\n"
-               "usage: gyre-bench <collective> [-b minbytes] [-e maxbytes] [-f factor | -i step] [-n iters]\n"
-               "                  [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root] [-T timeout_s]\n"
-               "                  [--ranks N] [--bind core|none] [--transport shm|tcp] [--algo NAME]\n"
-               "                  [--skew K]\n"
-               "collectives: %s\n"
-               "sizes take K, M, G suffixes; without --ranks, rank and size come from the launcher\n"
-               "(gyrerun, mpirun, srun, torchrun).\n",
-               why.c_str(), collectiveNames().c_str());
+  std::fprintf(stderr, "gyre-bench: %s\n%scollectives: %s\n", why.c_str(), kUsage, collectiveNames().c_str());
   std::exit(2);
 }
 
-int parseInt(const std::string& flag, const char* v, int lo) {
+[[noreturn]] void help() {
+  std::printf("%scollectives: %s\n", kUsage, collectiveNames().c_str());
+  std::exit(0);
+}
+
+int parseInt(const std::string& flag, const char* v, int lo, int hi = 1 << 30) {
   char* end;
   long x = std::strtol(v, &end, 10);
-  if (end == v || *end || x < lo || x > 1 << 30) usage("bad value '" + std::string(v) + "' for " + flag);
+  if (end == v || *end || x < lo || x > hi) usage("bad value '" + std::string(v) + "' for " + flag);
   return static_cast<int>(x);
+}
+
+// nccl-tests' long names, mapped onto the short flags.
+std::string shortFlag(const std::string& a) {
+  static const char* const pairs[][2] = {
+      {"--minbytes", "-b"}, {"--maxbytes", "-e"}, {"--stepfactor", "-f"}, {"--stepbytes", "-i"},
+      {"--iters", "-n"},    {"--warmup_iters", "-w"}, {"--check", "-c"},  {"--datatype", "-d"},
+      {"--op", "-o"},       {"--root", "-r"},     {"--average", "-a"},    {"--timeout", "-T"},
+      {"--help", "-h"}};
+  for (const auto& p : pairs)
+    if (a == p[0]) return p[1];
+  return a;
+}
+
+void parseTypes(Options& o, const std::string& d) {
+  o.dtypeArg = d;
+  o.dtypes.clear();
+  for (int t = 0; t < gyreNumTypes; ++t) {
+    const auto type = static_cast<gyreDataType_t>(t);
+    if (d == "all" || d == test::dtypeLabel(type) || d == typeName(type)) o.dtypes.push_back(type);
+  }
+  if (o.dtypes.empty()) usage("unknown dtype '" + d + "'");
+}
+
+void parseOps(Options& o, const std::string& op) {
+  o.opArg = op;
+  o.ops.clear();
+  for (int k = 0; k < gyreNumOps; ++k)
+    if (op == "all" || op == test::opLabel(static_cast<gyreRedOp_t>(k))) o.ops.push_back(static_cast<gyreRedOp_t>(k));
+  if (o.ops.empty()) usage("unknown op '" + op + "'");
+}
+
+Aggregate parseAverage(const std::string& v) {
+  for (int a = 0; a < 4; ++a)
+    if (v == std::to_string(a) || v == aggregateName(static_cast<Aggregate>(a))) return static_cast<Aggregate>(a);
+  usage("-a takes 0 (rank 0), 1 (avg), 2 (min) or 3 (max), not '" + v + "'");
+}
+
+double parseFactor(const char* v) {
+  char* end;
+  const double f = std::strtod(v, &end);
+  if (end == v || *end) usage("bad value '" + std::string(v) + "' for -f");
+  return f;
+}
+
+std::string fileName(const std::string& flag, const char* v) {
+  if (!*v) usage(flag + " needs a file name");
+  return v;
 }
 
 }  // namespace
@@ -55,55 +130,84 @@ Options parseOptions(int argc, char** argv) {
   Options o;
   int i = 1;
   if (i < argc && argv[i][0] != '-') o.collective = argv[i++];
-  if (o.collective.empty()) usage("which collective?");
-  if (!findCollective(o.collective)) usage("unknown collective '" + o.collective + "'");
   bool factorGiven = false;
   for (; i < argc; ++i) {
-    const std::string a = argv[i];
+    std::string a = argv[i];
+    std::string inlineValue;  // --flag=value
+    bool hasInline = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      inlineValue = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      hasInline = true;
+    }
+    a = shortFlag(a);
     auto next = [&]() -> const char* {
+      if (hasInline) return hasInline = false, inlineValue.c_str();
       if (i + 1 >= argc) usage("missing value for " + a);
       return argv[++i];
     };
-    if (a == "-b") o.minBytes = parseBytes(next());
+    if (a == "-h") help();
+    else if (a == "-b") o.minBytes = parseBytes(next());
     else if (a == "-e") o.maxBytes = parseBytes(next());
-    else if (a == "-f") { o.factor = std::atof(next()); factorGiven = true; }
+    else if (a == "-f") { o.factor = parseFactor(next()); factorGiven = true; }
     else if (a == "-i") o.step = parseBytes(next());
     else if (a == "-n") o.iters = parseInt(a, next(), 1);
     else if (a == "-w") o.warmup = parseInt(a, next(), 0);
-    else if (a == "-c") o.check = parseInt(a, next(), 0) != 0;
+    else if (a == "-c") o.check = parseInt(a, next(), 0, 1) != 0;
     else if (a == "-r") o.root = parseInt(a, next(), 0);
-    else if (a == "-T") o.timeoutSec = parseInt(a, next(), 0);
-    else if (a == "--ranks") o.spawn = parseInt(a, next(), 1);
+    else if (a == "-T") o.timeoutSec = parseInt(a, next(), 0, 1 << 20);
+    else if (a == "-a") o.average = parseAverage(next());
+    else if (a == "-d") parseTypes(o, next());
+    else if (a == "-o") parseOps(o, next());
+    else if (a == "--ranks") o.spawn = parseInt(a, next(), 1, 4096);
     else if (a == "--skew") o.skew = parseInt(a, next(), 1);
     else if (a == "--transport") o.transport = next();
     else if (a == "--algo") o.algo = next();
+    else if (a == "--percentiles") o.percentiles = true;
+    else if (a == "--json") o.jsonPath = fileName(a, next());
+    else if (a == "--csv") o.csvPath = fileName(a, next());
+    else if (a == "--plot") o.plotPath = fileName(a, next());
+    else if (a == "--label") o.label = next();
     else if (a == "--bind") {
       const std::string b = next();
       if (b != "core" && b != "none") usage("--bind takes core or none");
       o.bind = b == "core";
-    } else if (a == "-d") {
-      const std::string d = next();
-      int t = 0;
-      for (; t < gyreNumTypes; ++t)
-        if (d == test::dtypeLabel(static_cast<gyreDataType_t>(t)) || d == typeName(static_cast<gyreDataType_t>(t)))
-          break;
-      if (t == gyreNumTypes) usage("unknown dtype '" + d + "'");
-      o.dtype = static_cast<gyreDataType_t>(t);
-    } else if (a == "-o") {
-      const std::string op = next();
-      int k = 0;
-      for (; k < gyreNumOps; ++k)
-        if (op == test::opLabel(static_cast<gyreRedOp_t>(k))) break;
-      if (k == gyreNumOps) usage("unknown op '" + op + "'");
-      o.op = static_cast<gyreRedOp_t>(k);
     } else {
       usage("unknown option " + a);
     }
+    if (hasInline) usage(a + " takes no value");
   }
+  if (o.collective.empty()) usage("which collective?");
+  if (!findCollective(o.collective)) usage("unknown collective '" + o.collective + "'");
   if (o.step && !factorGiven) o.factor = 1;
   if ((o.factor <= 1 && !o.step) || o.minBytes > o.maxBytes) usage("bad sweep (-b, -e, -f, -i)");
   if (o.transport != "" && o.transport != "shm" && o.transport != "tcp") usage("--transport takes shm or tcp");
+  std::string why;
+  if (!o.plotPath.empty() && !plotPathUsable(o.plotPath, why)) usage(why);
+  o.dtype = o.dtypes[0];
+  o.op = o.ops[0];
   return o;
+}
+
+PlotArgs parsePlotArgs(int argc, char** argv) {
+  PlotArgs p;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value for " + a);
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") help();
+    else if (a == "-o") p.out = next();
+    else if (a == "--title") p.title = next();
+    else if (!a.empty() && a[0] == '-') usage("unknown option " + a + " for plot");
+    else p.inputs.push_back(a);
+  }
+  if (p.out.empty()) usage("plot: which output file (-o FILE.svg)?");
+  if (p.inputs.empty()) usage("plot: which result files (written by --json)?");
+  std::string why;
+  if (!plotPathUsable(p.out, why)) usage(why);
+  return p;
 }
 
 }  // namespace gyre::bench

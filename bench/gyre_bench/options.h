@@ -1,10 +1,13 @@
-// gyre-bench's command line: nccl-tests' flags and meanings, plus gyre's own
-// (--ranks, --bind, --transport, --algo).
+// gyre-bench's command line: nccl-tests' flags and meanings (short and long
+// forms), plus gyre's own (--ranks, --bind, --transport, --algo, --skew) and
+// the result files (--json, --csv, --plot, --label, --percentiles).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "bench/gyre_bench/stats.h"
 #include "gyre/gyre.h"
 
 namespace gyre::bench {
@@ -16,19 +19,37 @@ struct Options {
   size_t step = 0;       // -i: or add this many bytes (nccl-tests: factor wins when both)
   int iters = 20, warmup = 5;
   bool check = true;
+  // -d and -o: one name or "all"; the run loops over every entry (types
+  // outside, ops inside, sizes innermost, as nccl-tests does). dtype and op
+  // hold the combination being measured.
+  std::vector<gyreDataType_t> dtypes = {gyreFloat32};
+  std::vector<gyreRedOp_t> ops = {gyreSum};
+  std::string dtypeArg = "float", opArg = "sum";
   gyreDataType_t dtype = gyreFloat32;
   gyreRedOp_t op = gyreSum;
   int root = 0;
-  int timeoutSec = 0;  // -T: per-rank communicator timeout (0: gyre's default)
+  Aggregate average = Aggregate::Avg;  // -a
+  int timeoutSec = 0;  // -T: bound on each row (row_timeout.h); 0: none
+  bool percentiles = false;  // --percentiles: time each iteration, add p50/p99
   int spawn = 0;       // --ranks N: fork N local ranks
   bool bind = false;   // --bind core: pin spawned rank i to CPU i mod ncpus
   std::string transport, algo;
   int skew = 1;        // alltoallv: each rank sends its next rank this many times more
+  std::string jsonPath, csvPath, plotPath, label;
 };
 
-// Exits with status 2 and a usage message on anything it cannot accept.
+// `gyre-bench plot -o OUT.svg [--title T] RUN.json...`
+struct PlotArgs {
+  std::string out, title;
+  std::vector<std::string> inputs;
+};
+
+// Both exit with status 2 and a usage message on anything they cannot
+// accept, and with 0 after printing the usage for -h/--help.
 Options parseOptions(int argc, char** argv);
+PlotArgs parsePlotArgs(int argc, char** argv);
 size_t parseBytes(const std::string& s);
+// nccl-tests' names: float, half, double, bfloat16, int8 ...
 const char* typeName(gyreDataType_t t);
 
 }  // namespace gyre::bench

@@ -1,0 +1,13 @@
+# gyre-bench from the outside (bench_cli_test): flags, the table against
+# golden copies, result files, plots, -T and the exactness check, each run a
+# real process group under a deadline inside the test; the TIMEOUT here is
+# the outer bound. Only where the benchmarks are built (GYRE_BUILD_BENCH).
+if(TARGET gyre-bench)
+  add_executable(bench_cli_test bench_cli_test.cc)
+  target_link_libraries(bench_cli_test PRIVATE gyre_bench_core GTest::gtest_main gyre_flags)
+  target_compile_definitions(bench_cli_test PRIVATE
+    GYRE_BENCH_PATH="$<TARGET_FILE:gyre-bench>"
+    BENCH_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}")
+  add_dependencies(bench_cli_test gyre-bench)
+  gtest_discover_tests(bench_cli_test TEST_PREFIX "bench_cli." DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
+endif()

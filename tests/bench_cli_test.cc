@@ -1,0 +1,659 @@
+// gyre-bench, tested from the outside and in pieces: flag parsing (usage and
+// exit 2), the table's layout against a golden copy (numbers that vary are
+// masked), bus-bandwidth arithmetic, JSON/CSV round trips, plots and their
+// merging, the progress line, -T, and the check catching a corrupted result.
+//
+// Every run of gyre-bench is a real process group under a hard deadline (on
+// expiry it is killed and the test fails); nothing here asserts a timing or
+// sleeps: the tests wait only for the process to end.
+//
+// Golden files: tests/bench_cli_test.*.golden. After an intended layout
+// change, run with GYRE_BENCH_UPDATE_GOLDEN=1 to rewrite them, then review
+// the diff.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/gyre_bench/collectives.h"
+#include "bench/gyre_bench/plot.h"
+#include "bench/gyre_bench/report.h"
+#include "bench/gyre_bench/stats.h"
+#include "bench/gyre_bench/table.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace gyre::bench;
+
+// ---- running gyre-bench ----
+
+struct Outcome {
+  int exitCode = -1;
+  int signal = 0;
+  bool timedOut = false;
+  std::string out, err;
+  std::string describe() const {
+    std::string s = timedOut ? "TIMED OUT; " : "";
+    s += signal ? "killed by signal " + std::to_string(signal) : "exit " + std::to_string(exitCode);
+    return s + "\n--- stdout:\n" + out + "\n--- stderr:\n" + err;
+  }
+};
+
+// Launcher and gyre variables of the environment this test runs in must not
+// reach gyre-bench: each case sets exactly what it means.
+bool inherited(const std::string& name) {
+  static const char* const prefixes[] = {"GYRE_", "OMPI_", "PMIX_", "SLURM_"};
+  static const char* const names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                      "MASTER_PORT", "TORCHELASTIC_RUN_ID"};
+  for (const char* p : prefixes)
+    if (name.rfind(p, 0) == 0) return false;
+  for (const char* n : names)
+    if (name == n) return false;
+  return true;
+}
+
+struct Run {
+  Run(std::vector<std::string> a, std::map<std::string, std::string> e = {}, bool terminal = false)
+      : args(std::move(a)), env(std::move(e)), stderrIsTerminal(terminal) {}
+  std::vector<std::string> args;               // after the program
+  std::map<std::string, std::string> env;      // added to (or replacing) the cleaned environment
+  bool stderrIsTerminal = false;               // give it a pseudo-terminal as standard error
+  int timeoutSec = 90;
+};
+
+Outcome bench(const Run& run) {
+  std::vector<std::string> argv = {GYRE_BENCH_PATH}, env;
+  argv.insert(argv.end(), run.args.begin(), run.args.end());
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e, name = entry.substr(0, entry.find('='));
+    if (inherited(name) && !run.env.count(name)) env.push_back(entry);
+  }
+  for (const auto& [k, v] : run.env) env.push_back(k + "=" + v);
+  std::vector<char*> cargv, cenv;
+  for (std::string& a : argv) cargv.push_back(a.data());
+  for (std::string& e : env) cenv.push_back(e.data());
+  cargv.push_back(nullptr);
+  cenv.push_back(nullptr);
+
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) std::abort();
+  if (run.stderrIsTerminal) {
+    if (openpty(&err[0], &err[1], nullptr, nullptr, nullptr) != 0) std::abort();
+    fcntl(err[0], F_SETFD, FD_CLOEXEC);
+    fcntl(err[1], F_SETFD, FD_CLOEXEC);
+  } else if (pipe2(err, O_CLOEXEC) != 0) {
+    std::abort();
+  }
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);  // gyre-bench and the ranks it forks: one group to kill
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    execve(cargv[0], cargv.data(), cenv.data());
+    _exit(126);
+  }
+  setpgid(pid, pid);
+  close(out[1]);
+  close(err[1]);
+  Outcome o;
+  int fds[2] = {out[0], err[0]};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(run.timeoutSec);
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      o.timedOut = true;
+      break;
+    }
+    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    if (poll(p, 2, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
+    for (int k = 0; k < 2; ++k) {
+      if (fds[k] < 0 || !p[k].revents) continue;
+      char buf[65536];
+      const ssize_t n = read(fds[k], buf, sizeof(buf));
+      if (n > 0) {
+        (k ? o.err : o.out).append(buf, static_cast<size_t>(n));
+      } else {  // end of file (a pipe) or EIO (a terminal whose last writer left)
+        close(fds[k]);
+        fds[k] = -1;
+      }
+    }
+  }
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+  if (o.timedOut) kill(-pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+  return o;
+}
+
+// A fresh directory for a test's files.
+std::string tempDir() {
+  std::string t = (std::filesystem::temp_directory_path() / "gyre-bench-test-XXXXXX").string();
+  if (!mkdtemp(t.data())) std::abort();
+  return t;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> linesOf(const std::string& s) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+std::vector<std::string> tokens(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> t;
+  for (std::string w; in >> w;) t.push_back(w);
+  return t;
+}
+
+// The table's rows (lines not starting with '#'), split into fields.
+std::vector<std::vector<std::string>> tableRows(const std::string& out) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& l : linesOf(out))
+    if (!l.empty() && l[0] != '#') rows.push_back(tokens(l));
+  return rows;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+int count(const std::string& s, const std::string& part) {
+  int n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+// ---- masking what varies, for the golden layout ----
+
+// Replaces line[begin, end) with spaces and a '#' at its last position: the
+// value goes, its right edge (the column's alignment) stays.
+void maskRightAligned(std::string& line, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) line[i] = ' ';
+  line[end - 1] = '#';
+}
+
+// Version, host name, pids, and every time, bandwidth and percentile value
+// (found by the column whose heading ends where the value ends).
+std::string maskVarying(const std::string& text) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const std::string hostName = std::string(host).substr(0, 47);  // gyre-bench keeps 47 characters
+  std::map<size_t, std::string> columnAtEnd;
+  std::string masked;
+  for (std::string l : linesOf(text)) {
+    for (size_t at; !hostName.empty() && (at = l.find(" on " + hostName)) != std::string::npos;)
+      l.replace(at + 4, hostName.size(), "HOST");
+    l = std::regex_replace(l, std::regex("gyre [0-9]+\\.[0-9]+\\.[0-9]+,"), "gyre V,");
+    std::smatch m;
+    if (std::regex_search(l, m, std::regex("Pid +([0-9]+)")))
+      maskRightAligned(l, static_cast<size_t>(m.position(1)), static_cast<size_t>(m.position(1) + m.length(1)));
+    if (std::regex_search(l, m, std::regex("Avg bus bandwidth +: (\\S+)")))  // %g: its width varies too
+      l.replace(static_cast<size_t>(m.position(1)), static_cast<size_t>(m.length(1)), "#");
+    const bool heading = l.rfind("#", 0) == 0 && contains(l, " redop ") && contains(l, "#wrong");
+    for (size_t i = 0; i < l.size();) {  // each field: [i, j)
+      if (l[i] == ' ') { ++i; continue; }
+      size_t j = l.find(' ', i);
+      if (j == std::string::npos) j = l.size();
+      const std::string field = l.substr(i, j - i);
+      if (heading) {
+        columnAtEnd[j] = field;
+      } else if (l[0] != '#') {
+        const std::string col = columnAtEnd.count(j) ? columnAtEnd[j] : "";
+        const bool varies = col == "time" || col == "algbw" || col == "busbw" || contains(col, "-p5") ||
+                            contains(col, "-p9");
+        if (varies && field != "N/A") maskRightAligned(l, i, j);
+      }
+      i = j;
+    }
+    masked += l + "\n";
+  }
+  return masked;
+}
+
+void expectGolden(const std::string& name, const std::string& actual) {
+  const std::string path = std::string(BENCH_GOLDEN_DIR) + "/bench_cli_test." + name + ".golden";
+  const std::string masked = maskVarying(actual);
+  if (const char* u = std::getenv("GYRE_BENCH_UPDATE_GOLDEN"); u && *u == '1') std::ofstream(path) << masked;
+  EXPECT_EQ(readFile(path), masked) << "layout differs from " << path << "; the unmasked output:\n" << actual;
+}
+
+// ---- flags ----
+
+TEST(Flags, BadFlagsGiveUsageAndExit2) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"nosuchcollective"},
+      {"allreduce", "--nosuchflag"},
+      {"allreduce", "-b"},
+      {"allreduce", "-b", "12X"},
+      {"allreduce", "-e", "-3"},
+      {"allreduce", "-f", "1"},
+      {"allreduce", "-n", "0"},
+      {"allreduce", "-c", "2"},
+      {"allreduce", "-o", "xor"},
+      {"allreduce", "-d", "float7"},
+      {"allreduce", "-a", "4"},
+      {"allreduce", "-T", "soon"},
+      {"allreduce", "--transport", "carrier-pigeon"},
+      {"allreduce", "--bind", "socket"},
+      {"allreduce", "--plot", "out.pdf"},
+      {"allreduce", "--json", ""},
+      {"allreduce", "--percentiles=1"},
+      {"allreduce", "-b", "1K", "-e", "8"},
+      {"plot", "a.json"},
+      {"plot", "-o", "out.svg"},
+  };
+  for (const auto& args : bad) {
+    Outcome o = bench({args});
+    std::string cmd;
+    for (const std::string& a : args) cmd += " '" + a + "'";
+    EXPECT_EQ(o.exitCode, 2) << cmd << ": " << o.describe();
+    EXPECT_TRUE(contains(o.err, "usage: gyre-bench")) << cmd << ": " << o.describe();
+    EXPECT_TRUE(o.out.empty()) << cmd;
+  }
+}
+
+TEST(Flags, HelpGoesToStandardOutputAndExits0) {
+  Outcome o = bench({{"--help"}});
+  EXPECT_EQ(o.exitCode, 0) << o.describe();
+  for (const char* flag : {"-a, --average", "-T, --timeout", "--percentiles", "--json", "--csv", "--plot", "--label"})
+    EXPECT_TRUE(contains(o.out, flag)) << flag;
+}
+
+TEST(Flags, PngPlotWithoutRsvgConvertIsRefusedBeforeMeasuring) {
+  // No rsvg-convert on this PATH, whatever is installed here.
+  Outcome o = bench({{"allreduce", "--ranks", "2", "--plot", "x.png"}, {{"PATH", "/nonexistent"}}});
+  EXPECT_EQ(o.exitCode, 2) << o.describe();
+  EXPECT_TRUE(contains(o.err, "rsvg-convert")) << o.describe();
+  EXPECT_TRUE(o.out.empty()) << o.describe();
+}
+
+TEST(Flags, LongFormsAreNcclTestsNames) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "--minbytes", "64", "--maxbytes=128", "--stepfactor", "2",
+                      "--iters", "1", "--warmup_iters", "0", "--check", "1", "--op", "max", "--datatype", "int32",
+                      "--average", "3", "--timeout", "60"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  EXPECT_TRUE(contains(o.out, "agg: max")) << o.out;
+  EXPECT_TRUE(contains(o.out, "timeout: 60")) << o.out;
+  const auto rows = tableRows(o.out);
+  ASSERT_EQ(rows.size(), 2u) << o.out;
+  EXPECT_EQ(rows[0][0], "64");
+  EXPECT_EQ(rows[0][2], "int32");
+  EXPECT_EQ(rows[0][3], "max");
+}
+
+// ---- arithmetic ----
+
+TEST(Arithmetic, BusBandwidthFactorsAreNcclTests) {
+  const int n = 4;
+  EXPECT_DOUBLE_EQ(findCollective("allreduce")->busFactor(n), 2.0 * (n - 1) / n);
+  for (const char* c : {"allgather", "reducescatter", "alltoall", "alltoallv"})
+    EXPECT_DOUBLE_EQ(findCollective(c)->busFactor(n), double(n - 1) / n) << c;
+  for (const char* c : {"broadcast", "reduce", "sendrecv"}) EXPECT_DOUBLE_EQ(findCollective(c)->busFactor(n), 1.0) << c;
+  // 1 GB in 1 s is 1 GB/s of algorithm bandwidth; AllReduce on 4 ranks moves 1.5 times that on the bus.
+  EXPECT_DOUBLE_EQ(algBandwidth(1000000000, 1e6), 1.0);
+  EXPECT_DOUBLE_EQ(busBandwidth(algBandwidth(1000000000, 1e6), findCollective("allreduce")->busFactor(4)), 1.5);
+  EXPECT_DOUBLE_EQ(algBandwidth(4096, 0), 0.0);
+}
+
+TEST(Arithmetic, AverageFlagMeaningsAreNcclTests) {
+  const std::vector<double> perRank = {4, 1, 7, 4};
+  EXPECT_DOUBLE_EQ(aggregate(perRank, Aggregate::Rank0), 4);
+  EXPECT_DOUBLE_EQ(aggregate(perRank, Aggregate::Avg), 4);
+  EXPECT_DOUBLE_EQ(aggregate(perRank, Aggregate::Min), 1);
+  EXPECT_DOUBLE_EQ(aggregate(perRank, Aggregate::Max), 7);
+  EXPECT_DOUBLE_EQ(aggregate({2, 9}, Aggregate::Rank0), 2);
+  EXPECT_STREQ(aggregateName(Aggregate::Rank0), "rank0");
+  EXPECT_EQ(static_cast<int>(Aggregate::Avg), 1);  // nccl-tests' -a numbering and default
+}
+
+TEST(Arithmetic, PercentilesAreNearestRank) {
+  std::vector<double> s;
+  for (int i = 100; i >= 1; --i) s.push_back(i);  // unsorted on purpose
+  EXPECT_DOUBLE_EQ(percentile(s, 50), 50);
+  EXPECT_DOUBLE_EQ(percentile(s, 99), 99);
+  EXPECT_DOUBLE_EQ(percentile({3, 1}, 50), 1);
+  EXPECT_DOUBLE_EQ(percentile({3, 1}, 99), 3);
+  EXPECT_DOUBLE_EQ(percentile({5}, 99), 5);
+  EXPECT_DOUBLE_EQ(percentile({}, 50), -1);
+}
+
+TEST(Arithmetic, RunReportsAlgbwAndBusbwFromItsOwnTimes) {
+  const std::string dir = tempDir();
+  Outcome o = bench({{"allreduce", "--ranks", "3", "-b", "96", "-e", "3K", "-n", "2", "-w", "1", "--json",
+                      dir + "/r.json"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  Report r;
+  std::string error;
+  ASSERT_TRUE(fromJson(readFile(dir + "/r.json"), r, error)) << error;
+  ASSERT_FALSE(r.rows.empty());
+  double sum = 0;
+  int cells = 0;
+  for (const Row& w : r.rows)
+    for (const Cell* c : {&w.outOfPlace, &w.inPlace}) {
+      ASSERT_TRUE(c->present);
+      EXPECT_NEAR(c->algbw, double(w.bytes) / c->timeUs / 1e3, 1e-6 * c->algbw + 1e-12);
+      EXPECT_NEAR(c->busbw, c->algbw * 4.0 / 3.0, 1e-6 * c->busbw + 1e-12);  // 2(n-1)/n, n = 3
+      sum += c->busbw, ++cells;
+    }
+  EXPECT_NEAR(r.avgBusBw, sum / cells, 1e-6 * r.avgBusBw + 1e-9);  // nccl-tests: every cell
+  std::filesystem::remove_all(dir);
+}
+
+// ---- layout ----
+
+TEST(Layout, RowIsFixedWidthInNcclTestsOrder) {
+  Row w;
+  w.bytes = 4096, w.count = 1024, w.type = "float", w.redop = "sum", w.root = -1;
+  w.outOfPlace = {true, 12.345, 0.33, 0.5, 0, -1, -1};
+  w.inPlace = {true, 1234.5, 0.0033, 0.005, 2, -1, -1};
+  EXPECT_EQ(tableRow(w, false),
+            "        4096          1024     float     sum      -1    12.35    0.33    0.50       0   1234.5    0.00"
+            "    0.01       2\n");
+  w.inPlace = Cell();  // no in-place form; no percentiles measured
+  w.outOfPlace.wrong = -1;  // not checked
+  EXPECT_EQ(tableRow(w, true),
+            "        4096          1024     float     sum      -1    12.35    0.33    0.50     N/A              N/A"
+            "     N/A     N/A       N/A       N/A       N/A       N/A\n");
+}
+
+TEST(Layout, AllReduceTableMatchesGolden) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "8", "-e", "4K", "-f", "8", "-n", "2", "-w", "1"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  expectGolden("allreduce", o.out);
+}
+
+TEST(Layout, PercentileColumnsAndMissingInPlaceMatchGolden) {
+  Outcome o = bench({{"alltoallv", "--ranks", "3", "-b", "96", "-e", "1536", "-f", "4", "-n", "3", "-w", "0",
+                      "--percentiles", "-a", "2", "-d", "int32", "--label", "golden run"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  expectGolden("alltoallv_percentiles", o.out);
+}
+
+TEST(Layout, EveryCollectiveRunsAndChecksClean) {
+  for (const char* c : {"allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "broadcast", "reduce",
+                        "gather", "scatter", "sendrecv", "barrier"}) {
+    Outcome o = bench({{c, "--ranks", "3", "-b", "8", "-e", "1K", "-f", "16", "-n", "1", "-w", "0", "-r", "2"}});
+    EXPECT_EQ(o.exitCode, 0) << c << ": " << o.describe();
+    EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << c << ": " << o.out;
+    EXPECT_TRUE(contains(o.out, "nranks 3, nhosts 1")) << c << ": " << o.out;
+    EXPECT_TRUE(contains(o.out, "# transports: shm   algorithm: auto")) << c << ": " << o.out;
+  }
+}
+
+// -d all and -o all: every type, and for each every op, each over the whole sweep.
+TEST(Layout, AllTypesAndAllOpsAreEachSwept) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "64", "-e", "128", "-n", "1", "-w", "0", "-d", "all", "-o",
+                      "all"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  const auto rows = tableRows(o.out);
+  ASSERT_EQ(rows.size(), 10u * 5u * 2u) << o.out;
+  std::set<std::string> types, ops;
+  for (const auto& r : rows) types.insert(r[2]), ops.insert(r[3]);
+  EXPECT_EQ(types.size(), 10u);
+  EXPECT_EQ(ops, (std::set<std::string>{"sum", "prod", "max", "min", "avg"}));
+  EXPECT_EQ(rows[0][3], "sum");
+  EXPECT_EQ(rows[2][3], "prod");  // ops inside types, sizes innermost (nccl-tests' order)
+  // A collective without an op runs once per type, shown as "none".
+  Outcome g = bench({{"allgather", "--ranks", "2", "-b", "64", "-e", "64", "-n", "1", "-w", "0", "-o", "all"}});
+  ASSERT_EQ(g.exitCode, 0) << g.describe();
+  ASSERT_EQ(tableRows(g.out).size(), 1u) << g.out;
+  EXPECT_EQ(tableRows(g.out)[0][3], "none");
+}
+
+// ---- checking ----
+
+TEST(Check, CorruptedResultIsCountedAndFailsTheRun) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"allreduce", "--ranks", "2"}, {"gather", "--ranks", "3", "-r", "1"}, {"alltoall", "--ranks", "3"}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"-b", "96", "-e", "384", "-n", "1", "-w", "0"});
+    Outcome o = bench({a, {{"GYRE_BENCH_CORRUPT", "1"}}});
+    EXPECT_EQ(o.exitCode, 1) << args[0] << ": " << o.describe();
+    EXPECT_TRUE(contains(o.out, "FAILED")) << o.out;
+    const auto rows = tableRows(o.out);
+    ASSERT_FALSE(rows.empty()) << o.out;
+    for (const auto& r : rows) {
+      EXPECT_GT(std::stoll(r[8]), 0) << args[0] << ": out-of-place #wrong in " << o.out;
+      EXPECT_GT(std::stoll(r[12]), 0) << args[0] << ": in-place #wrong in " << o.out;
+    }
+  }
+}
+
+TEST(Check, UncheckedRunShowsNoWrongCounts) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "64", "-e", "64", "-n", "1", "-w", "0", "-c", "0"},
+                     {{"GYRE_BENCH_CORRUPT", "1"}}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  const auto rows = tableRows(o.out);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][8], "N/A");
+  EXPECT_EQ(rows[0][12], "N/A");
+}
+
+// ---- -T ----
+
+TEST(Timeout, StalledRowEndsTheRunWithExit3AndAMessage) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "64", "-e", "64", "-n", "1", "-w", "0", "-T", "1"},
+                     {{"GYRE_BENCH_STALL", "1"}}});
+  EXPECT_FALSE(o.timedOut) << o.describe();
+  EXPECT_EQ(o.exitCode, 3) << o.describe();
+  EXPECT_TRUE(contains(o.err, "timed out: allreduce float sum 64 B took longer than -T 1 s")) << o.describe();
+}
+
+// ---- result files ----
+
+std::vector<std::string> csvFields(const std::string& line) {
+  std::vector<std::string> f(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') f.back() += '"', ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) f.emplace_back();
+    else f.back() += c;
+  }
+  return f;
+}
+
+std::string csvCell(double v) { return v < 0 ? "" : formatNumber(v); }
+
+TEST(Results, JsonAndCsvHoldEveryRowAsPrinted) {
+  const std::string dir = tempDir();
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-w", "1", "-o", "all",
+                      "--percentiles", "--label", "a, \"quoted\" label", "--json", dir + "/r.json", "--csv",
+                      dir + "/r.csv"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  Report r;
+  std::string error;
+  ASSERT_TRUE(fromJson(readFile(dir + "/r.json"), r, error)) << error;
+  EXPECT_EQ(r.settings.collective, "allreduce");
+  EXPECT_EQ(r.settings.label, "a, \"quoted\" label");
+  EXPECT_EQ(r.settings.nranks, 2);
+  EXPECT_EQ(r.settings.nhosts, 1);
+  EXPECT_EQ(r.settings.transports, "shm");
+  EXPECT_EQ(r.settings.op, "all");
+  EXPECT_EQ(r.settings.iters, 2);
+  EXPECT_TRUE(r.settings.percentiles);
+  EXPECT_EQ(r.outOfBounds, 0);
+
+  // JSON against the table: same rows, values equal at the table's precision.
+  const auto rows = tableRows(o.out);
+  ASSERT_EQ(rows.size(), r.rows.size());
+  ASSERT_EQ(rows.size(), 5u * 4u);  // 5 ops x sizes 8, 32, 128, 512
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& w = r.rows[i];
+    const auto& t = rows[i];
+    ASSERT_EQ(t.size(), 17u);
+    EXPECT_EQ(t[0], std::to_string(w.bytes));
+    EXPECT_EQ(t[1], std::to_string(w.count));
+    EXPECT_EQ(t[2], w.type);
+    EXPECT_EQ(t[3], w.redop);
+    EXPECT_EQ(t[4], std::to_string(w.root));
+    const Cell* cells[2] = {&w.outOfPlace, &w.inPlace};
+    for (int k = 0; k < 2; ++k) {
+      const Cell& c = *cells[k];
+      const double printed = c.timeUs >= 10000 ? 1 : c.timeUs >= 100 ? 0.1 : 0.01;  // the table's last digit
+      EXPECT_NEAR(std::stod(t[5 + 4 * k]), c.timeUs, 0.51 * printed);
+      EXPECT_NEAR(std::stod(t[6 + 4 * k]), c.algbw, 0.0051);
+      EXPECT_NEAR(std::stod(t[7 + 4 * k]), c.busbw, 0.0051);
+      EXPECT_EQ(t[8 + 4 * k], std::to_string(c.wrong));
+      EXPECT_LE(c.p50Us, c.p99Us);
+      EXPECT_GE(c.p50Us, 0);
+    }
+  }
+
+  // CSV against JSON: the same numbers, digit for digit.
+  const auto lines = linesOf(readFile(dir + "/r.csv"));
+  ASSERT_EQ(lines.size(), r.rows.size() + 1);
+  EXPECT_EQ(lines[0], kCsvColumns);
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const Row& w = r.rows[i];
+    const auto f = csvFields(lines[i + 1]);
+    ASSERT_EQ(f.size(), 27u) << lines[i + 1];
+    EXPECT_EQ(f[0], "allreduce");
+    EXPECT_EQ(f[1], r.settings.label);
+    EXPECT_EQ(f[5], "shm");
+    EXPECT_EQ(f[10], std::to_string(w.bytes));
+    EXPECT_EQ(f[12], w.type);
+    EXPECT_EQ(f[13], w.redop);
+    const Cell* cells[2] = {&w.outOfPlace, &w.inPlace};
+    for (int k = 0; k < 2; ++k) {
+      const Cell& c = *cells[k];
+      const size_t at = 15 + 6 * static_cast<size_t>(k);
+      EXPECT_EQ(f[at], formatNumber(c.timeUs));
+      EXPECT_EQ(f[at + 1], formatNumber(c.algbw));
+      EXPECT_EQ(f[at + 2], formatNumber(c.busbw));
+      EXPECT_EQ(f[at + 3], std::to_string(c.wrong));
+      EXPECT_EQ(f[at + 4], csvCell(c.p50Us));
+      EXPECT_EQ(f[at + 5], csvCell(c.p99Us));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Results, ReportSurvivesJsonRoundTrip) {
+  Report r;
+  r.settings.collective = "reduce";
+  r.settings.label = "tab\there \"and\" back\\slash";
+  r.settings.nranks = 4, r.settings.nhosts = 2, r.settings.transports = "shm+tcp", r.settings.algorithm = "tree";
+  r.settings.minBytes = 8, r.settings.maxBytes = 1 << 20, r.settings.stepFactor = 2, r.settings.iters = 7;
+  r.settings.check = false, r.settings.dtype = "all", r.settings.op = "max", r.settings.average = 0;
+  r.settings.averageName = "rank0", r.settings.timeout = 30, r.settings.percentiles = true;
+  Row w;
+  w.bytes = 1024, w.count = 256, w.type = "int32", w.redop = "max", w.root = 3;
+  w.outOfPlace = {true, 1.25, 0.8192, 0.8192, -1, 1.125, 3.5};
+  r.rows = {w, w};
+  r.rows[1].inPlace = {true, 2.5, 0.4096, 0.4096, 0, 2, 9.75};
+  r.outOfBounds = 0, r.avgBusBw = 0.6144;
+  Report back;
+  std::string error;
+  ASSERT_TRUE(fromJson(toJson(r), back, error)) << error;
+  EXPECT_EQ(toJson(back), toJson(r));
+  EXPECT_EQ(toCsv(back), toCsv(r));
+  EXPECT_EQ(back.settings.label, r.settings.label);
+  EXPECT_FALSE(back.rows[0].inPlace.present);
+  EXPECT_EQ(back.rows[0].outOfPlace.wrong, -1);
+  EXPECT_DOUBLE_EQ(back.rows[1].inPlace.p99Us, 9.75);
+  EXPECT_FALSE(fromJson("{\"rows\": 3}", back, error));
+  EXPECT_FALSE(fromJson("{\"rows\": [", back, error));
+}
+
+// ---- plots ----
+
+TEST(Plot, RunDrawsBothPanelsAndMergesWithOtherRuns) {
+  const std::string dir = tempDir();
+  for (const char* t : {"shm", "tcp"}) {
+    Outcome o = bench({{"allgather", "--ranks", "2", "-b", "64", "-e", "4K", "-f", "4", "-n", "1", "-w", "0",
+                        "--transport", t, "--json", dir + "/" + t + ".json", "--plot", dir + "/" + t + ".svg"}});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    const std::string svg = readFile(dir + "/" + t + ".svg");
+    EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+    EXPECT_EQ(count(svg, "<polyline"), 2) << svg;  // one series, two panels
+    EXPECT_TRUE(contains(svg, std::string("allgather ") + t + " auto")) << svg;
+    EXPECT_TRUE(contains(svg, ">4K<")) << svg;  // K/M labels on the size axis
+  }
+  // A peer's result in the same schema, with only the fields a plot needs.
+  std::ofstream(dir + "/peer.json")
+      << "{\"settings\": {\"library\": \"openmpi\", \"collective\": \"allgather\", \"transports\": \"vader\"},\n"
+         " \"rows\": [{\"size\": 64, \"outOfPlace\": {\"time_us\": 3, \"busbw\": 0.01}},\n"
+         "          {\"size\": 4096, \"outOfPlace\": {\"time_us\": 9, \"busbw\": 0.2}}]}\n";
+  Outcome m = bench({{"plot", "-o", dir + "/merged.svg", dir + "/shm.json", dir + "/tcp.json", dir + "/peer.json"}});
+  ASSERT_EQ(m.exitCode, 0) << m.describe();
+  const std::string svg = readFile(dir + "/merged.svg");
+  EXPECT_EQ(count(svg, "<polyline"), 6) << svg;
+  for (const char* name : {"allgather shm auto", "allgather tcp auto", "openmpi allgather vader auto"})
+    EXPECT_TRUE(contains(svg, name)) << name;
+  Outcome bad = bench({{"plot", "-o", dir + "/x.svg", dir + "/nonexistent.json"}});
+  EXPECT_EQ(bad.exitCode, 1) << bad.describe();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Plot, SeriesAreNamedByLabelAndSplitByTypeAndOp) {
+  Report a;
+  a.settings.collective = "allreduce", a.settings.transports = "shm", a.settings.algorithm = "ring";
+  for (const char* op : {"sum", "max"}) {
+    Row w;
+    w.bytes = 1024, w.type = "float", w.redop = op, w.outOfPlace = {true, 2, 0.5, 0.5, 0, -1, -1};
+    a.rows.push_back(w);
+  }
+  Report b = a;
+  b.settings.label = "mine";
+  const auto s = seriesOf({a, b, a});
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_EQ(s[0].name, "allreduce shm ring float/sum");
+  EXPECT_EQ(s[2].name, "mine float/sum");
+  EXPECT_EQ(s[4].name, "allreduce shm ring float/sum (2)");
+}
+
+// ---- progress line ----
+
+TEST(Progress, ShownOnATerminalAndClearedBeforeRows) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "64", "-e", "256", "-n", "2", "-w", "1"}, {}, true});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  EXPECT_TRUE(contains(o.err, "\r\033[K[gyre-bench] allreduce float sum 64 B (row 1/3)")) << o.err;
+  EXPECT_TRUE(contains(o.err, "elapsed")) << o.err;
+  // Each drawing is followed by an erase before the next row is printed.
+  const size_t last = o.err.rfind("[gyre-bench]");
+  ASSERT_NE(last, std::string::npos);
+  EXPECT_NE(o.err.find("\r\033[K", last), std::string::npos) << o.err;
+  EXPECT_FALSE(contains(o.out, "[gyre-bench]"));
+}
+
+TEST(Progress, AbsentWhenStandardErrorIsNotATerminal) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "64", "-e", "256", "-n", "2", "-w", "1"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  EXPECT_TRUE(o.err.empty()) << o.err;
+}
+
+}  // namespace
