@@ -1,24 +1,35 @@
-// gloo-allreduce-perf: Gloo allreduce (float, sum) over Gloo's TCP transport
-// bound to 127.0.0.1, timed the way nccl-tests all_reduce_perf times
-// ncclAllReduce and printing the same table. One process per rank; ranks meet
-// through gloo::rendezvous::FileStore in a fresh directory. tools/compare.py
-// starts the processes; by hand:
+// gloo-allreduce-perf: Gloo allreduce (float, sum) or, with --collective
+// alltoall, Gloo alltoall (float) over Gloo's TCP transport bound to
+// 127.0.0.1, timed the way nccl-tests all_reduce_perf times ncclAllReduce and
+// printing the same table. One process per rank; ranks meet through
+// gloo::rendezvous::FileStore in a fresh directory. tools/compare.py starts
+// the processes; by hand:
 //
 //   d=$(mktemp -d); for r in 0 1; do
 //     gloo-allreduce-perf --algo ring --rank $r --size 2 --store-dir $d -b 8 -e 64M -f 4 &
 //   done; wait
 //
-// Gloo's algorithm classes (AllreduceRing, AllreduceRingChunked,
+// AllReduce: Gloo's algorithm classes (AllreduceRing, AllreduceRingChunked,
 // AllreduceHalvingDoubling) reduce in place. Their out-of-place column is a
 // memcpy of the input into the output buffer followed by the in-place
 // algorithm, which is what a caller of those classes has to do; the in-place
 // column is the algorithm alone. allreduce_ring / allreduce_bcube use the
 // gloo::allreduce(AllreduceOptions) entry point, which takes separate input
 // and output buffers.
+//
+// AllToAll: gloo::alltoall(AlltoallOptions), Gloo's one algorithm (every rank
+// posts a send to and a receive from each peer at once), with the shape of
+// gyre-bench and mpi-collective-perf: a row's size is each rank's whole send
+// (and receive) buffer, size / nranks bytes per peer, the block from s to d
+// carrying pattern s * nranks + d; busbw = algbw x (n-1)/n. Gloo has no
+// in-place AllToAll (it posts every receive while its sends from the input
+// are still in flight, so one buffer for both is not safe), so that column is
+// N/A, as for gyre-bench's alltoallv.
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/common/error.h>
 #include <gloo/config.h>
@@ -102,6 +113,27 @@ class OptionsRunner final : public Runner {
   size_t count_;
 };
 
+// gloo::alltoall, out of place; a fresh AlltoallOptions per call, as a caller
+// (PyTorch's ProcessGroupGloo) builds one per call.
+class AlltoallRunner final : public Runner {
+ public:
+  AlltoallRunner(const std::shared_ptr<gloo::Context>& ctx, float* send, float* recv, size_t count)
+      : ctx_(ctx), send_(send), recv_(recv), count_(count) {}
+
+  void run(bool /*in_place*/) override {
+    gloo::AlltoallOptions opts(ctx_);
+    opts.setInput(send_, count_);
+    opts.setOutput(recv_, count_);
+    gloo::alltoall(opts);
+  }
+
+ private:
+  std::shared_ptr<gloo::Context> ctx_;
+  float* send_;
+  float* recv_;
+  size_t count_;
+};
+
 bool known_algo(const std::string& a) {
   return a == "ring" || a == "ring_chunked" || a == "halving_doubling" || a == "allreduce_ring" ||
          a == "allreduce_bcube";
@@ -165,7 +197,12 @@ int run(const perf_opts& o) {
     std::fprintf(stderr, "error: need --store-dir (or GLOO_STORE_DIR): an empty directory shared by the ranks\n");
     return 2;
   }
-  if (!known_algo(o.algo)) {
+  const bool alltoall = std::strcmp(o.collective, "alltoall") == 0;
+  if (!alltoall && std::strcmp(o.collective, "allreduce") != 0) {
+    std::fprintf(stderr, "error: unknown --collective '%s' (allreduce, alltoall)\n", o.collective);
+    return 2;
+  }
+  if (!alltoall && !known_algo(o.algo)) {
     std::fprintf(stderr, "error: unknown --algo '%s' (ring, ring_chunked, halving_doubling, allreduce_ring, "
                  "allreduce_bcube)\n", o.algo);
     return 2;
@@ -201,8 +238,12 @@ int run(const perf_opts& o) {
   sum_doubles(base, pids.data(), pids.size());
   if (rank == 0) {
     char what[256];
-    std::snprintf(what, sizeof what, "gloo-allreduce-perf: Gloo %d.%d.%d algo %s, %d ranks, tcp transport on 127.0.0.1",
-                  GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, o.algo, size);
+    if (alltoall)
+      std::snprintf(what, sizeof what, "gloo-allreduce-perf: Gloo %d.%d.%d alltoall, %d ranks, tcp transport on "
+                    "127.0.0.1", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, size);
+    else
+      std::snprintf(what, sizeof what, "gloo-allreduce-perf: Gloo %d.%d.%d algo %s, %d ranks, tcp transport on "
+                    "127.0.0.1", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, o.algo, size);
     perf_print_preamble(&o, what);
     char host[64] = {0};
     gethostname(host, sizeof host - 1);
@@ -213,37 +254,61 @@ int run(const perf_opts& o) {
     perf_print_columns();
   }
 
-  const double bus = perf_allreduce_bus_factor(size);
+  const double bus = alltoall ? perf_gather_bus_factor(size) : perf_allreduce_bus_factor(size);
+  const size_t n = static_cast<size_t>(size);
   for (size_t bytes = o.min_bytes; bytes != 0; bytes = perf_next_size(&o, bytes)) {
-    const size_t count = bytes / sizeof(float);
-    if (count == 0) continue;
-    auto runner = make_runner(o.algo, base, b.send, b.recv, count);
+    // AllReduce: `count` elements in and out. AllToAll: `count` per peer,
+    // `elems` = count x nranks in each buffer (the row's size).
+    const size_t count = alltoall ? bytes / sizeof(float) / n : bytes / sizeof(float);
+    const size_t elems = alltoall ? count * n : count;
+    if (count == 0) continue;  // too small to give every rank an element
+    std::unique_ptr<Runner> runner;
+    if (alltoall)
+      runner = std::make_unique<AlltoallRunner>(base, b.send, b.recv, elems);
+    else
+      runner = make_runner(o.algo, base, b.send, b.recv, count);
+    auto fill = [&](bool in_place) {
+      if (alltoall) {
+        for (size_t p = 0; p < n; p++)
+          perf_fill_pattern(b.send + count * p, count, static_cast<uint64_t>(rank) * n + p);
+        for (size_t i = 0; i < elems; i++) b.recv[i] = -1.0f;
+      } else if (in_place) {
+        perf_fill_input(b.recv, count, rank);
+      } else {
+        perf_fill_input(b.send, count, rank);
+        for (size_t i = 0; i < count; i++) b.recv[i] = -1.0f;
+      }
+    };
+    auto count_wrong = [&]() {
+      if (!alltoall) return static_cast<double>(perf_count_wrong(b.recv, count, size));
+      long w = 0;
+      for (size_t q = 0; q < n; q++)
+        w += perf_count_pattern_wrong(b.recv + count * q, count, q * n + static_cast<uint64_t>(rank));
+      return static_cast<double>(w);
+    };
     double us[2] = {0, 0};
     double wrong[2] = {0, 0};
-    for (int in_place = 0; in_place < 2; in_place++) {
-      perf_fill_input(in_place ? b.recv : b.send, count, rank);
+    for (int in_place = 0; in_place < (alltoall ? 1 : 2); in_place++) {
+      fill(in_place);
       for (int i = 0; i < o.warmup; i++) runner->run(in_place);
       barrier(base);
       const double t0 = perf_now_s();
       for (int i = 0; i < o.iters; i++) runner->run(in_place);
       us[in_place] = (perf_now_s() - t0) / o.iters * 1e6;
       if (o.check) {
-        if (in_place) {
-          perf_fill_input(b.recv, count, rank);
-        } else {
-          perf_fill_input(b.send, count, rank);
-          for (size_t i = 0; i < count; i++) b.recv[i] = -1.0f;
-        }
+        fill(in_place);
         runner->run(in_place);
-        wrong[in_place] = static_cast<double>(perf_count_wrong(b.recv, count, size));
+        wrong[in_place] = count_wrong();
       }
     }
     double sums[4] = {us[0], us[1], wrong[0], wrong[1]};
     sum_doubles(base, sums, 4);
-    if (rank == 0)
-      perf_print_row(count * sizeof(float), count, "float", "sum", -1, sums[0] / size,
-                     o.check ? static_cast<long>(sums[2]) : -1, sums[1] / size,
-                     o.check ? static_cast<long>(sums[3]) : -1, bus);
+    if (rank == 0) {
+      const bool ip = !alltoall;  // AllToAll: no in-place column
+      perf_print_row(elems * sizeof(float), elems, "float", alltoall ? "none" : "sum", -1, sums[0] / size,
+                     o.check ? static_cast<long>(sums[2]) : -1, ip ? sums[1] / size : -1.0,
+                     o.check && ip ? static_cast<long>(sums[3]) : -1, bus);
+    }
   }
   double wrong = rank == 0 ? static_cast<double>(perf_print_footer()) : 0.0;
   sum_doubles(base, &wrong, 1);

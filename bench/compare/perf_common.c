@@ -58,9 +58,12 @@ static void usage(const char* prog, unsigned extras, const perf_opts* o) {
          "  -c, --check 0|1         check results, default %d\n",
          prog, o->min_bytes, o->max_bytes, o->factor, o->iters, o->warmup, o->check);
   if (extras & PERF_EXTRA_GLOO)
-    printf("  --algo NAME             ring | ring_chunked | halving_doubling (Gloo's algorithm\n"
-           "                          classes, in-place) | allreduce_ring | allreduce_bcube\n"
-           "                          (gloo::allreduce with AllreduceOptions), default ring\n"
+    printf("  --collective NAME       allreduce | alltoall (gloo::alltoall, out of place\n"
+           "                          only), default allreduce\n"
+           "  --algo NAME             allreduce: ring | ring_chunked | halving_doubling (Gloo's\n"
+           "                          algorithm classes, in-place) | allreduce_ring |\n"
+           "                          allreduce_bcube (gloo::allreduce with AllreduceOptions),\n"
+           "                          default ring; alltoall has one algorithm\n"
            "  --rank R, --size N      this process's rank and the world size\n"
            "                          (default: $RANK and $WORLD_SIZE)\n"
            "  --store-dir DIR         empty directory for gloo::rendezvous::FileStore\n"
@@ -84,6 +87,7 @@ void perf_default_opts(perf_opts* o) {
   o->check = 1;
   o->dtype = "float";
   o->op = "sum";
+  o->collective = "allreduce";
   o->algo = "ring";
   o->store_dir = NULL;
   o->rank = -1;
@@ -94,7 +98,7 @@ void perf_default_opts(perf_opts* o) {
 }
 
 int perf_parse_args(int argc, char** argv, perf_opts* o, unsigned extras, int verbose) {
-  enum { OPT_ALGO = 256, OPT_RANK, OPT_SIZE, OPT_STORE, OPT_TIMEOUT, OPT_THREADS, OPT_SKEW };
+  enum { OPT_ALGO = 256, OPT_RANK, OPT_SIZE, OPT_STORE, OPT_TIMEOUT, OPT_THREADS, OPT_SKEW, OPT_COLLECTIVE };
   static const struct option all_longopts[] = {
       {"minbytes", required_argument, NULL, 'b'},
       {"maxbytes", required_argument, NULL, 'e'},
@@ -112,6 +116,7 @@ int perf_parse_args(int argc, char** argv, perf_opts* o, unsigned extras, int ve
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"threads", required_argument, NULL, OPT_THREADS},
       {"skew", required_argument, NULL, OPT_SKEW},
+      {"collective", required_argument, NULL, OPT_COLLECTIVE},
       {NULL, 0, NULL, 0},
   };
   const char* prog = argc > 0 ? argv[0] : "perf";
@@ -138,6 +143,7 @@ int perf_parse_args(int argc, char** argv, perf_opts* o, unsigned extras, int ve
         if (verbose) usage(prog, extras, o);
         return 1;
       case OPT_ALGO: bad = !(extras & PERF_EXTRA_GLOO); o->algo = optarg; break;
+      case OPT_COLLECTIVE: bad = !(extras & PERF_EXTRA_GLOO); o->collective = optarg; break;
       case OPT_RANK: bad = !(extras & PERF_EXTRA_GLOO) || parse_int(optarg, &o->rank) || o->rank < 0; break;
       case OPT_SIZE: bad = !(extras & PERF_EXTRA_GLOO) || parse_int(optarg, &o->size) || o->size < 1; break;
       case OPT_STORE: bad = !(extras & PERF_EXTRA_GLOO); o->store_dir = optarg; break;

@@ -14,7 +14,7 @@ extern "C" {
 
 /* Extra long options a driver accepts on top of the nccl-tests flags. */
 enum {
-  PERF_EXTRA_GLOO = 1u << 0,    /* --algo --rank --size --store-dir --timeout */
+  PERF_EXTRA_GLOO = 1u << 0,    /* --collective --algo --rank --size --store-dir --timeout */
   PERF_EXTRA_THREADS = 1u << 1, /* --threads */
   PERF_EXTRA_SKEW = 1u << 2,    /* --skew */
 };
@@ -29,6 +29,7 @@ typedef struct perf_opts {
   const char* dtype;
   const char* op;
   /* PERF_EXTRA_GLOO */
+  const char* collective; /* allreduce (default) or alltoall */
   const char* algo;
   const char* store_dir;
   int rank; /* -1: take from the environment */
