@@ -4,7 +4,7 @@
 # the outer bound. Only where the benchmarks are built (GYRE_BUILD_BENCH).
 if(TARGET gyre-bench)
   add_executable(bench_cli_test bench_cli_test.cc)
-  target_link_libraries(bench_cli_test PRIVATE gyre_bench_core GTest::gtest_main gyre_flags)
+  target_link_libraries(bench_cli_test PRIVATE gyre_bench_core gyre_test_support GTest::gtest_main gyre_flags)
   target_compile_definitions(bench_cli_test PRIVATE
     GYRE_BENCH_PATH="$<TARGET_FILE:gyre-bench>"
     BENCH_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}")

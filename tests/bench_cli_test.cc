@@ -10,13 +10,7 @@
 // Golden files: tests/bench_cli_test.*.golden. After an intended layout
 // change, run with GYRE_BENCH_UPDATE_GOLDEN=1 to rewrite them, then review
 // the diff.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <pty.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -37,8 +31,8 @@
 #include "bench/gyre_bench/report.h"
 #include "bench/gyre_bench/stats.h"
 #include "bench/gyre_bench/table.h"
+#include "tests/support/subprocess.h"
 
-extern char** environ;
 
 namespace {
 
@@ -46,108 +40,24 @@ using namespace gyre::bench;
 
 // ---- running gyre-bench ----
 
-struct Outcome {
-  int exitCode = -1;
-  int signal = 0;
-  bool timedOut = false;
-  std::string out, err;
-  std::string describe() const {
-    std::string s = timedOut ? "TIMED OUT; " : "";
-    s += signal ? "killed by signal " + std::to_string(signal) : "exit " + std::to_string(exitCode);
-    return s + "\n--- stdout:\n" + out + "\n--- stderr:\n" + err;
-  }
-};
-
-// Launcher and gyre variables of the environment this test runs in must not
-// reach gyre-bench: each case sets exactly what it means.
-bool inherited(const std::string& name) {
-  static const char* const prefixes[] = {"GYRE_", "OMPI_", "PMIX_", "SLURM_"};
-  static const char* const names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                      "MASTER_PORT", "TORCHELASTIC_RUN_ID"};
-  for (const char* p : prefixes)
-    if (name.rfind(p, 0) == 0) return false;
-  for (const char* n : names)
-    if (name == n) return false;
-  return true;
-}
+using gyre::test::Outcome;
 
 struct Run {
   Run(std::vector<std::string> a, std::map<std::string, std::string> e = {}, bool terminal = false)
       : args(std::move(a)), env(std::move(e)), stderrIsTerminal(terminal) {}
-  std::vector<std::string> args;               // after the program
-  std::map<std::string, std::string> env;      // added to (or replacing) the cleaned environment
-  bool stderrIsTerminal = false;               // give it a pseudo-terminal as standard error
+  std::vector<std::string> args;           // after the program
+  std::map<std::string, std::string> env;  // added to (or replacing) the cleaned environment
+  bool stderrIsTerminal = false;           // give it a pseudo-terminal as standard error
   int timeoutSec = 90;
 };
 
-Outcome bench(const Run& run) {
-  std::vector<std::string> argv = {GYRE_BENCH_PATH}, env;
-  argv.insert(argv.end(), run.args.begin(), run.args.end());
-  for (char** e = environ; *e; ++e) {
-    const std::string entry = *e, name = entry.substr(0, entry.find('='));
-    if (inherited(name) && !run.env.count(name)) env.push_back(entry);
-  }
-  for (const auto& [k, v] : run.env) env.push_back(k + "=" + v);
-  std::vector<char*> cargv, cenv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  for (std::string& e : env) cenv.push_back(e.data());
-  cargv.push_back(nullptr);
-  cenv.push_back(nullptr);
-
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) std::abort();
-  if (run.stderrIsTerminal) {
-    if (openpty(&err[0], &err[1], nullptr, nullptr, nullptr) != 0) std::abort();
-    fcntl(err[0], F_SETFD, FD_CLOEXEC);
-    fcntl(err[1], F_SETFD, FD_CLOEXEC);
-  } else if (pipe2(err, O_CLOEXEC) != 0) {
-    std::abort();
-  }
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);  // gyre-bench and the ranks it forks: one group to kill
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    execve(cargv[0], cargv.data(), cenv.data());
-    _exit(126);
-  }
-  setpgid(pid, pid);
-  close(out[1]);
-  close(err[1]);
-  Outcome o;
-  int fds[2] = {out[0], err[0]};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(run.timeoutSec);
-  while (fds[0] >= 0 || fds[1] >= 0) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      o.timedOut = true;
-      break;
-    }
-    pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-    if (poll(p, 2, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
-    for (int k = 0; k < 2; ++k) {
-      if (fds[k] < 0 || !p[k].revents) continue;
-      char buf[65536];
-      const ssize_t n = read(fds[k], buf, sizeof(buf));
-      if (n > 0) {
-        (k ? o.err : o.out).append(buf, static_cast<size_t>(n));
-      } else {  // end of file (a pipe) or EIO (a terminal whose last writer left)
-        close(fds[k]);
-        fds[k] = -1;
-      }
-    }
-  }
-  for (int fd : fds)
-    if (fd >= 0) close(fd);
-  if (o.timedOut) kill(-pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) o.exitCode = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
-  return o;
+Outcome bench(const Run& r) {
+  gyre::test::Proc p;
+  p.argv = {GYRE_BENCH_PATH};
+  p.argv.insert(p.argv.end(), r.args.begin(), r.args.end());
+  p.env = r.env;
+  p.stderrIsTerminal = r.stderrIsTerminal;
+  return gyre::test::run(p, r.timeoutSec);
 }
 
 // A fresh directory for a test's files.

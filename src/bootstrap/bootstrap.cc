@@ -98,6 +98,7 @@ std::unique_ptr<Bootstrap> Bootstrap::prepare(const Params& p, int rootFamily) {
   self.hostHash = p.hostHash;
   advertised.pack(self.listenAddr);
   self.cpus = topology::availableCpus();
+  topology::cpuMask(self.cpuMask);
   self.probeAddress = reinterpret_cast<uint64_t>(&kMemoryProbe);
   std::strncpy(self.hostName, topology::hostName().c_str(), sizeof(self.hostName) - 1);
   GYRE_INFO("rank %d: bootstrap on %s via %s", p.rank, advertised.str().c_str(), nic.name.c_str());

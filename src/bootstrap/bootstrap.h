@@ -27,6 +27,7 @@ struct PeerInfo {
   uint32_t reserved;
   char hostName[64];
   uint64_t probeAddress;  // a known value in this process, to test reading its memory
+  uint64_t cpuMask[16];   // topology::cpuMask: which CPUs it may run on
 };
 
 // The value at PeerInfo::probeAddress in every gyre process.

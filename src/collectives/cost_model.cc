@@ -17,15 +17,20 @@ namespace {
 // alpha plus beta per byte on its link; a local reduction (or copy) costs
 // gamma per byte.
 struct Terms {
-  double alpha, beta, gamma, read;
+  double alpha, beta, gamma, read, readAlpha;
   size_t chunk;
 };
 
-// Flat algorithms run over the slowest link their ranks span.
+// Flat algorithms run over the slowest link their ranks span. With more
+// ranks than cores on a host, a message also waits for its receiver to be
+// scheduled (it sleeps instead of spinning): measured on 2 cores, a step of
+// 4 ranks costs about ten times one of 2, so each step's latency is scaled by
+// 5x the oversubscription.
 Terms terms(const CallShape& s, const CostModel& m) {
   const LinkCost& link = s.hosts > 1 ? m.network : m.local;
-  return Terms{link.latencyUs, link.usPerByte(), 1e-3 / m.reduceGBps, 1e-3 / m.readGBps,
-               std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk)};
+  const double crowding = s.cores > 0 && s.perHost > s.cores ? 5.0 * s.perHost / s.cores : 1.0;
+  return Terms{link.latencyUs * crowding, link.usPerByte(), 1e-3 / m.reduceGBps, 1e-3 / m.readGBps,
+               m.readLatencyUs * crowding, std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk)};
 }
 
 double pieces(size_t bytes, size_t chunk) { return std::max(1.0, std::ceil(double(bytes) / double(chunk))); }
@@ -89,9 +94,10 @@ double costRabenseifnerAllReduce(const CallShape& s, const CostModel& m) {
   const PowerOfTwo q(s.nranks);
   const double S = double(s.bytes), f = q.fold ? 1 : 0;
   const double msgs = 2.0 * q.rounds * pieces(s.bytes / 2, t.chunk) + 2 * f * pieces(s.bytes, t.chunk);
-  // Works in scratch: the input is copied once before the halving starts.
+  // Works in scratch: the input is copied in before the halving starts and
+  // the result out at the end.
   return msgs * t.alpha + (2.0 * (q.p - 1) / q.p + 2 * f) * S * t.beta +
-         (double(q.p - 1) / q.p + f + 1) * S * t.gamma;
+         (double(q.p - 1) / q.p + f + 2) * S * t.gamma;
 }
 
 double costDirectAllReduce(const CallShape& s, const CostModel& m) {
@@ -101,7 +107,7 @@ double costDirectAllReduce(const CallShape& s, const CostModel& m) {
   const double S = double(s.bytes);
   // Addresses out, reads of every peer's slice, the reduced slices read
   // back by everyone, then "done".
-  return 3 * t.alpha + 2.0 * (n - 1) / n * S * t.read + double(n - 1) / n * S * t.gamma;
+  return 3 * t.alpha + 2.0 * (n - 1) * t.readAlpha + 2.0 * (n - 1) / n * S * t.read + double(n - 1) / n * S * t.gamma;
 }
 
 double costDoubleTreeAllReduce(const CallShape& s, const CostModel& m) {
@@ -118,7 +124,10 @@ double costDoubleTreeAllReduce(const CallShape& s, const CostModel& m) {
 
 double costHierarchicalAllReduce(const CallShape& s, const CostModel& m) {
   if (s.hosts <= 1 || s.perHost <= 1) return kNotApplicable;
-  const Terms local = terms(CallShape{s.op, s.bytes, s.perHost, 1, s.perHost, false, s.localChunk, s.localChunk}, m);
+  CallShape host = s;  // one host's chain
+  host.nranks = s.perHost;
+  host.hosts = 1;
+  const Terms local = terms(host, m);
   Terms net = terms(s, m);
   const double S = double(s.bytes);
   const double pl = bestPiece(s.perHost - 1, S, local.beta + local.gamma, local.alpha, local.chunk);
@@ -156,7 +165,7 @@ double costTreeBroadcast(const CallShape& s, const CostModel& m) {
 double costDirectBroadcast(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  return 3 * t.alpha + double(s.bytes) * t.read;
+  return 3 * t.alpha + t.readAlpha + double(s.bytes) * t.read;
 }
 
 double costChainReduce(const CallShape& s, const CostModel& m) {
@@ -187,7 +196,7 @@ double costBruckAllGather(const CallShape& s, const CostModel& m) {
 double costDirectAllGather(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  return 3 * t.alpha + (s.nranks - 1) * double(s.bytes) * t.read;
+  return 3 * t.alpha + (s.nranks - 1) * (t.readAlpha + double(s.bytes) * t.read);
 }
 
 double costRingReduceScatter(const CallShape& s, const CostModel& m) {
@@ -207,13 +216,15 @@ double costHalvingReduceScatter(const CallShape& s, const CostModel& m) {
 double costDirectReduceScatter(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  return 3 * t.alpha + (s.nranks - 1) * double(s.bytes) * (t.read + t.gamma);
+  return 3 * t.alpha + (s.nranks - 1) * (t.readAlpha + double(s.bytes) * (t.read + t.gamma));
 }
 
 double costPairwiseAllToAll(const CallShape& s, const CostModel& m) {
   const Terms t = terms(s, m);
   const int n = s.nranks;
-  return (n - 1) * pieces(s.bytes, t.chunk) * t.alpha + (n - 1) * double(s.bytes) * t.beta;
+  // The n-1 exchanges run side by side (a lane each), so their latencies
+  // overlap: measured, 4 ranks take about twice one exchange, not three times.
+  return (1 + (n - 2) / 2.0) * pieces(s.bytes, t.chunk) * t.alpha + (n - 1) * double(s.bytes) * t.beta;
 }
 
 double costBruckAllToAll(const CallShape& s, const CostModel& m) {
@@ -227,7 +238,7 @@ double costBruckAllToAll(const CallShape& s, const CostModel& m) {
 double costDirectAllToAll(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  return 3 * t.alpha + (s.nranks - 1) * double(s.bytes) * t.read;
+  return 3 * t.alpha + (s.nranks - 1) * (t.readAlpha + double(s.bytes) * t.read);
 }
 
 double costOnlyChoice(const CallShape&, const CostModel&) { return 0; }
@@ -251,6 +262,7 @@ const Field kFields[] = {
     {"network.bandwidth_gbps", nullptr, &LinkCost::gbps, &CostModel::network, "one stream between hosts"},
     {"reduce.bandwidth_gbps", &CostModel::reduceGBps, nullptr, nullptr, "local reduction, per operand"},
     {"read.bandwidth_gbps", &CostModel::readGBps, nullptr, nullptr, "single-copy reads of a peer's memory"},
+    {"read.latency_us", &CostModel::readLatencyUs, nullptr, nullptr, "one single-copy read's fixed cost"},
 };
 
 double& fieldOf(CostModel& m, const Field& f) { return f.plain ? m.*f.plain : (m.*f.link).*f.inLink; }

@@ -27,11 +27,12 @@ struct LinkCost {
 struct CostModel {
   // Within a host (the shared-memory FIFOs: a copy in and a copy out),
   // per stream while both directions are busy.
-  LinkCost local{0.35, 2.2};
+  LinkCost local{0.15, 3.5};
   // Across hosts (TCP over whatever network is there).
   LinkCost network{20.0, 1.0};
   double reduceGBps = 16.0;  // local element-wise reduction, bytes of one operand per us / 1e3
-  double readGBps = 2.1;     // process_vm_readv from a peer while it reads us (single-copy algorithms)
+  double readGBps = 3.0;     // process_vm_readv from a peer while it reads us (single-copy algorithms)
+  double readLatencyUs = 2.0;  // one such read's fixed cost (a system call that pins the pages)
   std::string source = "built-in";  // "built-in", "calibrated", or the file it came from
 
   // The file format: "key = value" lines, '#' comments.
@@ -53,6 +54,7 @@ struct CallShape {
   int hosts = 1;      // distinct hosts among the ranks
   int perHost = 1;    // the most ranks on one host
   bool canRead = false;  // single-copy reads possible (every rank on one host)
+  int cores = 0;         // CPUs the busiest host's ranks share (0: unknown)
   size_t localChunk = 256 * 1024;    // largest message a shared-memory link carries
   size_t networkChunk = 256 * 1024;  // the same for TCP
 };

@@ -20,6 +20,7 @@ struct TuningParams {
   CostModel model;               // the same on every rank
   int hosts = 1;                 // distinct hosts among the ranks
   int perHost = 1;               // the most ranks on one host
+  int cores = 0;                 // CPUs this host's ranks share (0: unknown)
   size_t localChunk = 256 * 1024;    // largest message of a shared-memory link
   size_t networkChunk = 256 * 1024;  // and of a TCP link
 };

@@ -82,6 +82,7 @@ CallShape callShape(const CallRequest& req, const PlanEnv& env) {
   }
   s.hosts = t.hosts;
   s.perHost = t.perHost;
+  s.cores = t.cores;
   s.canRead = env.canReadPeerMemory();
   s.localChunk = t.localChunk;
   s.networkChunk = t.networkChunk;

@@ -21,15 +21,27 @@ namespace gyre::core {
 
 namespace {
 
-constexpr size_t kExchangeBytes = 2 << 20;  // long enough that latency does not matter
+// Long enough that latency does not matter and beyond L2 (the last-level
+// cache is often larger: large calls that miss it run somewhat slower).
+constexpr size_t kExchangeBytes = 4 << 20;
 constexpr size_t kReduceElems = 512 << 10;  // 2 MiB of float32 per operand: beyond L2, like large calls
 constexpr int kPingPongBatches = 8, kPingPongs = 8;
 constexpr int kRepeats = 3;  // the best of these: the machine's speed, not a preempted moment
 
 // What one rank measured (0: not measured here).
 struct Measured {
-  double localLatencyUs, localGbps, networkLatencyUs, networkGbps, reduceGbps, readGbps;
+  double localLatencyUs, localGbps, networkLatencyUs, networkGbps, reduceGbps, readGbps, readLatencyUs;
 };
+
+// Byte buffers for the link measurements.
+collectives::CallArgs byteArgs(std::vector<unsigned char>& in, std::vector<unsigned char>& out) {
+  collectives::CallArgs args;
+  args.input = in.data();
+  args.output = out.data();
+  args.dtype = kernels::DType::Uint8;
+  args.elemSize = 1;
+  return args;
+}
 
 }  // namespace
 
@@ -47,11 +59,7 @@ double Communicator::timePlanUs(collectives::Plan& plan, collectives::CallArgs& 
 
 void Communicator::measureLink(int peer, bool first, double* latencyUs, double* gbps, std::vector<unsigned char>& in,
                                std::vector<unsigned char>& out) {
-  collectives::CallArgs args;
-  args.input = in.data();
-  args.output = out.data();
-  args.dtype = kernels::DType::Uint8;
-  args.elemSize = 1;
+  collectives::CallArgs args = byteArgs(in, out);
   collectives::Plan plan;
   collectives::buildPingPong(plan, peer, first, 8, 8);  // warm-up
   timePlanUs(plan, args);
@@ -70,13 +78,18 @@ void Communicator::measureLink(int peer, bool first, double* latencyUs, double* 
   *gbps = double(kExchangeBytes) / std::max(best, 1.0) / 1e3;
 }
 
-double Communicator::measureRead(int peer, std::vector<unsigned char>& in, std::vector<unsigned char>& out) {
-  collectives::CallArgs args;
-  args.input = in.data();
-  args.output = out.data();
-  args.dtype = kernels::DType::Uint8;
-  args.elemSize = 1;
+double Communicator::measureRead(int peer, std::vector<unsigned char>& in, std::vector<unsigned char>& out,
+                                 double* latencyUs) {
+  collectives::CallArgs args = byteArgs(in, out);
   collectives::Plan plan;
+  // A tiny read first: its time, less the two messages around it, is the
+  // read's fixed cost.
+  double tiny = 1e300;
+  for (int i = 0; i < kPingPongBatches; ++i) {
+    collectives::buildPeerRead(plan, peer, 8);
+    tiny = std::min(tiny, timePlanUs(plan, args));
+  }
+  *latencyUs = tiny;
   double best = 1e300;
   for (int i = 0; i <= kRepeats; ++i) {
     collectives::buildPeerRead(plan, peer, kExchangeBytes);
@@ -133,7 +146,7 @@ collectives::CostModel Communicator::calibrate(Deadline deadline) {
   if (remotePeer > 0) bootstrap_->barrier(deadline);
   const int64_t t3 = nowNs();
   if (canReadPeers_ && localPeer > 0 && (rank_ == 0 || rank_ == localPeer))
-    m.readGbps = measureRead(rank_ == 0 ? localPeer : 0, in, out);
+    m.readGbps = measureRead(rank_ == 0 ? localPeer : 0, in, out, &m.readLatencyUs);
   GYRE_TRACE("calibration: reduce %.1f ms, local link %.1f ms, network %.1f ms, reads %.1f ms", (t1 - t0) / 1e6,
              (t2 - t1) / 1e6, (t3 - t2) / 1e6, (nowNs() - t3) / 1e6);
   bootstrap_->allGather(all.data(), sizeof(Measured), deadline);
@@ -144,7 +157,10 @@ collectives::CostModel Communicator::calibrate(Deadline deadline) {
   if (r0.localGbps > 0) model.local = collectives::LinkCost{std::max(r0.localLatencyUs, 0.01), r0.localGbps};
   if (r0.networkGbps > 0)
     model.network = collectives::LinkCost{std::max(r0.networkLatencyUs, 0.01), r0.networkGbps};
-  if (r0.readGbps > 0) model.readGBps = r0.readGbps;
+  if (r0.readGbps > 0) {
+    model.readGBps = r0.readGbps;
+    model.readLatencyUs = std::max(r0.readLatencyUs - 2 * model.local.latencyUs, 0.01);
+  }
   double reduce = 1e300;
   for (const Measured& x : all) reduce = std::min(reduce, x.reduceGbps);
   model.reduceGBps = reduce;
@@ -184,11 +200,11 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
     if (!f) GYRE_WARN("GYRE_TUNER_DUMP_FILE=%s: cannot write it", config_.tunerDumpFile.c_str());
   }
   if (rank_ == 0)
-    GYRE_INFO("tuner model (%s): local %.2fus %.2fGB/s, network %.2fus %.2fGB/s, reduce %.2fGB/s, read %.2fGB/s; "
-              "%d host(s), up to %d rank(s) per host",
+    GYRE_INFO("tuner model (%s): local %.2fus %.2fGB/s, network %.2fus %.2fGB/s, reduce %.2fGB/s, read %.2fus "
+              "%.2fGB/s; %d host(s), up to %d rank(s) per host, %d core(s)",
               tuning_.model.source.c_str(), tuning_.model.local.latencyUs, tuning_.model.local.gbps,
               tuning_.model.network.latencyUs, tuning_.model.network.gbps, tuning_.model.reduceGBps,
-              tuning_.model.readGBps, tuning_.hosts, tuning_.perHost);
+              tuning_.model.readLatencyUs, tuning_.model.readGBps, tuning_.hosts, tuning_.perHost, tuning_.cores);
 }
 
 }  // namespace gyre::core

@@ -160,9 +160,16 @@ void Communicator::setUpTransports(Deadline deadline) {
     if (r != rank_) liveness_.watch(r, peers[r].pid);
 
   // More ranks than cores: spinning steals the CPU from the peer we wait on.
-  int cpus = topology::availableCpus();
-  for (int r : local) cpus = std::min(cpus, peers[r].cpus);
+  // The CPUs this host's ranks may use between them: the union of their
+  // affinity masks (ranks pinned one per core are not crowded).
+  uint64_t shared[topology::kCpuMaskWords] = {};
+  for (int r : local)
+    for (int w = 0; w < topology::kCpuMaskWords; ++w) shared[w] |= peers[r].cpuMask[w];
+  int cpus = 0;
+  for (uint64_t w : shared) cpus += __builtin_popcountll(w);
+  if (cpus == 0) cpus = topology::availableCpus();
   const bool oversubscribed = int(local.size()) > cpus;
+  tuning_.cores = cpus;
   auto spin = [&](int64_t normal) {
     return config_.spinNs >= 0 ? config_.spinNs : oversubscribed ? 2000 : normal;
   };

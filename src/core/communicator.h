@@ -99,7 +99,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   double timePlanUs(collectives::Plan& plan, collectives::CallArgs& args);
   void measureLink(int peer, bool first, double* latencyUs, double* gbps, std::vector<unsigned char>& in,
                    std::vector<unsigned char>& out);
-  double measureRead(int peer, std::vector<unsigned char>& in, std::vector<unsigned char>& out);
+  double measureRead(int peer, std::vector<unsigned char>& in, std::vector<unsigned char>& out, double* latencyUs);
   double measureReduce();
   // Execution of submitted calls, on whichever thread owns the executor.
   void execute(Operation& op);

@@ -55,4 +55,15 @@ int availableCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+void cpuMask(uint64_t (&mask)[kCpuMaskWords]) {
+  for (uint64_t& w : mask) w = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    for (int i = 0; i < availableCpus() && i < 64 * kCpuMaskWords; ++i) mask[i / 64] |= uint64_t{1} << (i % 64);
+    return;
+  }
+  for (int i = 0; i < CPU_SETSIZE && i < 64 * kCpuMaskWords; ++i)
+    if (CPU_ISSET(i, &set)) mask[i / 64] |= uint64_t{1} << (i % 64);
+}
+
 }  // namespace gyre::topology

@@ -20,6 +20,13 @@ HostIdentity detectHostIdentity(const std::string& override);
 // CPUs this process may run on (its affinity mask).
 int availableCpus();
 
+// The affinity mask as bits (CPU i at bit i % 64 of word i / 64; CPUs past
+// 64 * kCpuMaskWords are left out). Ranks of a host pinned to different
+// cores have one CPU each but are not crowded: the union of their masks
+// says how many cores they share.
+constexpr int kCpuMaskWords = 16;
+void cpuMask(uint64_t (&mask)[kCpuMaskWords]);
+
 std::string hostName();
 
 }  // namespace gyre::topology
