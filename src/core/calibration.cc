@@ -43,11 +43,20 @@ collectives::CallArgs byteArgs(std::vector<unsigned char>& in, std::vector<unsig
   return args;
 }
 
+// The fastest of `runs` timings (microseconds) after `warmups` untimed
+// ones: the machine's speed, not a moment it was preempted.
+template <class F>
+double fastest(int warmups, int runs, F&& timeOnce) {
+  for (int i = 0; i < warmups; ++i) timeOnce();
+  double best = 1e300;
+  for (int i = 0; i < runs; ++i) best = std::min(best, timeOnce());
+  return best;
+}
+
 }  // namespace
 
 double Communicator::timePlanUs(collectives::Plan& plan, collectives::CallArgs& args) {
-  std::vector<int> peers = plan.peers;
-  ensureConnected(peers);
+  chunkBytes(plan.peers);  // connects them on first use
   collectives::CallDesc d;
   d.kind = collectives::OpKind::SendRecv;
   d.seq = ~uint64_t{0};  // no user call has this number
@@ -61,20 +70,12 @@ void Communicator::measureLink(int peer, bool first, double* latencyUs, double* 
                                std::vector<unsigned char>& out) {
   collectives::CallArgs args = byteArgs(in, out);
   collectives::Plan plan;
-  collectives::buildPingPong(plan, peer, first, 8, 8);  // warm-up
-  timePlanUs(plan, args);
-  *latencyUs = 1e300;
-  for (int i = 0; i < kPingPongBatches; ++i) {
-    collectives::buildPingPong(plan, peer, first, 8, kPingPongs);
-    *latencyUs = std::min(*latencyUs, timePlanUs(plan, args) / (2.0 * kPingPongs));
-  }
-  const size_t chunk = connections_[peer]->maxMessageBytes();
-  double best = 1e300;
-  for (int i = 0; i <= kRepeats; ++i) {  // the first is a warm-up
-    collectives::buildExchange(plan, peer, first, kExchangeBytes, chunk);
-    const double us = timePlanUs(plan, args) - 2 * *latencyUs;
-    if (i > 0) best = std::min(best, us);
-  }
+  collectives::buildPingPong(plan, peer, first, 8, 8);
+  timePlanUs(plan, args);  // warm-up
+  collectives::buildPingPong(plan, peer, first, 8, kPingPongs);
+  *latencyUs = fastest(0, kPingPongBatches, [&] { return timePlanUs(plan, args); }) / (2.0 * kPingPongs);
+  collectives::buildExchange(plan, peer, first, kExchangeBytes, connections_[peer]->maxMessageBytes());
+  const double best = fastest(1, kRepeats, [&] { return timePlanUs(plan, args) - 2 * *latencyUs; });
   *gbps = double(kExchangeBytes) / std::max(best, 1.0) / 1e3;
 }
 
@@ -84,18 +85,10 @@ double Communicator::measureRead(int peer, std::vector<unsigned char>& in, std::
   collectives::Plan plan;
   // A tiny read first: its time, less the two messages around it, is the
   // read's fixed cost.
-  double tiny = 1e300;
-  for (int i = 0; i < kPingPongBatches; ++i) {
-    collectives::buildPeerRead(plan, peer, 8);
-    tiny = std::min(tiny, timePlanUs(plan, args));
-  }
-  *latencyUs = tiny;
-  double best = 1e300;
-  for (int i = 0; i <= kRepeats; ++i) {
-    collectives::buildPeerRead(plan, peer, kExchangeBytes);
-    const double us = timePlanUs(plan, args);
-    if (i > 0) best = std::min(best, us);
-  }
+  collectives::buildPeerRead(plan, peer, 8);
+  *latencyUs = fastest(0, kPingPongBatches, [&] { return timePlanUs(plan, args); });
+  collectives::buildPeerRead(plan, peer, kExchangeBytes);
+  const double best = fastest(1, kRepeats, [&] { return timePlanUs(plan, args); });
   return double(kExchangeBytes) / std::max(best, 1.0) / 1e3;
 }
 
@@ -106,11 +99,7 @@ double Communicator::measureReduce() {
   args.output = b.data();
   collectives::Plan plan;
   collectives::buildLocalReduce(plan, kReduceElems);
-  double best = 1e300;
-  for (int i = 0; i <= kRepeats; ++i) {
-    const double us = timePlanUs(plan, args);
-    if (i > 0) best = std::min(best, us);
-  }
+  const double best = fastest(1, kRepeats, [&] { return timePlanUs(plan, args); });
   return double(kReduceElems * sizeof(float)) / std::max(best, 0.01) / 1e3;
 }
 

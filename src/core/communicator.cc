@@ -1,7 +1,5 @@
 #include "core/communicator.h"
 
-#include "collectives/tuner.h"
-
 #include <immintrin.h>
 
 #include <algorithm>
@@ -201,15 +199,6 @@ void Communicator::setUpTransports(Deadline deadline) {
   GYRE_INFO("rank %d: %zu rank(s) on this host, transport %s%s", rank_, local.size(),
             transportName(config_.transport),
             oversubscribed ? ", oversubscribed: short spins" : "");
-}
-
-void Communicator::ensureConnected(const std::vector<int>& peers) {
-  std::vector<int> missing;
-  for (int p : peers)
-    if (p != rank_ && !connections_[p]) missing.push_back(p);
-  if (missing.empty()) return;
-  tcp_->connect(missing, Deadline::afterMs(config_.timeoutMs));
-  for (int p : missing) connections_[p] = tcp_->connection(p);
 }
 
 transport::Connection& Communicator::connection(int peer) { return *connections_[peer]; }

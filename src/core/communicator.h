@@ -122,7 +122,6 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void runCall(const collectives::CallRequest& req, collectives::CallArgs& args);
   void logChoice(const collectives::CallRequest& req, const char* algo, bool forced);
   void* scratch(size_t bytes);
-  void ensureConnected(const std::vector<int>& peers);
   void progressAll();
   // Throws if this rank was aborted, a peer reported a failure, or a peer
   // we wait on has died.
