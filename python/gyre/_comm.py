@@ -1,0 +1,386 @@
+"""Communicators, requests and groups over the C ABI."""
+
+import ctypes
+import threading
+import weakref
+
+from . import _calls
+from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
+from ._lib import CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR, UNIQUE_ID_BYTES, Config, UniqueId, lib
+from ._types import Op, scalar_bytes
+
+
+def _config(timeout_ms=None, transport=None, algo=None, name=None):
+    """A gyreConfig_t for the settings given (None: environment or default), or None."""
+    if timeout_ms is None and transport is None and algo is None and name is None:
+        return None
+    cfg = Config()
+    cfg.size = ctypes.sizeof(Config)
+    cfg.magic = CONFIG_MAGIC
+    cfg.version = CONFIG_VERSION
+    cfg.timeoutMs = CONFIG_UNDEF_INT if timeout_ms is None else int(timeout_ms)
+    # The struct only points at these bytes; the library copies them while
+    # the call runs, and the struct is used for that one call.
+    cfg.transport = transport.encode() if transport is not None else None
+    cfg.algo = algo.encode() if algo is not None else None
+    cfg.commName = name.encode() if name is not None else None
+    return cfg
+
+
+def _ref(cfg):
+    return ctypes.byref(cfg) if cfg is not None else None
+
+
+# Per-thread group state, as gyre's own groups are per thread: the depth of
+# gyre.group() blocks and the buffers the pending calls use.
+_group = threading.local()
+
+
+def _group_keep():
+    return getattr(_group, "keep", None)
+
+
+class group:
+    """``with gyre.group():`` collects the calls made inside and launches them
+    together when the outermost block ends (gyreGroupStart/gyreGroupEnd).
+
+    Results of calls made inside are written only when the block ends; the
+    block keeps every buffer they use alive until then.
+    """
+
+    def __enter__(self):
+        check(lib.gyreGroupStart())
+        if getattr(_group, "depth", 0) == 0:
+            _group.keep = []
+        _group.depth = getattr(_group, "depth", 0) + 1
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        _group.depth -= 1
+        try:
+            check(lib.gyreGroupEnd())
+        except Error as e:
+            if exc is None:
+                raise
+            # The body's own exception is the cause; keep this one as a note.
+            exc.add_note(f"gyre.group() end also failed: {e}")
+        finally:
+            if _group.depth == 0:
+                _group.keep = None
+        return False
+
+
+class _State:
+    """A communicator's handle and its unfinished requests. Requests point
+    here, not at the Comm, so dropping a Comm closes it even while requests
+    are outstanding (closing finishes them first)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.pending = set()
+        self.lock = threading.Lock()
+
+    def finish_pending(self):
+        with self.lock:
+            pending = list(self.pending)
+        for req in pending:
+            req._finish(raise_error=False)
+
+    def close(self, abort=False):
+        if self.handle is None:
+            return
+        if not abort:
+            self.finish_pending()
+        handle, self.handle = self.handle, None
+        check((lib.gyreCommAbort if abort else lib.gyreCommDestroy)(handle))
+        if abort:
+            self.finish_pending()
+
+
+class Request:
+    """An operation started by a comm.i*() call.
+
+    wait() returns what the blocking call would have returned; test() says
+    whether it has finished. The request keeps the operation's buffers alive
+    until it has finished, even if it is dropped without a wait (its
+    communicator then finishes it when closed).
+    """
+
+    def __init__(self, state, handle, call):
+        self._state = state
+        self._handle = handle
+        self._keep = call.keep
+        self._result = call.result
+        self._error = None
+        self._lock = threading.Lock()
+        with state.lock:
+            state.pending.add(self)
+
+    def _done(self, error):
+        self._handle = None
+        self._keep = None
+        self._error = error
+        with self._state.lock:
+            self._state.pending.discard(self)
+
+    def _finish(self, raise_error=True):
+        with self._lock:
+            if self._handle is not None:
+                rc = lib.gyreWait(self._handle)
+                self._done(error_for(rc) if rc != 0 else None)
+        if self._error is not None and raise_error:
+            raise self._error
+        return self._result
+
+    def wait(self):
+        """Blocks until the operation has finished; returns its result or raises its error."""
+        return self._finish()
+
+    def test(self):
+        """True once the operation has finished (raising its error if it failed)."""
+        with self._lock:
+            if self._handle is not None:
+                done = ctypes.c_int(0)
+                rc = lib.gyreTest(self._handle, ctypes.byref(done))
+                if rc != 0:
+                    self._done(error_for(rc))
+                elif done.value:
+                    self._done(None)
+        if self._error is not None:
+            raise self._error
+        return self._handle is None
+
+    @property
+    def done(self):
+        return self._handle is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._finish(raise_error=exc[0] is None)
+        return False
+
+
+class Comm:
+    """A gyre communicator: ``rank``, ``size``, every collective, split, close.
+
+    Arrays are numpy arrays or any object with the buffer protocol,
+    C-contiguous; counts are their element counts. Operations whose result
+    has the input's size (allreduce, broadcast, reduce, alltoall) work in
+    place unless ``out=`` is given; the others allocate their result unless
+    ``out=`` is given. ``dtype=`` reads a raw buffer (bytearray, array.array)
+    as that type, and is how a uint16 array of bfloat16 bits is passed.
+    """
+
+    def __init__(self, handle):
+        self._state = _State(handle)
+        rank, size = ctypes.c_int(), ctypes.c_int()
+        check(lib.gyreCommUserRank(handle, ctypes.byref(rank)))
+        check(lib.gyreCommCount(handle, ctypes.byref(size)))
+        self.rank, self.size = rank.value, size.value
+        self._finalizer = weakref.finalize(self, _State.close, self._state)
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"rank {self.rank} of {self.size}"
+        return f"<gyre.Comm {state}>"
+
+    @property
+    def closed(self):
+        return self._state.handle is None
+
+    def _handle(self):
+        h = self._state.handle
+        if h is None:
+            raise InvalidUsage("this communicator is closed")
+        return h
+
+    def close(self):
+        """Finishes outstanding requests and frees the communicator (local: no peer waits)."""
+        self._finalizer.detach()
+        self._state.close()
+
+    def abort(self):
+        """Ends any call blocked on this communicator with an error, tells the peers, and frees it."""
+        self._finalizer.detach()
+        self._state.close(abort=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def async_error(self):
+        """None while healthy; otherwise the Error that broke the communicator."""
+        result = ctypes.c_int()
+        check(lib.gyreCommGetAsyncError(self._handle(), ctypes.byref(result)))
+        if result.value == 0:
+            return None
+        return error_for(result.value, lib.gyreGetErrorString(result.value).decode())
+
+    # ---- running a prepared call ----
+
+    def _run(self, call, nonblocking=False):
+        handle = self._handle()
+        args = list(call.args)
+        premul_op = None
+        if call.premul is not None:
+            pos, op, np_dtype, code = call.premul
+            scalar = scalar_bytes(op.scalar, np_dtype, code)
+            made = ctypes.c_int()
+            check(lib.gyreRedOpCreatePreMulSum(ctypes.byref(made), scalar.ctypes.data, code, 1, handle))
+            premul_op = args[pos] = made.value
+        try:
+            keep = _group_keep()
+            if not nonblocking:
+                check(getattr(lib, call.blocking)(*args, handle, None))
+                if keep is not None:  # inside a group the call has only been collected
+                    keep.append(call.keep)
+                return call.result
+            req = ctypes.c_void_p()
+            check(getattr(lib, call.nonblocking)(*args, handle, ctypes.byref(req)))
+            return Request(self._state, req, call)
+        finally:
+            if premul_op is not None:
+                # The call copied the scalar when it was made (gyreScalarHostImmediate).
+                check(lib.gyreRedOpDestroy(premul_op, handle))
+
+    # ---- collectives (blocking, then nonblocking) ----
+
+    def allreduce(self, x, op=Op.SUM, *, out=None, dtype=None):
+        """out (default: x, in place) = op over all ranks of x. op: "sum", "prod", "max", "min",
+        "avg", a gyre.Op, or gyre.PreMulSum(scalar)."""
+        return self._run(_calls.allreduce(x, op, out, dtype))
+
+    def broadcast(self, x, root=0, *, out=None, dtype=None):
+        """out (default: x, in place) = root's x on every rank. With out, x may be None off the root."""
+        return self._run(_calls.broadcast(x, root, out, dtype))
+
+    def reduce(self, x, op=Op.SUM, root=0, *, out=None, dtype=None):
+        """On the root, out (default: x) = op over all ranks of x; returns None elsewhere."""
+        return self._run(_calls.reduce(self, x, op, root, out, dtype))
+
+    def allgather(self, x, *, out=None, dtype=None):
+        """Every rank's x in rank order: out of shape (size, *x.shape) unless given. In place:
+        pass x = out[rank]."""
+        return self._run(_calls.allgather(self, x, out, dtype))
+
+    def reducescatter(self, x, op=Op.SUM, *, out=None, dtype=None):
+        """Block number rank (x split into size blocks along its first axis) of op over all ranks'
+        x. In place: pass out = this rank's block of x."""
+        return self._run(_calls.reducescatter(self, x, op, out, dtype))
+
+    def alltoall(self, x, *, out=None, dtype=None):
+        """Block j of out (default: x, in place) = block rank of rank j's x; size equal blocks."""
+        return self._run(_calls.alltoall(self, x, out, dtype))
+
+    def alltoallv(self, x, sendcounts, recvcounts, *, sdispls=None, rdispls=None, out=None, dtype=None):
+        """sendcounts[j] elements from x at sdispls[j] go to rank j, which receives them at
+        rdispls[rank]. Displacements default to the running sums of the counts."""
+        return self._run(_calls.alltoallv(self, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype))
+
+    def gather(self, x, root=0, *, out=None, dtype=None):
+        """On the root, every rank's x in rank order (shape (size, *x.shape) unless out is
+        given); None elsewhere."""
+        return self._run(_calls.gather(self, x, root, out, dtype))
+
+    def scatter(self, x, root=0, *, out=None, dtype=None):
+        """Block number rank of the root's x (split along its first axis). Off the root, x
+        gives only the shape and type when out is not given, and may be None when it is."""
+        return self._run(_calls.scatter(self, x, root, out, dtype))
+
+    def send(self, x, peer, *, dtype=None):
+        """Blocks until x has been handed over to peer (which calls recv)."""
+        self._run(_calls.send(x, peer, dtype))
+
+    def recv(self, out, peer, *, dtype=None):
+        """Fills out from peer's send; returns out."""
+        return self._run(_calls.recv(out, peer, dtype))
+
+    def barrier(self):
+        self._run(_calls.barrier())
+
+    def iallreduce(self, x, op=Op.SUM, *, out=None, dtype=None):
+        return self._run(_calls.allreduce(x, op, out, dtype), True)
+
+    def ibroadcast(self, x, root=0, *, out=None, dtype=None):
+        return self._run(_calls.broadcast(x, root, out, dtype), True)
+
+    def ireduce(self, x, op=Op.SUM, root=0, *, out=None, dtype=None):
+        return self._run(_calls.reduce(self, x, op, root, out, dtype), True)
+
+    def iallgather(self, x, *, out=None, dtype=None):
+        return self._run(_calls.allgather(self, x, out, dtype), True)
+
+    def ireducescatter(self, x, op=Op.SUM, *, out=None, dtype=None):
+        return self._run(_calls.reducescatter(self, x, op, out, dtype), True)
+
+    def ialltoall(self, x, *, out=None, dtype=None):
+        return self._run(_calls.alltoall(self, x, out, dtype), True)
+
+    def ialltoallv(self, x, sendcounts, recvcounts, *, sdispls=None, rdispls=None, out=None, dtype=None):
+        return self._run(_calls.alltoallv(self, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype), True)
+
+    def isend(self, x, peer, *, dtype=None):
+        return self._run(_calls.send(x, peer, dtype), True)
+
+    def irecv(self, out, peer, *, dtype=None):
+        return self._run(_calls.recv(out, peer, dtype), True)
+
+    def ibarrier(self):
+        return self._run(_calls.barrier(), True)
+
+    # ---- split ----
+
+    def split(self, color, key=None, *, timeout_ms=None, transport=None, algo=None, name=None):
+        """Ranks giving the same color form a new communicator, ordered by key (default: this
+        rank), then by rank. color None: this rank joins none and gets None. Collective."""
+        c = SPLIT_NOCOLOR if color is None else color
+        if not isinstance(c, int) or isinstance(c, bool):
+            raise InvalidArgument(f"color {color!r} is not an int or None")
+        k = self.rank if key is None else key
+        cfg = _config(timeout_ms, transport, algo, name)
+        child = ctypes.c_void_p()
+        check(lib.gyreCommSplit(self._handle(), c, int(k), ctypes.byref(child), _ref(cfg)))
+        return Comm(child) if child.value else None
+
+
+def init(*, timeout_ms=None, transport=None, algo=None, name=None):
+    """A communicator from the launcher's environment (gyrerun, torchrun, mpirun, srun).
+
+    timeout_ms, transport, algo and name override GYRE_TIMEOUT_MS, GYRE_TRANSPORT,
+    GYRE_ALGO and the communicator's name in messages."""
+    cfg = _config(timeout_ms, transport, algo, name)
+    handle = ctypes.c_void_p()
+    check(lib.gyreCommInitFromEnv(ctypes.byref(handle), _ref(cfg)))
+    return Comm(handle)
+
+
+def get_unique_id():
+    """The 128 bytes that identify one rendezvous; pass them to every rank's init_rank."""
+    uid = UniqueId()
+    check(lib.gyreGetUniqueId(ctypes.byref(uid)))
+    return bytes(uid)  # uid.internal would stop at the first NUL
+
+
+def init_rank(size, unique_id, rank, *, timeout_ms=None, transport=None, algo=None, name=None):
+    """A communicator of size ranks from a get_unique_id() made once and shared out of band."""
+    raw = bytes(unique_id)
+    if len(raw) != UNIQUE_ID_BYTES:
+        raise InvalidArgument(f"unique_id has {len(raw)} bytes, not {UNIQUE_ID_BYTES}")
+    uid = UniqueId()
+    ctypes.memmove(ctypes.byref(uid), raw, UNIQUE_ID_BYTES)
+    cfg = _config(timeout_ms, transport, algo, name)
+    handle = ctypes.c_void_p()
+    check(lib.gyreCommInitRankConfig(ctypes.byref(handle), int(size), uid, int(rank), _ref(cfg)))
+    return Comm(handle)
+
+
+def version():
+    """The loaded library's version as (major, minor, patch)."""
+    v = ctypes.c_int()
+    check(lib.gyreGetVersion(ctypes.byref(v)))
+    return (v.value // 10000, v.value // 100 % 100, v.value % 100)
+

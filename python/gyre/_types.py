@@ -1,0 +1,173 @@
+"""Data types, reduction ops, and turning arguments into (array, gyreDataType_t).
+
+Only what Python must know before a call is checked here: that an argument
+is a buffer at all, its type, its contiguity and writability, and its size
+where gyre's count is derived from it. Everything the library checks itself
+(roots, peers, overlap, counts against the peers') is left to the library.
+"""
+
+import enum
+
+import numpy as np
+
+from ._errors import InvalidArgument
+
+
+class Op(enum.IntEnum):
+    """Built-in reductions (gyreRedOp_t)."""
+
+    SUM = 0
+    PROD = 1
+    MAX = 2
+    MIN = 3
+    AVG = 4  # sum, then divided by the rank count (integers: truncated)
+
+
+class PreMulSum:
+    """The sum over ranks of scalar * x, in one pass (gyreRedOpCreatePreMulSum).
+
+    The scalar is converted to the buffer's data type at each call; a value
+    that type cannot hold exactly (0.5 for an integer type) is an error.
+    """
+
+    def __init__(self, scalar):
+        self.scalar = scalar
+
+    def __repr__(self):
+        return f"PreMulSum({self.scalar!r})"
+
+
+BFLOAT16 = 9
+# gyreDataType_t for each numpy type gyre has; int16 and uint16, bool and
+# complex have no gyre counterpart.
+_CODES = {
+    np.dtype(np.int8): 0,
+    np.dtype(np.uint8): 1,
+    np.dtype(np.int32): 2,
+    np.dtype(np.uint32): 3,
+    np.dtype(np.int64): 4,
+    np.dtype(np.uint64): 5,
+    np.dtype(np.float16): 6,
+    np.dtype(np.float32): 7,
+    np.dtype(np.float64): 8,
+}
+NAMES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16"]
+_SUPPORTED = ", ".join(NAMES)
+
+
+def _is_bfloat16_name(dtype):
+    return (isinstance(dtype, str) and dtype.lower() == "bfloat16") or getattr(dtype, "name", None) == "bfloat16"
+
+
+def resolve_dtype(dtype, what="dtype"):
+    """(numpy dtype, gyreDataType_t) for a dtype-like; bfloat16 is carried as uint16 bits."""
+    if _is_bfloat16_name(dtype):
+        np_dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(np.uint16)
+        return np_dtype, BFLOAT16
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError as e:
+        raise InvalidArgument(f"{what} {dtype!r} is not a data type (gyre has {_SUPPORTED})") from e
+    return np_dtype, code_of(np_dtype, what)
+
+
+def code_of(np_dtype, what):
+    if np_dtype.name == "bfloat16":  # e.g. ml_dtypes.bfloat16
+        return BFLOAT16
+    if not np_dtype.isnative:
+        raise InvalidArgument(f"{what} is {np_dtype.str}, not in this machine's byte order; "
+                              f"convert it with .astype('{np_dtype.newbyteorder('=').name}')")
+    code = _CODES.get(np_dtype)
+    if code is None:
+        hint = " (for bfloat16 pass a uint16 array of its bits with dtype='bfloat16')" if np_dtype == np.uint16 else ""
+        raise InvalidArgument(f"{what} has dtype {np_dtype.name}, which gyre does not have "
+                              f"(gyre has {_SUPPORTED}){hint}")
+    return code
+
+
+def op_code(op):
+    """The gyreRedOp_t of a built-in op (Op, its name, or its int); None for a PreMulSum."""
+    if isinstance(op, PreMulSum):
+        return None
+    if isinstance(op, str):
+        try:
+            return int(Op[op.upper()])
+        except KeyError:
+            raise InvalidArgument(f"op {op!r} is not one of sum, prod, max, min, avg, or a gyre.PreMulSum") from None
+    if isinstance(op, (int, np.integer)) and not isinstance(op, bool) and 0 <= int(op) < len(Op):
+        return int(op)
+    raise InvalidArgument(f"op {op!r} is not one of sum, prod, max, min, avg, or a gyre.PreMulSum")
+
+
+def _float_to_bfloat16_bits(value):
+    """Round to nearest even, as gyre's kernels do."""
+    bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x007FFFFF:
+        return (bits >> 16) | 0x40  # a quiet NaN stays a NaN
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def scalar_bytes(scalar, np_dtype, code):
+    """A one-element array holding scalar exactly in the call's data type."""
+    if code == BFLOAT16 and np_dtype == np.uint16:
+        return np.array([_float_to_bfloat16_bits(scalar)], dtype=np.uint16)
+    try:
+        value = np.array([scalar], dtype=np_dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InvalidArgument(f"PreMulSum scalar {scalar!r} does not convert to {np_dtype.name}: {e}") from e
+    if np.issubdtype(np_dtype, np.integer):
+        try:
+            exact = value[0] == scalar
+        except TypeError:
+            exact = False
+        if not exact:
+            raise InvalidArgument(f"PreMulSum scalar {scalar!r} is not exactly a {np_dtype.name}")
+    return value
+
+
+def as_array(obj, what, dtype=None, writable=False):
+    """(C-contiguous numpy view of obj, gyreDataType_t).
+
+    obj is a numpy array or any object with the buffer protocol (bytearray,
+    memoryview, array.array, ...), shared, never copied. With dtype, a raw
+    buffer's bytes are read as that type; a numpy array whose own type gyre
+    has must already be of that type (a reinterpretation there is a bug).
+    """
+    if obj is None:
+        raise InvalidArgument(f"{what} is None")
+    if isinstance(obj, np.ndarray):
+        arr, raw = obj, False
+    else:
+        try:
+            view = memoryview(obj)
+        except TypeError:
+            raise InvalidArgument(f"{what} is a {type(obj).__name__}, not a numpy array or an object "
+                                  f"with the buffer protocol") from None
+        if not view.c_contiguous:
+            raise InvalidArgument(f"{what} is not C-contiguous (a strided view?); pass a contiguous copy")
+        try:
+            arr = np.asarray(view)
+        except (TypeError, ValueError, NotImplementedError):  # a format numpy does not read: its bytes
+            arr = np.frombuffer(view.cast("B"), dtype=np.uint8)
+        raw = True
+    if not arr.flags.c_contiguous:
+        raise InvalidArgument(f"{what} is not C-contiguous (a strided or transposed view?); "
+                              f"pass np.ascontiguousarray({what}) and copy the result back if needed")
+    if writable and not arr.flags.writeable:
+        raise InvalidArgument(f"{what} is read-only, but gyre writes the result into it")
+    if dtype is None:
+        return arr, code_of(arr.dtype, what)
+    np_dtype, code = resolve_dtype(dtype)
+    if arr.dtype == np_dtype:
+        return arr, code
+    if not raw and arr.dtype in _CODES:
+        raise InvalidArgument(f"{what} has dtype {arr.dtype.name} but dtype={NAMES[code]} was asked; "
+                              f"convert it with .astype() instead")
+    if arr.nbytes % np_dtype.itemsize:
+        raise InvalidArgument(f"{what} has {arr.nbytes} bytes, not a whole number of "
+                              f"{NAMES[code]} elements ({np_dtype.itemsize} bytes each)")
+    return arr.reshape(-1).view(np.uint8).view(np_dtype), code
+
+
+def address(arr):
+    return arr.__array_interface__["data"][0]

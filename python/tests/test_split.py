@@ -1,0 +1,43 @@
+"""Communicator split, and a communicator made from a unique id."""
+
+import numpy as np
+
+import gyre
+
+
+def test_split_by_parity_in_reverse_order(comm):
+    n, me = comm.size, comm.rank
+    members = [r for r in range(n) if r % 2 == me % 2]
+    with comm.split(me % 2, key=-me) as child:
+        assert child.size == len(members)
+        assert child.rank == sorted(members, reverse=True).index(me)  # ordered by key
+        got = child.allgather(np.array([me], np.int32))
+        np.testing.assert_array_equal(got.ravel(), sorted(members, reverse=True))
+        total = child.allreduce(np.array([me], np.int64))
+        assert total[0] == sum(members)
+        # The child splits further; its own operations are independent of the parent's.
+        with child.split(0) as grandchild:
+            assert grandchild.size == child.size
+            grandchild.barrier()
+    comm.barrier()
+
+
+def test_split_with_no_color(comm):
+    n, me = comm.size, comm.rank
+    child = comm.split(None if me == n - 1 else 7)
+    if me == n - 1:
+        assert child is None
+    else:
+        assert child.size == n - 1 and child.rank == me
+        np.testing.assert_array_equal(child.allreduce(np.ones(3, np.float32)), np.full(3, n - 1))
+        child.close()
+    comm.barrier()
+
+
+def test_init_rank_from_unique_id(comm):
+    """Rank 0 makes the id, the parent communicator carries it, every rank joins."""
+    uid = np.frombuffer(gyre.get_unique_id(), np.uint8).copy() if comm.rank == 0 else np.zeros(128, np.uint8)
+    comm.broadcast(uid, root=0)
+    with gyre.init_rank(comm.size, uid.tobytes(), comm.rank, name="from-id") as fresh:
+        assert (fresh.rank, fresh.size) == (comm.rank, comm.size)
+        np.testing.assert_array_equal(fresh.allreduce(np.ones(4, np.int32)), np.full(4, comm.size))

@@ -1,0 +1,41 @@
+# The Python binding (python/gyre) and its example, run by Debian's python3
+# under gyrerun as a user would. Skipped (77) where python3 lacks numpy or
+# pytest.
+#
+# Not registered in a sanitizer build: libgyre is then instrumented with
+# ASan/UBSan, and ctypes cannot load it into an uninstrumented python3 (the
+# ASan runtime must come first in the process, so the load fails or
+# LD_PRELOAD'ing the runtime reports python's own allocations as leaks).
+# The C tests cover the library under the sanitizers; these cover the binding.
+if(GYRE_SANITIZE)
+  return()
+endif()
+
+# Debian's interpreter, which python3-numpy and python3-pytest install into;
+# a pyenv or venv python3 earlier on PATH would not have them.
+set(GYRE_PYTHON /usr/bin/python3 CACHE FILEPATH "Python interpreter for the binding's tests")
+
+set(_gyre_py_runner ${PROJECT_SOURCE_DIR}/python/tests/run_ranks.sh)
+set(_gyre_py_env
+  GYRE_LIBRARY=$<TARGET_FILE:gyre>
+  PYTHONPATH=${PROJECT_SOURCE_DIR}/python
+  PYTHONDONTWRITEBYTECODE=1   # leave no __pycache__ in the source tree
+  GYRE_TIMEOUT_MS=20000)      # a stuck call fails well inside gyrerun's 60 s
+
+foreach(n 2 3 4)
+  add_test(NAME python_binding_n${n}
+    COMMAND ${_gyre_py_runner} $<TARGET_FILE:gyrerun> ${GYRE_PYTHON} ${n} numpy,pytest
+            -m pytest -q -p no:cacheprovider ${PROJECT_SOURCE_DIR}/python/tests
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(python_binding_n${n} PROPERTIES
+    ENVIRONMENT "${_gyre_py_env}" TIMEOUT 90 SKIP_RETURN_CODE 77 PROCESSORS ${n})
+endforeach()
+
+# The data-parallel example: it asserts that the loss falls and that every
+# rank ends with the same parameters, and exits non-zero otherwise.
+add_test(NAME python_example_dp_numpy
+  COMMAND ${_gyre_py_runner} $<TARGET_FILE:gyrerun> ${GYRE_PYTHON} 2 numpy
+          ${PROJECT_SOURCE_DIR}/examples/python/dp_numpy.py
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(python_example_dp_numpy PROPERTIES
+  ENVIRONMENT "${_gyre_py_env}" TIMEOUT 90 SKIP_RETURN_CODE 77 PROCESSORS 2)
