@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,23 @@ int runMatrix(int rank, int nranks, const gyreUniqueId& id, const MatrixParam& p
   gyreComm_t comm = initRank(rank, nranks, id, p.transport);
   if (!comm) return 1;
   const size_t maxBytes = kCounts[4] * 8 + kGuard;
-  std::vector<unsigned char> send(maxBytes), recv(maxBytes), sendCopy(maxBytes);
+  std::vector<unsigned char> sendVec(maxBytes), recvVec(maxBytes), sendCopy(maxBytes);
+  // TEST_MEMALLOC: buffers from gyreMemAlloc, which local peers map and
+  // reduce from directly instead of reading through the kernel; "odd": only
+  // odd ranks' (the others are read through the kernel).
+  struct MemAlloc {
+    void* p = nullptr;
+    ~MemAlloc() { gyreMemFree(p); }
+  } sendMem, recvMem;
+  std::span<unsigned char> send(sendVec), recv(recvVec);
+  const char* memalloc = getenv("TEST_MEMALLOC");
+  if (memalloc && (std::string(memalloc) != "odd" || rank % 2 == 1)) {
+    if (!check.expectOk(gyreMemAlloc(&sendMem.p, maxBytes), "gyreMemAlloc") ||
+        !check.expectOk(gyreMemAlloc(&recvMem.p, maxBytes), "gyreMemAlloc"))
+      return 1;
+    send = {static_cast<unsigned char*>(sendMem.p), maxBytes};
+    recv = {static_cast<unsigned char*>(recvMem.p), maxBytes};
+  }
   for (int t = 0; t < gyreNumTypes; ++t) {
     const auto dtype = static_cast<gyreDataType_t>(t);
     if (light && dtype != gyreFloat32 && dtype != gyreInt32) continue;
@@ -167,7 +184,11 @@ INSTANTIATE_TEST_SUITE_P(
                                 "TEST_LIGHT=1 GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2", "4Kslots"},
                     MatrixParam{"tcp", 4, "double_binary_tree", "TEST_LIGHT=1 GYRE_TCP_CHUNK_BYTES=4K",
                                 "4Kchunks"},
-                    MatrixParam{"shm", 2, nullptr, "GYRE_SPIN_NS=0", "nospin"}),
+                    MatrixParam{"shm", 2, nullptr, "GYRE_SPIN_NS=0", "nospin"},
+                    MatrixParam{"shm", 2, "direct", "TEST_MEMALLOC=1", "memalloc"},
+                    MatrixParam{"shm", 3, "direct", "TEST_LIGHT=1 TEST_MEMALLOC=1", "memalloc"},
+                    MatrixParam{"shm", 3, nullptr, "TEST_LIGHT=1 TEST_MEMALLOC=odd GYRE_MAPPED_BUFFERS=1",
+                                "memalloc_some"}),
     paramName);
 
 // Ranks on several hosts (host ids given per rank): the hierarchical

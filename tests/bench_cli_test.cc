@@ -175,6 +175,7 @@ TEST(Flags, BadFlagsGiveUsageAndExit2) {
       {"allreduce", "-d", "float7"},
       {"allreduce", "-a", "4"},
       {"allreduce", "-T", "soon"},
+      {"allreduce", "-R", "2"},
       {"allreduce", "--transport", "carrier-pigeon"},
       {"allreduce", "--bind", "socket"},
       {"allreduce", "--plot", "out.pdf"},
@@ -319,6 +320,17 @@ TEST(Layout, EveryCollectiveRunsAndChecksClean) {
     EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << c << ": " << o.out;
     EXPECT_TRUE(contains(o.out, "nranks 3, nhosts 1")) << c << ": " << o.out;
     EXPECT_TRUE(contains(o.out, "# transports: shm   algorithm: auto")) << c << ": " << o.out;
+  }
+}
+
+// -R 1: buffers from gyreMemAlloc, which the direct algorithms (the tuner's
+// choice once GYRE_MAPPED_BUFFERS=1 is implied) map and copy from; up to
+// 256 KiB so that the larger rows take the direct path.
+TEST(Layout, RegisteredBuffersRunAndCheckClean) {
+  for (const char* c : {"allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "broadcast"}) {
+    Outcome o = bench({{c, "--ranks", "3", "-b", "8", "-e", "256K", "-f", "32", "-n", "2", "-w", "1", "-R", "1"}});
+    EXPECT_EQ(o.exitCode, 0) << c << ": " << o.describe();
+    EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << c << ": " << o.out;
   }
 }
 

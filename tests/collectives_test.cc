@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,20 +29,62 @@ struct Case {
   int nranks;
   const char* op;    // GYRE_ALGO's name for the operation
   const char* algo;  // nullptr: automatic
+  // Buffers from gyreMemAlloc, which local peers map (single-copy reads
+  // without the kernel), freshly allocated for every operation.
+  bool mapped = false;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.op << " " << (c.algo ? c.algo : "auto") << ", " << c.transport << ", " << c.nranks << " ranks";
+  *os << c.op << " " << (c.algo ? c.algo : "auto") << ", " << c.transport << ", " << c.nranks << " ranks"
+      << (c.mapped ? ", gyreMemAlloc buffers" : "");
 }
 
 std::string caseName(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return std::string(c.op) + "_" + (c.algo ? c.algo : "auto") + "_" + c.transport + "_" + std::to_string(c.nranks);
+  return std::string(c.op) + "_" + (c.algo ? c.algo : "auto") + "_" + c.transport + "_" + std::to_string(c.nranks) +
+         (c.mapped ? "_memalloc" : "");
 }
+
+// One test buffer: a vector, or memory from gyreMemAlloc. Reallocating the
+// latter for every operation makes the peers' cached mappings go stale (the
+// same descriptor numbers come back for new allocations), which they must
+// notice.
+class TestBuffer {
+ public:
+  explicit TestBuffer(bool mapped) : mapped_(mapped) {}
+  ~TestBuffer() { release(); }
+  TestBuffer(const TestBuffer&) = delete;
+  TestBuffer& operator=(const TestBuffer&) = delete;
+  void assign(size_t bytes, unsigned char fill) {
+    if (!mapped_) {
+      vec_.assign(bytes, fill);
+      data_ = vec_.data();
+      return;
+    }
+    release();
+    void* p = nullptr;
+    if (gyreMemAlloc(&p, bytes) != gyreSuccess) throw std::runtime_error(gyreGetLastError(nullptr));
+    data_ = static_cast<unsigned char*>(p);
+    std::memset(data_, fill, bytes);
+  }
+  unsigned char* data() { return data_; }
+  unsigned char* begin() { return data_; }
+
+ private:
+  void release() {
+    if (mapped_ && data_) gyreMemFree(data_);
+    data_ = nullptr;
+  }
+  bool mapped_;
+  std::vector<unsigned char> vec_;
+  unsigned char* data_ = nullptr;
+};
 
 // Buffers filled with kFill, so that what an operation must not write shows.
 struct Buffers {
-  std::vector<unsigned char> send, recv, saved;
+  explicit Buffers(bool mapped) : send(mapped), recv(mapped) {}
+  TestBuffer send, recv;
+  std::vector<unsigned char> saved;
   void reset(size_t sendBytes, size_t recvBytes) {
     send.assign(sendBytes + kGuard, kFill);
     recv.assign(recvBytes + kGuard, kFill);
@@ -57,8 +100,8 @@ bool untouched(const unsigned char* p, size_t bytes) {
 // One rank's part of one operation at one (dtype, op, count, in-place).
 class OpChecker {
  public:
-  OpChecker(gyreComm_t comm, int rank, int nranks, Checker& check)
-      : comm_(comm), me_(rank), n_(nranks), check_(check) {}
+  OpChecker(gyreComm_t comm, int rank, int nranks, Checker& check, bool mapped)
+      : comm_(comm), me_(rank), n_(nranks), check_(check), b_(mapped) {}
 
   void run(const std::string& op, gyreDataType_t t, gyreRedOp_t red, size_t count, bool inPlace, int root) {
     what_ = op + " " + dtypeLabel(t) + (op == "reduce" || op == "reducescatter" ? std::string(" ") + opLabel(red) : "") +
@@ -78,7 +121,7 @@ class OpChecker {
 
  private:
   size_t bytes(size_t count) const { return count * esz_; }
-  unsigned char* at(std::vector<unsigned char>& v, size_t elems) { return v.data() + bytes(elems); }
+  unsigned char* at(TestBuffer& v, size_t elems) { return v.data() + bytes(elems); }
 
   bool call(gyreResult_t r) { return check_.expectOk(r, what_); }
   void expectPattern(const void* p, size_t count, gyreDataType_t t, uint64_t seed, const std::string& where) {
@@ -237,7 +280,7 @@ int runCase(int rank, int nranks, const gyreUniqueId& id, const Case& c) {
   Checker check(rank);
   gyreComm_t comm = initRank(rank, nranks, id, c.transport);
   if (!comm) return 1;
-  OpChecker op(comm, rank, nranks, check);
+  OpChecker op(comm, rank, nranks, check, c.mapped);
   const std::string name = c.op;
   // Roots: the first, the last and (with 3 or more ranks) one in between.
   std::vector<int> roots = {-1};
@@ -285,6 +328,10 @@ std::vector<Case> forcedCases() {
       cases.push_back({"shm", 4, op, a.name});  // power of two: every halving/doubling step
       cases.push_back({"shm", 5, op, a.name});
       if (!direct) cases.push_back({"tcp", 3, op, a.name});
+      if (direct) {
+        cases.push_back({"shm", 2, op, a.name, true});
+        cases.push_back({"shm", 4, op, a.name, true});
+      }
     }
   return cases;
 }

@@ -155,6 +155,28 @@ TEST(TunerChoice, SingleCopyWhenReadsAreFastAndNeverWithoutThem) {
   EXPECT_EQ(choose(noReads, OpKind::AllGather, 64u << 20), "ring");
 }
 
+// GYRE_MAPPED_BUFFERS=1: reads of peers' gyreMemAlloc buffers run at memory
+// speed, so single-copy algorithms win the large calls on one host; never
+// across hosts or without cross-process reads.
+TEST(TunerChoice, MappedBuffersMakeSingleCopyWinLargeCallsOnOneHost) {
+  for (int n : {2, 4}) {
+    FakeEnv plain(n, 1, true);
+    FakeEnv mapped(n, 1, true);
+    mapped.params().mappedBuffers = true;
+    for (OpKind op : {OpKind::AllToAll, OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllReduce}) {
+      EXPECT_NE(choose(plain, op, 64u << 20), "direct") << n << " ranks, " << collectives::opKindName(op);
+      EXPECT_EQ(choose(mapped, op, 64u << 20), "direct") << n << " ranks, " << collectives::opKindName(op);
+    }
+    EXPECT_NE(choose(mapped, OpKind::AllToAll, 8), "direct") << "a read's round trip still costs at 8 bytes";
+  }
+  FakeEnv noReads(2, 1, false);
+  noReads.params().mappedBuffers = true;
+  EXPECT_NE(choose(noReads, OpKind::AllToAll, 64u << 20), "direct");
+  FakeEnv twoHosts(4, 2, false);
+  twoHosts.params().mappedBuffers = true;
+  EXPECT_NE(choose(twoHosts, OpKind::AllGather, 64u << 20), "direct");
+}
+
 TEST(TunerChoice, SmallMessageSettingStillForcesRecursiveDoubling) {
   FakeEnv env(4, 1, false);
   env.params().smallMessageBytes = 1 << 20;

@@ -489,15 +489,17 @@ class GyreLib(Lib):
     COLLECTIVE for the others; with `algo`, that algorithm forced through
     GYRE_ALGO (else the tuner's choice)."""
 
-    def __init__(self, transport, algo=None):
-        super().__init__("gyre:" + algo if algo else "gyre", "gyre:" + algo if algo else "gyre", peer=False)
+    def __init__(self, transport, algo=None, register=False, key=None):
+        name = key or ("gyre:" + algo if algo else "gyre")
+        super().__init__(name, name, peer=False)
         self.transport = transport
         self.algo = algo
+        self.register = register  # gyre-bench -R 1: buffers from gyreMemAlloc
 
     def program(self, coll, ctx):
-        if coll.name == "allreduce":
+        if coll.name == "allreduce" and not self.register:
             return [ctx.gyre_allreduce_perf]
-        return [ctx.gyre_bench, coll.name]
+        return [ctx.gyre_bench, coll.name] + (["-R", "1"] if self.register else [])
 
     def binaries(self, coll, ctx):
         return [ctx.gyrerun, self.program(coll, ctx)[0]]
@@ -525,7 +527,11 @@ UCX_MCA = ["--mca", "pml", "ucx", "--mca", "opal_common_ucx_tls", "any",
 
 def collective_libs(sc, coll, args):
     """The columns of one collective in one scenario, gyre first."""
-    libs = [GyreLib(sc.transport)]
+    if args.gyre_memalloc:
+        # The main series with gyreMemAlloc buffers, and plain malloc'd ones beside it.
+        libs = [GyreLib(sc.transport, register=True), GyreLib(sc.transport, key="gyre-malloc")]
+    else:
+        libs = [GyreLib(sc.transport)]
     for algo in args.gyre_algos.get(coll.name, []):
         if algo == "direct" and sc.transport != "shm":
             continue  # the direct algorithms work on shared memory only
@@ -931,7 +937,10 @@ ABSENT = "-"  # a library that does not have this collective (or this column)
 
 
 def peer_rank(key):
-    """Canonical order of the peer columns: Gloo's variants, gloo-best, Open MPI."""
+    """Canonical order of the peer columns: gyre with malloc'd buffers, Gloo's
+    variants, gloo-best, Open MPI."""
+    if key == "gyre-malloc":
+        return (-1, 0)
     gloo = ["gloo-" + a for a in GLOO_ALGOS + ["alltoall"]]
     if key in gloo:
         return (0, gloo.index(key))
@@ -948,7 +957,8 @@ def scenario_columns(res):
         for col in c["columns"]:
             if col.key == "gyre":
                 continue
-            target = algos if isinstance(col, GyreLib) else peers
+            # gyre-malloc gets a ratio column like a peer, but is never the best peer.
+            target = algos if isinstance(col, GyreLib) and col.algo else peers
             if col.key not in [k for k, _ in target]:
                 target.append((col.key, col.label))
     peers.sort(key=lambda kl: peer_rank(kl[0]))
@@ -1083,6 +1093,10 @@ def scenario_notes(res, ctx):
                      "limit: every byte of each rank's input read once and of its output written once at the "
                      "all-threads memcpy rate shared by the ranks, (memcpy all threads / n) x (n-1)/n = %.2f GB/s"
                      % mem_limit(res))
+    if args.gyre_memalloc:
+        notes.append("gyre = buffers from gyreMemAlloc (gyre-bench -R 1, which implies GYRE_MAPPED_BUFFERS=1: "
+                     "local peers map them and the tuner prices single-copy reads so); gyre-malloc = the same "
+                     "build with malloc'd buffers; the peers use malloc'd buffers")
     if "alltoallv" in colls:
         notes.append("alltoallv: each rank sends its next rank %d times what it sends each other rank (--skew %d), "
                      "the same total bytes as alltoall" % (args.skew, args.skew))
@@ -1407,6 +1421,9 @@ def main():
     ap.add_argument("--gyre-algos", default="",
                     help="also run gyre with each of these fixed algorithms (GYRE_ALGO) next to the tuner's "
                     "choice: a comma list, or 'all' for every algorithm of each collective")
+    ap.add_argument("--gyre-memalloc", action="store_true",
+                    help="gyre's buffers from gyreMemAlloc (gyre-bench -R 1, which local peers map); "
+                         "a gyre-malloc series keeps malloc'd buffers")
     ap.add_argument("--skew", type=int, default=8, help="alltoallv: the next rank gets K times as much (default 8)")
     ap.add_argument("--mpirun-args", default="", help="extra mpirun arguments for every Open MPI launch")
     ap.add_argument("--iters-scale", type=float, default=1.0, help="scale the per-size iteration table")

@@ -140,6 +140,39 @@ std::vector<size_t> sweep(const Options& o, bool sizeless) {
   return sizes;
 }
 
+// One of the two buffers a row runs on: malloc'd, or with -R from
+// gyreMemAlloc and registered for the run.
+class BenchBuffer {
+ public:
+  BenchBuffer(gyreComm_t comm, size_t bytes, bool registered) : comm_(comm) {
+    if (!registered) {
+      plain_.resize(bytes);
+      data_ = plain_.data();
+      return;
+    }
+    void* p = nullptr;
+    CHECKG(gyreMemAlloc(&p, bytes));
+    data_ = static_cast<unsigned char*>(p);
+    std::memset(data_, 0, bytes);  // fault the pages in before timing, as resize does
+    CHECKG(gyreCommRegister(comm, data_, bytes, &handle_));
+  }
+  ~BenchBuffer() {
+    if (plain_.empty() && data_) {
+      gyreCommDeregister(comm_, handle_);
+      gyreMemFree(data_);
+    }
+  }
+  BenchBuffer(const BenchBuffer&) = delete;
+  BenchBuffer& operator=(const BenchBuffer&) = delete;
+  unsigned char* data() { return data_; }
+
+ private:
+  gyreComm_t comm_;
+  std::vector<unsigned char> plain_;
+  unsigned char* data_ = nullptr;
+  void* handle_ = nullptr;
+};
+
 RunSettings settingsOf(const Options& o, int nranks, const std::vector<RankCard>& cards) {
   RunSettings s;
   int version = 0;
@@ -223,7 +256,7 @@ int runRank(const Options& opt, gyreComm_t comm) {
     // Buffers for the largest row (AllToAllv may send a little more than a row).
     Call big = c;
     coll.shape(big, o.maxBytes / esz);
-    std::vector<unsigned char> a((big.sendElems + 64) * esz), b((big.recvElems + 64) * esz);
+    BenchBuffer a(comm, (big.sendElems + 64) * esz, o.registered), b(comm, (big.recvElems + 64) * esz, o.registered);
     for (gyreRedOp_t op : ops) {
       o.op = op;
       for (size_t sz : sizes) {
@@ -278,6 +311,9 @@ void applySettings(const Options& o) {
   // gyre's own wait bound a little past -T, so that inside a row the -T
   // message (exit 3) comes first; outside rows (start-up) it bounds waits.
   if (o.timeoutSec) setenv("GYRE_TIMEOUT_MS", std::to_string(o.timeoutSec * 1000 + 5000).c_str(), 1);
+  // Every rank's buffers come from gyreMemAlloc: the tuner may count on it
+  // (unless the caller says otherwise).
+  if (o.registered) setenv("GYRE_MAPPED_BUFFERS", "1", 0);
 }
 
 int runPlot(int argc, char** argv) {

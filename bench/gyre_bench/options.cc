@@ -27,6 +27,7 @@ const char* const kUsage =
     "  -r, --root R            root rank of rooted collectives (default 0)\n"
     "  -a, --average 0|1|2|3   time across ranks: 0 rank 0's, 1 average, 2 min, 3 max (default 1)\n"
     "  -T, --timeout S         end with exit 3 when any row takes longer than S seconds (default 0: none)\n"
+    "  -R, --local_register 0|1  1: buffers from gyreMemAlloc, registered, and GYRE_MAPPED_BUFFERS=1 (default 0: malloc)\n"
     "gyre:\n"
     "  --ranks N               fork N local ranks (otherwise ranks come from gyrerun, mpirun, srun, torchrun)\n"
     "  --bind core|none        with --ranks, pin rank i to CPU i\n"
@@ -64,7 +65,7 @@ std::string shortFlag(const std::string& a) {
       {"--minbytes", "-b"}, {"--maxbytes", "-e"}, {"--stepfactor", "-f"}, {"--stepbytes", "-i"},
       {"--iters", "-n"},    {"--warmup_iters", "-w"}, {"--check", "-c"},  {"--datatype", "-d"},
       {"--op", "-o"},       {"--root", "-r"},     {"--average", "-a"},    {"--timeout", "-T"},
-      {"--help", "-h"}};
+      {"--local_register", "-R"}, {"--help", "-h"}};
   for (const auto& p : pairs)
     if (a == p[0]) return p[1];
   return a;
@@ -157,6 +158,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "-r") o.root = parseInt(a, next(), 0);
     else if (a == "-T") o.timeoutSec = parseInt(a, next(), 0, 1 << 20);
     else if (a == "-a") o.average = parseAverage(next());
+    else if (a == "-R") o.registered = parseInt(a, next(), 0, 1) != 0;
     else if (a == "-d") parseTypes(o, next());
     else if (a == "-o") parseOps(o, next());
     else if (a == "--ranks") o.spawn = parseInt(a, next(), 1, 4096);

@@ -30,6 +30,9 @@ struct Options {
   int root = 0;
   Aggregate average = Aggregate::Avg;  // -a
   int timeoutSec = 0;  // -T: bound on each row (row_timeout.h); 0: none
+  // -R 1: buffers from gyreMemAlloc (which local peers can map), registered
+  // with the communicator, as nccl-tests' -R uses ncclMemAlloc.
+  bool registered = false;
   bool percentiles = false;  // --percentiles: time each iteration, add p50/p99
   int spawn = 0;       // --ranks N: fork N local ranks
   bool bind = false;   // --bind core: pin spawned rank i to CPU i mod ncpus

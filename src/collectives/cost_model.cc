@@ -29,8 +29,9 @@ struct Terms {
 Terms terms(const CallShape& s, const CostModel& m) {
   const LinkCost& link = s.hosts > 1 ? m.network : m.local;
   const double crowding = s.cores > 0 && s.perHost > s.cores ? 5.0 * s.perHost / s.cores : 1.0;
-  return Terms{link.latencyUs * crowding, link.usPerByte(), 1e-3 / m.reduceGBps, 1e-3 / m.readGBps,
-               m.readLatencyUs * crowding, std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk)};
+  return Terms{link.latencyUs * crowding, link.usPerByte(), 1e-3 / m.reduceGBps,
+               1e-3 / (s.mappedReads ? m.mappedReadGBps : m.readGBps), s.mappedReads ? 0.0 : m.readLatencyUs * crowding,
+               std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk)};
 }
 
 double pieces(size_t bytes, size_t chunk) { return std::max(1.0, std::ceil(double(bytes) / double(chunk))); }
@@ -263,6 +264,8 @@ const Field kFields[] = {
     {"reduce.bandwidth_gbps", &CostModel::reduceGBps, nullptr, nullptr, "local reduction, per operand"},
     {"read.bandwidth_gbps", &CostModel::readGBps, nullptr, nullptr, "single-copy reads of a peer's memory"},
     {"read.latency_us", &CostModel::readLatencyUs, nullptr, nullptr, "one single-copy read's fixed cost"},
+    {"read.mapped_bandwidth_gbps", &CostModel::mappedReadGBps, nullptr, nullptr,
+     "copies from a peer's mapped gyreMemAlloc buffer (GYRE_MAPPED_BUFFERS=1)"},
 };
 
 double& fieldOf(CostModel& m, const Field& f) { return f.plain ? m.*f.plain : (m.*f.link).*f.inLink; }

@@ -33,6 +33,9 @@ struct CostModel {
   double reduceGBps = 16.0;  // local element-wise reduction, bytes of one operand per us / 1e3
   double readGBps = 3.0;     // process_vm_readv from a peer while it reads us (single-copy algorithms)
   double readLatencyUs = 2.0;  // one such read's fixed cost (a system call that pins the pages)
+  // A peer's gyreMemAlloc buffer, mapped: a plain copy from it (the mapping
+  // is made once and cached, so no fixed cost per read).
+  double mappedReadGBps = 6.0;
   std::string source = "built-in";  // "built-in", "calibrated", or the file it came from
 
   // The file format: "key = value" lines, '#' comments.
@@ -54,6 +57,7 @@ struct CallShape {
   int hosts = 1;      // distinct hosts among the ranks
   int perHost = 1;    // the most ranks on one host
   bool canRead = false;  // single-copy reads possible (every rank on one host)
+  bool mappedReads = false;  // and from peers' mapped buffers, not through the kernel
   int cores = 0;         // CPUs the busiest host's ranks share (0: unknown)
   size_t localChunk = 256 * 1024;    // largest message a shared-memory link carries
   size_t networkChunk = 256 * 1024;  // the same for TCP

@@ -134,8 +134,9 @@ class Runner {
       }
       case Prim::SendAddresses: {
         Connection& out = ctx_.connection(s.sendPeer);
-        const uint64_t where[3] = {reinterpret_cast<uint64_t>(src), reinterpret_cast<uint64_t>(dst), s.count};
-        return out.trySendFrom(where, sizeof(where), tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
+        const PeerAddresses where{reinterpret_cast<uint64_t>(src), reinterpret_cast<uint64_t>(dst), s.count,
+                                  out.shareKey(src), out.shareKey(dst)};
+        return out.trySendFrom(&where, sizeof(where), tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
       }
       case Prim::RecvAddresses: {
         Connection& in = ctx_.connection(s.recvPeer);
@@ -149,14 +150,26 @@ class Runner {
           throw transport::MessageMismatch(s.recvPeer, tag, peerAddresses_[s.recvPeer].count, tag, s.count);
         return Outcome::Done;
       }
-      case Prim::ReadCopy:
-        ctx_.connection(s.recvPeer).readPeerMemory(dst, remoteAddress(s), bytes);
+      case Prim::ReadCopy: {
+        Connection& peer = ctx_.connection(s.recvPeer);
+        const uint64_t from = remoteAddress(s);
+        if (const void* mapped = peer.mapPeerMemory(from, bytes, remoteKey(s))) {
+          kernels::copy(dst, mapped, bytes, s.dst == BufId::Output && args_.streamOutput);
+          return Outcome::Done;
+        }
+        peer.readPeerMemory(dst, from, bytes);
         return Outcome::Done;
+      }
       case Prim::ReadReduce: {
-        // Through the start of scratch, a bounce buffer that stays in cache.
-        ctx_.connection(s.recvPeer).readPeerMemory(args_.scratch, remoteAddress(s), bytes);
+        Connection& peer = ctx_.connection(s.recvPeer);
+        const void* theirs = peer.mapPeerMemory(remoteAddress(s), bytes, remoteKey(s));
+        if (!theirs) {
+          // Through the start of scratch, a bounce buffer that stays in cache.
+          peer.readPeerMemory(args_.scratch, remoteAddress(s), bytes);
+          theirs = args_.scratch;
+        }
         // Only the last contribution may stream: earlier sums are read again.
-        reduce(dst, nullptr, args_.scratch, src, s, divisor, s.dst == BufId::Output && s.finalReduce);
+        reduce(dst, nullptr, theirs, src, s, divisor, s.dst == BufId::Output && s.finalReduce);
         return Outcome::Done;
       }
     }
@@ -165,7 +178,14 @@ class Runner {
 
   struct PeerAddresses {
     uint64_t src, dst, count;
+    transport::SharedMemoryKey srcKey, dstKey;  // where the peer can map them
   };
+  const transport::SharedMemoryKey& remoteKey(const Step& s) const {
+    if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
+      throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
+    const PeerAddresses& a = peerAddresses_[s.recvPeer];
+    return s.remote == BufId::Input ? a.srcKey : a.dstKey;
+  }
   uint64_t remoteAddress(const Step& s) const {
     if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
       throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");

@@ -84,6 +84,7 @@ CallShape callShape(const CallRequest& req, const PlanEnv& env) {
   s.perHost = t.perHost;
   s.cores = t.cores;
   s.canRead = env.canReadPeerMemory();
+  s.mappedReads = s.canRead && t.mappedBuffers;
   s.localChunk = t.localChunk;
   s.networkChunk = t.networkChunk;
   return s;

@@ -62,6 +62,17 @@ struct ProgressResult {
   bool sendBlocked = false;  // queued output could not be written (peer not reading)
 };
 
+// Names memory a local peer may map instead of reading it through the
+// kernel: the owner's allocation (an id unique to it, its address range in
+// the owner, and the descriptor to open it by). id 0: none.
+struct SharedMemoryKey {
+  uint64_t id = 0;
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+  int64_t fd = -1;
+};
+static_assert(sizeof(SharedMemoryKey) == 32);
+
 class Transport;
 
 class Connection {
@@ -100,6 +111,12 @@ class Connection {
   // cross-process reads); throws ConnectionError when the peer is gone or
   // the range is not its memory.
   virtual void readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes);
+  // The key this side offers the peer for memory at p (empty if the peer
+  // cannot map it), and on the other side, the peer's memory
+  // [remoteAddress, +bytes) mapped into this process, or nullptr when it
+  // cannot be (then readPeerMemory still works).
+  virtual SharedMemoryKey shareKey(const void*) { return {}; }
+  virtual const void* mapPeerMemory(uint64_t, size_t, const SharedMemoryKey&) { return nullptr; }
 
   // Moves queued bytes between user space and the kernel (sockets); with
   // readAhead, also pulls in data nobody asked for yet, into staging, so a

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/reduce.h"
+#include "transport/shm/shared_allocation.h"
 #include "transport/shm/shm_transport.h"
 
 namespace gyre::transport {
@@ -60,6 +61,8 @@ bool ShmConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
   recvRelease(bytes);
   return true;
 }
+
+SharedMemoryKey ShmConnection::shareKey(const void* p) { return shm::sharedKeyFor(p); }
 
 void ShmConnection::readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes) {
   auto* to = static_cast<unsigned char*>(dst);

@@ -2,6 +2,7 @@
 // in the peer's segment and read the FIFO reserved for the peer in ours.
 #pragma once
 
+#include "transport/shm/peer_mappings.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/transport.h"
 
@@ -18,7 +19,8 @@ class ShmConnection final : public Connection {
         peerPid_(peerPid),
         peerHeader_(peerHeader),
         out_(out),
-        in_(in) {}
+        in_(in),
+        mappings_(peerPid) {}
 
   Transport& transport() override;
   int peer() const override { return peer_; }
@@ -32,6 +34,10 @@ class ShmConnection final : public Connection {
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
   void readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes) override;
+  SharedMemoryKey shareKey(const void* p) override;
+  const void* mapPeerMemory(uint64_t remoteAddress, size_t bytes, const SharedMemoryKey& key) override {
+    return mappings_.map(remoteAddress, bytes, key);
+  }
   ProgressResult progress(bool) override { return {}; }
 
  private:
@@ -44,6 +50,7 @@ class ShmConnection final : public Connection {
   uint64_t sent_ = 0;
   uint64_t knownConsumed_ = 0;  // the peer's consumed count, as last read
   uint64_t received_ = 0;
+  shm::PeerMappings mappings_;
 };
 
 }  // namespace gyre::transport
