@@ -7,6 +7,9 @@ packages=(
   libgtest-dev libbenchmark-dev                  # tests and micro-benchmarks
   openmpi-bin libopenmpi-dev libgloo-dev         # the peers we measure against
   python3                                        # tools/compare.py
+  python3-numpy python3-pytest                   # the Python binding's tests and example
+  dpkg-dev                                       # cpack -G DEB (dpkg-shlibdeps) and its check
+  libhwloc-dev nlohmann-json3-dev libcli11-dev    # topology discovery, its JSON files, gyre-topo's options
   iproute2 procps                                # network namespaces, process tools
   librsvg2-bin                                   # gyre-bench --plot FILE.png (rsvg-convert)
 )

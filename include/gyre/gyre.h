@@ -109,6 +109,9 @@ typedef struct {
   const char* transport;  /* GYRE_TRANSPORT: "auto", "shm" or "tcp" */
   const char* algo;       /* GYRE_ALGO: algorithm override */
   const char* commName;   /* a name used in log and error messages */
+  int blocking;           /* 0: gyreCommInitRankConfig returns gyreInProgress at once and
+                             connects in the background (see gyreCommGetAsyncError);
+                             1 or undefined: it returns when the communicator is ready */
 } gyreConfig_t;
 
 #define GYRE_CONFIG_MAGIC 0x67797265u /* 'gyre' */
@@ -116,7 +119,7 @@ typedef struct {
   {                                                                          \
     sizeof(gyreConfig_t), GYRE_CONFIG_MAGIC, GYRE_VERSION_CODE,              \
         GYRE_CONFIG_UNDEF_INT, GYRE_CONFIG_UNDEF_PTR, GYRE_CONFIG_UNDEF_PTR, \
-        GYRE_CONFIG_UNDEF_PTR                                                \
+        GYRE_CONFIG_UNDEF_PTR, GYRE_CONFIG_UNDEF_INT                         \
   }
 
 /* Version of the library actually loaded (GYRE_VERSION_CODE encoding). */
@@ -124,7 +127,11 @@ GYRE_API gyreResult_t gyreGetVersion(int* version);
 
 /* Opens a rendezvous listener in the calling process (a thread serves it until
  * every rank has arrived) and writes its address and a fresh secret into id.
- * The caller need not be a rank: a parent may create the id and fork ranks. */
+ * The caller need not be a rank: a parent may create the id and fork ranks.
+ * With GYRE_COMM_ID=host:port set, it opens nothing: every caller gets the
+ * same id naming that address (secret: GYRE_SECRET, else one derived from
+ * the address), and rank 0's gyreCommInitRank opens the root there, unless
+ * GYRE_ROOT_EXTERNAL=1 says a launcher (gyrerun) already serves it. */
 GYRE_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
 
 /* Collective over nranks processes: each calls it with the same id and its own
@@ -135,11 +142,22 @@ GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks,
                                              gyreUniqueId commId, int rank,
                                              gyreConfig_t* config);
 
+/* Creates ncomms communicators of one process, ranks 0 to ncomms-1 (comms[i]
+ * has rank i), connected to each other. Calls on several of them from one
+ * thread go inside a group. devlist names a CUDA device per rank; a host-
+ * memory build has none, so it must be NULL. */
+GYRE_API gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ncomms, const int* devlist);
+
 /* Rank, size and rendezvous address from the launcher's environment: gyre's
  * own (GYRE_RANK, GYRE_WORLD_SIZE, GYRE_COMM_ID), torchrun (RANK, WORLD_SIZE,
  * MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*) or Slurm
  * (SLURM_PROCID, SLURM_NTASKS, ...). config may be NULL. */
 GYRE_API gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm, gyreConfig_t* config);
+
+/* Waits until every call queued on comm (nonblocking ones included) has
+ * completed; returns the communicator's error if it has failed. Destroy
+ * follows. */
+GYRE_API gyreResult_t gyreCommFinalize(gyreComm_t comm);
 
 /* Frees the communicator's resources. Local: does not wait for peers. */
 GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
@@ -148,12 +166,31 @@ GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
  * peers this rank aborted, and frees the communicator. */
 GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
 
-/* gyreSuccess while healthy; otherwise the error that broke the communicator
- * (a dead peer, a timeout, an abort). */
+/* gyreSuccess while healthy; gyreInProgress while a nonblocking init
+ * (config.blocking = 0) is still connecting; otherwise the error that broke
+ * the communicator or ended its init (a dead peer, a timeout, an abort), and
+ * gyreGetLastError then says why. Any other call on a communicator still
+ * connecting waits for its init to end. */
 GYRE_API gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError);
 
 GYRE_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
 GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
+/* The CUDA device comm's buffers live on; -1 for host memory (every
+ * communicator of a build without CUDA). */
+GYRE_API gyreResult_t gyreCommDevice(const gyreComm_t comm, int* device);
+
+/* Memory for communication buffers: page-aligned host memory (device memory
+ * in a CUDA build). Free with gyreMemFree. */
+GYRE_API gyreResult_t gyreMemAlloc(void** ptr, size_t size);
+GYRE_API gyreResult_t gyreMemFree(void* ptr);
+
+/* Declares that [buff, buff + size) will be used in comm's calls, so that a
+ * transport that needs registered memory can prepare it once. Host-memory
+ * transports need none, so this only records it; calls work on
+ * unregistered memory too. Deregister each handle before destroying comm. */
+GYRE_API gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size,
+                                       void** handle);
+GYRE_API gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle);
 
 /* recvbuff[i] = op over all ranks of sendbuff[i]. sendbuff == recvbuff is
  * in-place. Every rank gets bitwise-identical results. */

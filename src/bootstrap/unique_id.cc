@@ -13,11 +13,13 @@ namespace {
 
 constexpr uint32_t kIdMagic = 0x47594944;  // "GYID"
 constexpr uint16_t kIdVersion = 1;
+constexpr uint16_t kFlagFromEnvironment = 1;
+constexpr uint16_t kFlagRankZeroHostsRoot = 2;
 
 struct PackedId {
   uint32_t magic;
   uint16_t version;
-  uint16_t reserved;
+  uint16_t flags;  // kFlag* (0 in ids made before there were flags)
   uint8_t root[SockAddr::kPackedBytes];
   uint8_t secret[32];
 };
@@ -96,6 +98,8 @@ void encodeUniqueId(const UniqueIdContents& c, gyreUniqueId* out) {
   PackedId p{};
   p.magic = kIdMagic;
   p.version = kIdVersion;
+  p.flags = static_cast<uint16_t>((c.fromEnvironment ? kFlagFromEnvironment : 0) |
+                                  (c.rankZeroHostsRoot ? kFlagRankZeroHostsRoot : 0));
   c.root.pack(p.root);
   std::memcpy(p.secret, c.secret.data(), c.secret.size());
   std::memcpy(out->internal, &p, sizeof(p));
@@ -114,6 +118,8 @@ UniqueIdContents decodeUniqueId(const gyreUniqueId& id) {
   c.root = SockAddr::unpack(p.root);
   if (c.root.len == 0) throwError(gyreInvalidArgument, "the unique id holds no root address");
   std::memcpy(c.secret.data(), p.secret, c.secret.size());
+  c.fromEnvironment = (p.flags & kFlagFromEnvironment) != 0;
+  c.rankZeroHostsRoot = (p.flags & kFlagRankZeroHostsRoot) != 0;
   return c;
 }
 

@@ -24,6 +24,10 @@ bool secretsEqual(const Secret& a, const Secret& b);  // constant time
 struct UniqueIdContents {
   SockAddr root;
   Secret secret{};
+  // Made from GYRE_COMM_ID rather than around a live root: every process
+  // that asks gets the same id, and the root opens at init (below).
+  bool fromEnvironment = false;
+  bool rankZeroHostsRoot = false;  // else a launcher already serves it
 };
 
 void encodeUniqueId(const UniqueIdContents& c, gyreUniqueId* out);

@@ -17,6 +17,7 @@ namespace gyre::collectives {
 struct TuningParams {
   size_t smallMessageBytes = 0;  // non-zero: AllReduce up to this size uses recursive doubling
   bool checkRoots = true;        // rooted operations confirm every rank's root
+  bool mappedBuffers = false;    // buffers from gyreMemAlloc: single-copy reads at memory speed
   CostModel model;               // the same on every rank
   int hosts = 1;                 // distinct hosts among the ranks
   int perHost = 1;               // the most ranks on one host
@@ -31,7 +32,7 @@ class PlanEnv {
   virtual const TuningParams& tuning() const = 0;
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
-  virtual const Group& world() const = 0;  // every rank, in rank order
+  virtual const Group& world() const = 0;  // every rank, in the topology's ring order (src/topology/search.h)
   virtual bool sameHost(int peer) const = 0;
   // Hosts numbered 0, 1, ... in order of their first rank.
   virtual int hostIndex(int rank) const = 0;

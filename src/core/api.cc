@@ -1,8 +1,11 @@
 // The C ABI: argument checks, and the translation of gyre::Error into result
 // codes and the thread's last-error sentence. No exception leaves this file.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
+#include <vector>
 
 #include "bootstrap/interfaces.h"
 #include "bootstrap/launch_env.h"
@@ -15,6 +18,7 @@
 #include "core/log.h"
 #include "gyre/gyre.h"
 #include "kernels/cpu/reduce.h"
+#include "transport/shm/shared_allocation.h"
 
 namespace {
 
@@ -23,25 +27,87 @@ using gyre::throwError;
 using gyre::api::guarded;
 using gyre::api::impl;
 
+// Successive inits that rendezvous at a fixed address (from the launcher's
+// environment, or an id made from GYRE_COMM_ID) are told apart by round; every
+// rank makes the same sequence of them.
+std::atomic<uint64_t> envRounds{0};
+
+// Where an init whose rank 0 hosts the rendezvous opens it. The returned root
+// lives as long as the caller keeps it (or for good, once keepAlive'd).
+std::shared_ptr<gyre::bootstrap::RootServer> startRankZeroRoot(const gyre::core::InitArgs& args) {
+  gyre::bootstrap::RootServer::Options o;
+  o.bind = gyre::bootstrap::SockAddr::any(args.id.root.family(), args.id.root.port());
+  o.advertise = args.id.root;
+  o.secret = args.id.secret;
+  o.expectRound = args.round;
+  o.lifetimeMs = args.config.timeoutMs;
+  auto root = gyre::bootstrap::RootServer::start(o);
+  // A nonblocking init outlives the call that started it; the root must too.
+  if (!args.config.blocking) gyre::bootstrap::RootServer::keepAlive(root);
+  return root;
+}
+
 gyre::bootstrap::SockAddr rootListenAddress(const gyre::core::Config& cfg,
                                             gyre::bootstrap::SockAddr& advertise) {
-  if (const char* id = std::getenv("GYRE_COMM_ID"); id && *id) {
-    advertise = gyre::bootstrap::SockAddr::parse(id, cfg.socketFamily);
-    return gyre::bootstrap::SockAddr::any(advertise.family(), advertise.port());
-  }
   gyre::bootstrap::NetInterface nic =
       gyre::bootstrap::chooseInterface(cfg.socketIfname, cfg.socketFamily);
   advertise = nic.addr;
   return gyre::bootstrap::SockAddr::any(nic.addr.family(), 0);
 }
 
+// An id around a one-round root that this process serves (on a thread)
+// until every rank has arrived.
+void hostedUniqueId(const gyre::core::Config& cfg, gyreUniqueId* uniqueId) {
+  gyre::bootstrap::RootServer::Options o;
+  o.bind = rootListenAddress(cfg, o.advertise);
+  o.secret = gyre::bootstrap::randomSecret();
+  o.persistent = false;
+  o.expectRound = 0;
+  o.lifetimeMs = cfg.timeoutMs;
+  auto root = gyre::bootstrap::RootServer::start(o);
+  gyre::bootstrap::encodeUniqueId({root->address(), root->secret()}, uniqueId);
+  gyre::bootstrap::RootServer::keepAlive(std::move(root));
+}
+
 void initComm(gyreComm_t* comm, gyre::core::InitArgs& args) {
   auto c = std::make_unique<gyreComm>();
-  c->impl = gyre::core::Communicator::create(args);
+  if (args.config.blocking) {
+    c->impl = gyre::core::Communicator::create(args);
+    *comm = c.release();
+    return;
+  }
+  // Nonblocking: arguments were checked above, on the caller's thread; the
+  // rendezvous and connections happen on a thread of the handle's own.
+  c->pending = std::make_unique<gyreComm::PendingInit>();
+  gyreComm::PendingInit* p = c->pending.get();
+  c->initPending.store(true, std::memory_order_release);
+  p->thread = std::thread([p, args] {
+    p->code = gyre::api::guarded("gyreCommInitRank",
+                                 [&] { p->result = gyre::core::Communicator::create(args); });
+    if (p->code != gyreSuccess) p->message = gyre::lastError();
+    p->done.store(true, std::memory_order_release);
+  });
   *comm = c.release();
+  throwError(gyreInProgress, "the communicator is connecting in the background (blocking = 0)");
 }
 
 }  // namespace
+
+void gyreComm::finishInit() {
+  std::lock_guard<std::mutex> lock(initMu);
+  if (!initPending.load(std::memory_order_acquire)) return;  // another thread did it
+  pending->thread.join();
+  impl = std::move(pending->result);
+  initCode = pending->code;
+  initMessage = std::move(pending->message);
+  pending.reset();
+  initPending.store(false, std::memory_order_release);
+}
+
+gyreComm::~gyreComm() {
+  if (initPending.load(std::memory_order_acquire)) finishInit();
+  for (Registration* r : registrations) delete r;
+}
 
 extern "C" {
 
@@ -56,15 +122,23 @@ gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
   return guarded("gyreGetUniqueId", [&] {
     if (!uniqueId) throwError(gyreInvalidArgument, "uniqueId is NULL");
     gyre::core::Config cfg = gyre::core::Config::resolve(nullptr);
-    gyre::bootstrap::RootServer::Options o;
-    o.bind = rootListenAddress(cfg, o.advertise);
-    o.secret = gyre::bootstrap::randomSecret();
-    o.persistent = false;
-    o.expectRound = 0;
-    o.lifetimeMs = cfg.timeoutMs;
-    auto root = gyre::bootstrap::RootServer::start(o);
-    gyre::bootstrap::encodeUniqueId({root->address(), root->secret()}, uniqueId);
-    gyre::bootstrap::RootServer::keepAlive(std::move(root));
+    if (const char* addr = std::getenv("GYRE_COMM_ID"); addr && *addr) {
+      // A fixed rendezvous address: every process that asks gets the same id
+      // (so ranks need not pass it around, as with NCCL_COMM_ID), and the
+      // root opens during init: in rank 0, or already in the launcher.
+      gyre::bootstrap::UniqueIdContents c;
+      c.root = gyre::bootstrap::SockAddr::parse(addr, cfg.socketFamily);
+      const char* secret = std::getenv("GYRE_SECRET");
+      c.secret = secret && *secret
+                     ? gyre::bootstrap::parseSecretHex(secret)
+                     : gyre::bootstrap::deriveSecret(std::string("GYRE_COMM_ID|") + addr);
+      c.fromEnvironment = true;
+      const char* external = std::getenv("GYRE_ROOT_EXTERNAL");
+      c.rankZeroHostsRoot = !(external && std::string(external) == "1");
+      gyre::bootstrap::encodeUniqueId(c, uniqueId);
+      return;
+    }
+    hostedUniqueId(cfg, uniqueId);
   });
 }
 
@@ -84,6 +158,11 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
     args.rank = rank;
     args.nranks = nranks;
     args.config = gyre::core::Config::resolve(config);
+    std::shared_ptr<gyre::bootstrap::RootServer> root;
+    if (args.id.fromEnvironment) {
+      args.round = envRounds.fetch_add(1);
+      if (rank == 0 && args.id.rankZeroHostsRoot) root = startRankZeroRoot(args);
+    }
     initComm(comm, args);
   });
 }
@@ -92,8 +171,42 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
   return gyreCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
+gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ncomms, const int* devlist) {
+  return guarded("gyreCommInitAll", [&] {
+    if (!comms) throwError(gyreInvalidArgument, "comms is NULL");
+    if (ncomms < 1)
+      throwError(gyreInvalidArgument,
+                 "ncomms is " + std::to_string(ncomms) + "; it must be at least 1");
+    if (devlist)
+      throwError(gyreInvalidArgument, "devlist must be NULL: this gyre was built without CUDA");
+    // Always a root of this process: GYRE_COMM_ID's address is for ranks in
+    // several processes.
+    gyreUniqueId id;
+    hostedUniqueId(gyre::core::Config::resolve(nullptr), &id);
+    // Every rank's init waits for the others, so each needs a thread.
+    std::vector<gyreResult_t> results(static_cast<size_t>(ncomms), gyreSuccess);
+    std::vector<std::string> messages(static_cast<size_t>(ncomms));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ncomms; ++r)
+      threads.emplace_back([&, r] {
+        results[static_cast<size_t>(r)] = gyreCommInitRank(&comms[r], ncomms, id, r);
+        if (results[static_cast<size_t>(r)] != gyreSuccess)
+          messages[static_cast<size_t>(r)] = gyre::lastError();
+      });
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < ncomms; ++r) {
+      if (results[static_cast<size_t>(r)] == gyreSuccess) continue;
+      for (int k = 0; k < ncomms; ++k) {
+        if (comms[k]) gyreCommDestroy(comms[k]);
+        comms[k] = nullptr;
+      }
+      throwError(results[static_cast<size_t>(r)],
+                 "rank " + std::to_string(r) + ": " + messages[static_cast<size_t>(r)]);
+    }
+  });
+}
+
 gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm, gyreConfig_t* config) {
-  static std::atomic<uint64_t> envRounds{0};  // successive env inits rendezvous separately
   return guarded("gyreCommInitFromEnv", [&] {
     if (!comm) throwError(gyreInvalidArgument, "comm is NULL");
     *comm = nullptr;
@@ -106,19 +219,15 @@ gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm, gyreConfig_t* config) {
     args.id.root = gyre::bootstrap::SockAddr::parse(env.rootAddress, args.config.socketFamily);
     args.id.secret = env.secret;
     std::shared_ptr<gyre::bootstrap::RootServer> root;
-    if (env.rank == 0 && !env.rootExternal) {
-      gyre::bootstrap::RootServer::Options o;
-      o.bind = gyre::bootstrap::SockAddr::any(args.id.root.family(), args.id.root.port());
-      o.advertise = args.id.root;
-      o.secret = env.secret;
-      o.expectRound = args.round;
-      o.lifetimeMs = args.config.timeoutMs;
-      root = gyre::bootstrap::RootServer::start(o);
-    }
+    if (env.rank == 0 && !env.rootExternal) root = startRankZeroRoot(args);
     GYRE_INFO("init from %s environment: rank %d of %d, root %s", env.source.c_str(), env.rank,
               env.nranks, env.rootAddress.c_str());
     initComm(comm, args);
   });
+}
+
+gyreResult_t gyreCommFinalize(gyreComm_t comm) {
+  return guarded("gyreCommFinalize", [&] { impl(comm).finalize(); });
 }
 
 gyreResult_t gyreCommDestroy(gyreComm_t comm) {
@@ -139,6 +248,23 @@ gyreResult_t gyreCommAbort(gyreComm_t comm) {
 gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError) {
   return guarded("gyreCommGetAsyncError", [&] {
     if (!asyncError) throwError(gyreInvalidArgument, "asyncError is NULL");
+    if (!comm) throwError(gyreInvalidArgument, "comm is NULL");
+    if (comm->initPending.load(std::memory_order_acquire)) {
+      {
+        std::lock_guard<std::mutex> lock(comm->initMu);
+        if (comm->pending && !comm->pending->done.load(std::memory_order_acquire)) {
+          *asyncError = gyreInProgress;
+          return;
+        }
+      }
+      comm->finishInit();
+    }
+    if (!comm->impl && comm->initCode != gyreSuccess) {
+      // The init's own failure, explained to this thread.
+      *asyncError = comm->initCode;
+      gyre::setLastError(comm->initMessage);
+      return;
+    }
     *asyncError = impl(comm).asyncError();
   });
 }
@@ -154,6 +280,61 @@ gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
   return guarded("gyreCommUserRank", [&] {
     if (!rank) throwError(gyreInvalidArgument, "rank is NULL");
     *rank = impl(comm).rank();
+  });
+}
+
+gyreResult_t gyreCommDevice(const gyreComm_t comm, int* device) {
+  return guarded("gyreCommDevice", [&] {
+    if (!device) throwError(gyreInvalidArgument, "device is NULL");
+    impl(comm);
+    *device = -1;  // no CUDA in this build: every buffer is host memory
+  });
+}
+
+gyreResult_t gyreMemAlloc(void** ptr, size_t size) {
+  return guarded("gyreMemAlloc", [&] {
+    if (!ptr) throwError(gyreInvalidArgument, "ptr is NULL");
+    *ptr = nullptr;
+    // Memory local peers can map, so single-copy algorithms copy from it at
+    // memory speed instead of through the kernel; ordinary page-aligned
+    // memory where memfds are unavailable. A zero size still gives a
+    // pointer that can be freed.
+    void* p = gyre::transport::shm::allocateShared(size);
+    if (!p)
+      if (int err = posix_memalign(&p, 4096, size ? size : 1))
+        gyre::throwSystemError("posix_memalign(" + std::to_string(size) + " bytes)", err);
+    *ptr = p;
+  });
+}
+
+gyreResult_t gyreMemFree(void* ptr) {
+  return guarded("gyreMemFree", [&] {
+    if (!gyre::transport::shm::freeShared(ptr)) std::free(ptr);
+  });
+}
+
+gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded("gyreCommRegister", [&] {
+    impl(comm);
+    if (!handle) throwError(gyreInvalidArgument, "handle is NULL");
+    *handle = nullptr;
+    if (!buff && size) throwError(gyreInvalidArgument, "buff is NULL");
+    auto r = std::make_unique<gyreComm::Registration>(gyreComm::Registration{buff, size});
+    std::lock_guard<std::mutex> lock(comm->regMu);
+    comm->registrations.insert(r.get());
+    *handle = r.release();
+  });
+}
+
+gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle) {
+  return guarded("gyreCommDeregister", [&] {
+    impl(comm);
+    auto* r = static_cast<gyreComm::Registration*>(handle);
+    std::lock_guard<std::mutex> lock(comm->regMu);
+    if (!comm->registrations.erase(r))
+      throwError(gyreInvalidArgument,
+                 "handle was not made by gyreCommRegister on this communicator");
+    delete r;
   });
 }
 

@@ -2,10 +2,15 @@
 // checks (each names the argument and the rule it breaks).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <thread>
+#include <unordered_set>
 
 #include "core/communicator.h"
 #include "core/error.h"
@@ -14,6 +19,36 @@
 
 struct gyreComm {
   std::unique_ptr<gyre::core::Communicator> impl;
+
+  // A nonblocking init (config.blocking = 0): the thread that connects, and
+  // what it ends with. initPending is the fast path every call checks.
+  struct PendingInit {
+    std::thread thread;
+    std::atomic<bool> done{false};
+    gyreResult_t code = gyreSuccess;
+    std::string message;
+    std::unique_ptr<gyre::core::Communicator> result;
+  };
+  std::atomic<bool> initPending{false};
+  std::mutex initMu;
+  std::unique_ptr<PendingInit> pending;
+  gyreResult_t initCode = gyreSuccess;  // a failed nonblocking init, once joined
+  std::string initMessage;
+
+  // Joins a pending init (waiting for it); afterwards impl is set, or
+  // initCode/initMessage say why not.
+  void finishInit();
+
+  // gyreCommRegister's handles; the memory itself needs no preparation on
+  // host transports.
+  struct Registration {
+    void* buff;
+    size_t size;
+  };
+  std::mutex regMu;
+  std::unordered_set<Registration*> registrations;
+
+  ~gyreComm();
 };
 
 struct gyreRequest {
@@ -44,7 +79,14 @@ gyreResult_t guarded(const char* fn, F&& body) {
 }
 
 inline core::Communicator& impl(gyreComm_t comm) {
-  if (!comm || !comm->impl) throwError(gyreInvalidArgument, "comm is NULL");
+  if (!comm) throwError(gyreInvalidArgument, "comm is NULL");
+  if (comm->initPending.load(std::memory_order_acquire)) comm->finishInit();
+  if (!comm->impl) {
+    if (comm->initCode != gyreSuccess)
+      throwError(gyreInvalidUsage,
+                 "the communicator's nonblocking init failed: " + comm->initMessage);
+    throwError(gyreInvalidArgument, "comm is NULL");
+  }
   return *comm->impl;
 }
 

@@ -12,6 +12,7 @@
 #include "core/group.h"
 #include "core/log.h"
 #include "topology/host_identity.h"
+#include "topology/rank_topology.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -46,7 +47,7 @@ struct SharedSettings {
   uint64_t smallMessageBytes;
   uint64_t algoHash;
   int32_t calibrate;
-  int32_t reserved;
+  int32_t mappedBuffers;
   uint64_t modelFingerprint;  // of GYRE_TUNER_FILE's model, 0 without one
 };
 
@@ -74,6 +75,7 @@ std::unique_ptr<Communicator> Communicator::makeShell(int rank, int nranks, cons
   c->world_ = collectives::Group::all(rank, nranks);
   if (c->config_.smallMessageBytes) c->tuning_.smallMessageBytes = c->config_.smallMessageBytes;
   c->tuning_.checkRoots = c->config_.checkRoots;
+  c->tuning_.mappedBuffers = c->config_.mappedBuffers;
   // A bad tuner file is an error now too.
   if (!c->config_.tunerFile.empty()) c->tuning_.model = collectives::CostModel::load(c->config_.tunerFile);
   c->sendSeq_.assign(static_cast<size_t>(nranks), 0);
@@ -126,6 +128,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.checkRoots = config_.checkRoots;
   mine.algoHash = hashString(config_.algo);
   mine.calibrate = config_.calibrate;
+  mine.mappedBuffers = config_.mappedBuffers;
   mine.modelFingerprint = config_.tunerFile.empty() ? 0 : tuning_.model.fingerprint();
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
@@ -136,7 +139,7 @@ void Communicator::setUpTransports(Deadline deadline) {
                   " where rank 0 has " + transportName(TransportChoice(all[0].transport))
         : all[r].modelFingerprint != all[0].modelFingerprint || all[r].calibrate != all[0].calibrate
             ? "a different tuner model (GYRE_TUNER/GYRE_TUNER_FILE and its contents) than rank 0"
-            : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_SHM_*/GYRE_TCP_*/"
+            : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_MAPPED_BUFFERS/GYRE_SHM_*/GYRE_TCP_*/"
               "GYRE_NSOCKS_PERPEER settings than rank 0";
     throwError(gyreInvalidUsage,
                "rank " + std::to_string(r) + " was started with " + what +
@@ -144,9 +147,30 @@ void Communicator::setUpTransports(Deadline deadline) {
   }
 
   const auto& peers = bootstrap_->peers();
+  // Topology (src/topology): the ring order ring algorithms follow (each
+  // host's ranks together, near devices next to each other) and the
+  // transport per peer pair.
+  std::vector<uint64_t> hostOf;
+  for (const auto& p : peers) hostOf.push_back(p.hostHash);
+  topology::RankTopology topo;
+  try {
+    topo = topology::arrangeRanks(rank_, hostOf, [&](void* data, size_t bytes) {
+      bootstrap_->allGather(data, bytes, deadline);
+    });
+  } catch (const topology::TopologyError& e) {
+    throwError(gyreInvalidArgument, std::string("GYRE_TOPO_FILE/GYRE_TOPO_DUMP_FILE: ") + e.what());
+  }
+  world_.ranks = topo.result.ring;
+  world_.me = static_cast<int>(std::find(world_.ranks.begin(), world_.ranks.end(), rank_) - world_.ranks.begin());
+  GYRE_INFO("rank %d: %s%s", rank_, topo.detail.c_str(), topo.boundNuma ? " (progress thread and shm bound there)" : "");
+  if (rank_ == 0) {
+    GYRE_INFO("ring %s (slowest hop within a host %s, %.1f GB/s)", topo.result.describeRing().c_str(),
+              topology::pathClassName(topo.result.ringWorst), topo.result.ringGBps);
+    for (int t = 0; t < 2; ++t) GYRE_INFO("tree %d: %s", t, topo.result.describeTree(t).c_str());
+  }
   std::vector<int> local;
   for (int r = 0; r < nranks_; ++r)
-    if (bootstrap_->sameHost(r)) local.push_back(r);
+    if (topo.result.transport(rank_, r) == topology::TransportKind::Shm) local.push_back(r);
   if (config_.transport == TransportChoice::Shm && int(local.size()) != nranks_) {
     for (int r = 0; r < nranks_; ++r)
       if (!bootstrap_->sameHost(r))
@@ -425,7 +449,11 @@ void* Communicator::scratch(size_t bytes) {
 // class), from rank 0 (every rank makes the same choice).
 void Communicator::logChoice(const collectives::CallRequest& req, const char* algo, bool forced) {
   if (rank_ != 0 || !log::enabled(log::Level::Info)) return;
-  const size_t bytes = req.bytes();
+  size_t bytes = req.bytes();
+  if (req.sendCounts) {  // AllToAllv: everything this rank sends
+    bytes = 0;
+    for (int p = 0; p < nranks_; ++p) bytes += req.sendCounts[p] * req.elemSize;
+  }
   const int sizeClass = bytes ? 64 - __builtin_clzll(bytes) : 0;
   const unsigned key = static_cast<unsigned>(req.desc.kind) * 128 + static_cast<unsigned>(sizeClass);
   if (!loggedChoices_.insert(key).second) return;

@@ -65,6 +65,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // `color` (nullptr for GYRE_SPLIT_NOCOLOR).
   std::unique_ptr<Communicator> split(int color, int key, const gyreConfig_t* userConfig);
 
+  // Waits until every call queued before it has completed (gyreCommFinalize).
+  void finalize();
+
   // From any thread: ends the blocked call (if any) with an error, tells the
   // peers, and waits until no call is inside the communicator.
   void abort();

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/scale.h"
+#include "topology/affinity.h"
 
 namespace gyre::core {
 
@@ -70,6 +71,7 @@ void Communicator::waitForTurn() {
 
 void Communicator::workerLoop() {
   log::setThreadRank(rank_);
+  topology::bindCurrentThreadToPreferredNuma();  // no-op on one NUMA node or with GYRE_TOPO_AFFINITY=0
   for (;;) {
     std::unique_lock<std::mutex> lock(queueMu_);
     queueCv_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
@@ -105,6 +107,13 @@ void Communicator::drainQueue() {
     queueCv_.notify_all();
   }
   if (worker_.joinable()) worker_.join();
+}
+
+void Communicator::finalize() {
+  // Taking a turn means everything queued before has run.
+  waitForTurn();
+  Turn turn{*this};
+  checkUsable();
 }
 
 void Communicator::runGroup(std::vector<Operation>& ops) {
@@ -215,6 +224,10 @@ void Communicator::executeCollective(Operation& op) {
   size_t outElems = op.count;
   if (op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll || op.kind == OpKind::Gather)
     outElems = op.count * nranks_;
+  if (op.kind == OpKind::AllToAllv) {  // its count is 0: the blocks say how much arrives
+    outElems = 0;
+    for (int p = 0; p < nranks_; ++p) outElems += req.recvCounts[p];
+  }
   args.streamOutput = outElems * req.elemSize >= kernels::streamingThresholdBytes();
   if (op.count == 0 && op.kind != OpKind::Barrier && op.kind != OpKind::AllToAllv) return;
   runCall(req, args);

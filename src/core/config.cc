@@ -122,10 +122,22 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.smallMessageBytes = lower(v) == "auto" ? 0 : parseSize(v, n);
      }},
+    {{"GYRE_MAPPED_BUFFERS", "0",
+      "1: the program's buffers come from gyreMemAlloc on every rank, so the tuner prices "
+      "single-copy algorithms at the speed of reading peers' mapped memory (a rank whose buffer "
+      "is not mapped is still read correctly, more slowly)"},
+     [](Config& c, const std::string& v, const char* n) { c.mappedBuffers = parseInt(v, n, 0, 1) != 0; }},
     {{"GYRE_CHECK_ROOTS", "1",
       "1: rooted operations check that every rank names the same root (an extra empty message "
       "each way per call); 0: trust the caller"},
      [](Config& c, const std::string& v, const char* n) { c.checkRoots = parseInt(v, n, 0, 1) != 0; }},
+    {{"GYRE_TOPO_FILE", "", "load this host's topology (gyre or NCCL XML, or JSON) instead of detecting it"},
+     nullptr},
+    {{"GYRE_TOPO_DUMP_FILE", "", "write the topology in use here (XML, or JSON when the name ends in .json)"},
+     nullptr},
+    {{"GYRE_TOPO_AFFINITY", "1",
+      "1: bind the progress thread and shared memory to the NUMA node nearest the rank's GPU; 0: leave them"},
+     nullptr},
     {{"GYRE_COMM_ID", "", "host:port of the rendezvous root for init from the environment"},
      nullptr},
     {{"GYRE_SECRET", "", "hex secret the rendezvous root requires (set by gyrerun)"}, nullptr},
@@ -210,6 +222,8 @@ Config Config::resolve(const gyreConfig_t* user) {
   if (has(offsetof(gyreConfig_t, algo), sizeof(char*)) && user->algo) c.algo = user->algo;
   if (has(offsetof(gyreConfig_t, commName), sizeof(char*)) && user->commName)
     c.commName = user->commName;
+  if (has(offsetof(gyreConfig_t, blocking), sizeof(int)) && user->blocking != GYRE_CONFIG_UNDEF_INT)
+    c.blocking = user->blocking != 0;
   return c;
 }
 

@@ -30,10 +30,12 @@ struct Config {
   int64_t spinNs = -1;           // <0: chosen from cores vs local ranks
   std::string hostId;            // override the detected host identity
   size_t smallMessageBytes = 0;  // 0: automatic (below it: recursive doubling)
+  bool mappedBuffers = false;   // GYRE_MAPPED_BUFFERS: the program's buffers come from gyreMemAlloc
   bool calibrate = false;        // measure the cost model's numbers at creation
   std::string tunerFile;         // or load them from here
   std::string tunerDumpFile;     // rank 0 writes the model in use here
   bool checkRoots = true;        // rooted operations check the ranks agree on the root
+  bool blocking = true;          // false: init connects in the background (config only)
 
   // Defaults, then GYRE_* environment, then the user's struct (may be null).
   static Config resolve(const gyreConfig_t* user);

@@ -10,6 +10,7 @@
 
 #include "bootstrap/unique_id.h"
 #include "core/error.h"
+#include "topology/affinity.h"
 
 namespace gyre::transport {
 
@@ -44,7 +45,13 @@ ShmSegment ShmSegment::create(size_t bytes) {
   s.name_ = name;
   s.linked_ = true;
   // From here on the destructor unlinks on any error.
-  int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  int rc;
+  {
+    // Pages come from the NUMA node nearest this rank's device (a no-op
+    // with one node or GYRE_TOPO_AFFINITY=0).
+    topology::ScopedNumaMemoryPolicy near;
+    rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  }
   if (rc != 0) {
     ::close(fd);
     throwError(gyreSystemError,
