@@ -1,6 +1,6 @@
 # What `cmake --install` puts where (docs/install.md), and the Debian package
 # (cmake/Packaging.cmake). Two components:
-#   runtime      libgyre.so.0, gyrerun, gyre-bench, the Python package
+#   runtime      libgyre.so.0, gyrerun, gyre-topo, gyre-bench, the Python package
 #   development  headers, libgyre.so (the link-time name), libgyre.a, the CMake
 #                package (find_package(gyre CONFIG)), gyre.pc
 # Other parts of the tree (src/compat, tools) add their own install() rules
@@ -43,6 +43,9 @@ if(NOT IS_ABSOLUTE "${_gyre_bin_to_lib}")
   set(_gyre_bin_to_lib "$ORIGIN/${_gyre_bin_to_lib}")
 endif()
 set(_gyre_programs gyrerun)
+if(TARGET gyre-topo)
+  list(APPEND _gyre_programs gyre-topo)  # static, like gyrerun
+endif()
 if(TARGET gyre-bench)
   list(APPEND _gyre_programs gyre-bench)
   set_target_properties(gyre-bench PROPERTIES INSTALL_RPATH "${_gyre_bin_to_lib}")

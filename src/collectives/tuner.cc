@@ -84,7 +84,12 @@ CallShape callShape(const CallRequest& req, const PlanEnv& env) {
   s.perHost = t.perHost;
   s.cores = t.cores;
   s.canRead = env.canReadPeerMemory();
-  s.mappedReads = s.canRead && t.mappedBuffers;
+  // Only where a read is the whole work: the reducing direct algorithms
+  // (AllReduce, ReduceScatter) measured 0.67-0.89x the ring at 16-64 MiB
+  // even from mapped buffers (docs/PERFORMANCE-memalloc.md), so they keep
+  // the kernel-read price that leaves them to the ring.
+  const bool reduces = s.op == OpKind::AllReduce || s.op == OpKind::ReduceScatter || s.op == OpKind::Reduce;
+  s.mappedReads = s.canRead && t.mappedBuffers && !reduces;
   s.localChunk = t.localChunk;
   s.networkChunk = t.networkChunk;
   return s;

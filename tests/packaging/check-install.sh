@@ -41,7 +41,7 @@ real=$(readlink "$libdir/libgyre.so.0")
 readelf -d "$libdir/$real" | has 'SONAME.*\[libgyre\.so\.0\]' || fail "SONAME is not libgyre.so.0"
 for f in "$libdir/libgyre.a" "$prefix/include/gyre/gyre.h" "$libdir/pkgconfig/gyre.pc" \
          "$libdir/cmake/gyre/gyreConfig.cmake" "$libdir/cmake/gyre/gyreConfigVersion.cmake" \
-         "$libdir/cmake/gyre/gyreTargets.cmake" "$prefix/bin/gyrerun"; do
+         "$libdir/cmake/gyre/gyreTargets.cmake" "$prefix/bin/gyrerun" "$prefix/bin/gyre-topo"; do
   [ -f "$f" ] || fail "missing ${f#$prefix/}"
 done
 pydir=$(dirname "$(find "$prefix" -path '*/gyre/_install_paths.py' | head -n 1)")
@@ -78,6 +78,8 @@ if [ -x "$prefix/bin/gyre-bench" ]; then
   step "installed gyre-bench finds libgyre through its RPATH"
   env -u LD_LIBRARY_PATH "$prefix/bin/gyre-bench" --help > /dev/null
 fi
+step "installed gyre-topo describes this machine"
+"$prefix/bin/gyre-topo" --json | grep -q '"element": "system"' || fail "gyre-topo --json printed no system"
 
 if "$python" -c 'import numpy' 2> /dev/null; then
   step "installed gyrerun + Python package, 2 ranks, no GYRE_LIBRARY"
