@@ -221,20 +221,25 @@ std::string fmt(double x) {
 
 void writePci(const Graph& g, int i, XmlElement& parent, std::vector<bool>& done);
 
+// One network port, as NCCL's <net> element (under a <nic>).
+void writeNet(XmlElement& nic, const Node& port) {
+  XmlElement& net = nic.add("net");
+  net.set("name", port.name);
+  net.set("dev", std::to_string(port.dev));
+  net.set("speed", fmt(port.speedMbps));
+  net.set("port", std::to_string(port.port));
+  net.set("gdr", port.gdr ? "1" : "0");
+  net.set("rdma", port.rdma ? "1" : "0");
+  if (!port.netdev.empty()) net.set("netdev", port.netdev);
+  if (!port.guid.empty()) net.set("guid", port.guid);
+}
+
 void writeChildren(const Graph& g, int node, XmlElement& el, std::vector<bool>& done) {
   for (int c : g.childrenOf(node)) {
     if (done[c]) continue;
     const Node& n = g.nodes[c];
     if (n.kind == NodeKind::Nic && n.busId.empty()) {
-      XmlElement& nic = el.add("nic");
-      XmlElement& net = nic.add("net");
-      net.set("name", n.name);
-      net.set("dev", std::to_string(n.dev));
-      net.set("speed", fmt(n.speedMbps));
-      net.set("port", std::to_string(n.port));
-      net.set("gdr", n.gdr ? "1" : "0");
-      net.set("rdma", n.rdma ? "1" : "0");
-      if (!n.netdev.empty()) net.set("netdev", n.netdev);
+      writeNet(el.add("nic"), n);
       done[c] = true;
       continue;
     }
@@ -270,15 +275,7 @@ void writePci(const Graph& g, int i, XmlElement& parent, std::vector<bool>& done
     for (size_t p = static_cast<size_t>(i); p < g.nodes.size(); ++p) {
       const Node& port = g.nodes[p];
       if (port.kind != NodeKind::Nic || port.busId != n.busId) continue;
-      XmlElement& net = nic.add("net");
-      net.set("name", port.name);
-      net.set("dev", std::to_string(port.dev));
-      net.set("speed", fmt(port.speedMbps));
-      net.set("port", std::to_string(port.port));
-      net.set("gdr", port.gdr ? "1" : "0");
-      net.set("rdma", port.rdma ? "1" : "0");
-      if (!port.netdev.empty()) net.set("netdev", port.netdev);
-      if (!port.guid.empty()) net.set("guid", port.guid);
+      writeNet(nic, port);
       done[p] = true;
     }
   } else {
