@@ -62,6 +62,10 @@ int runMatrix(int rank, int nranks, const gyreUniqueId& id, const MatrixParam& p
   // (shared memory within, TCP across).
   if (const char* k = getenv("TEST_RANKS_PER_HOST"))
     setenv("GYRE_HOSTID", ("host" + std::to_string(rank / std::atoi(k))).c_str(), 1);
+  // Or dealt round-robin over k hosts (r % k): the topology's ring then
+  // differs from rank order.
+  if (const char* k = getenv("TEST_HOSTS_DEALT"))
+    setenv("GYRE_HOSTID", ("host" + std::to_string(rank % std::atoi(k))).c_str(), 1);
   // Variants that test plumbing (hosts, piece sizes) rather than
   // arithmetic: two types and three ops, every count and placement. The
   // full matrix runs for every algorithm elsewhere.
@@ -214,7 +218,15 @@ INSTANTIATE_TEST_SUITE_P(
                     MatrixParam{"auto", 4, "double_binary_tree",
                                 "TEST_LIGHT=1 TEST_RANKS_PER_HOST=2 GYRE_SHM_SLOT_BYTES=4K "
                                 "GYRE_TCP_CHUNK_BYTES=8K",
-                                "2hosts_mixedpieces"}),
+                                "2hosts_mixedpieces"},
+                    // Hosts dealt by rank: the ring and the trees (one per
+                    // host, one across hosts; a host's root has up to four
+                    // children) both differ from rank order.
+                    MatrixParam{"auto", 6, "double_binary_tree", "TEST_LIGHT=1 TEST_HOSTS_DEALT=2", "2hosts_dealt"},
+                    MatrixParam{"auto", 7, "double_binary_tree",
+                                "TEST_LIGHT=1 TEST_HOSTS_DEALT=3 GYRE_SHM_SLOT_BYTES=4K GYRE_TCP_CHUNK_BYTES=8K",
+                                "3hosts_dealt_smallpieces"},
+                    MatrixParam{"auto", 5, "ring", "TEST_LIGHT=1 TEST_HOSTS_DEALT=2", "2hosts_dealt"}),
     paramName);
 
 }  // namespace

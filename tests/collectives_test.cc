@@ -32,17 +32,22 @@ struct Case {
   // Buffers from gyreMemAlloc, which local peers map (single-copy reads
   // without the kernel), freshly allocated for every operation.
   bool mapped = false;
+  // Ranks dealt over this many "hosts" by rank % hosts (GYRE_HOSTID), so
+  // the topology's ring (each host's ranks in a row) differs from rank
+  // order: 0 for one host.
+  int hosts = 0;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.op << " " << (c.algo ? c.algo : "auto") << ", " << c.transport << ", " << c.nranks << " ranks"
-      << (c.mapped ? ", gyreMemAlloc buffers" : "");
+      << (c.mapped ? ", gyreMemAlloc buffers" : "")
+      << (c.hosts ? ", " + std::to_string(c.hosts) + " hosts dealt by rank" : "");
 }
 
 std::string caseName(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return std::string(c.op) + "_" + (c.algo ? c.algo : "auto") + "_" + c.transport + "_" + std::to_string(c.nranks) +
-         (c.mapped ? "_memalloc" : "");
+         (c.mapped ? "_memalloc" : "") + (c.hosts ? "_" + std::to_string(c.hosts) + "hosts" : "");
 }
 
 // One test buffer: a vector, or memory from gyreMemAlloc. Reallocating the
@@ -277,6 +282,7 @@ bool hasInPlace(const std::string& op) { return op != "alltoallv" && op != "barr
 
 int runCase(int rank, int nranks, const gyreUniqueId& id, const Case& c) {
   if (c.algo) setenv("GYRE_ALGO", (std::string(c.op) + ":" + c.algo).c_str(), 1);
+  if (c.hosts) setenv("GYRE_HOSTID", ("host" + std::to_string(rank % c.hosts)).c_str(), 1);
   Checker check(rank);
   gyreComm_t comm = initRank(rank, nranks, id, c.transport);
   if (!comm) return 1;
@@ -347,7 +353,22 @@ std::vector<Case> autoCases() {
   return cases;
 }
 
+// Hosts dealt by rank: the algorithms that follow the topology's ring
+// (rings and chains) see it differ from rank order, with shared memory
+// within a host and TCP across.
+std::vector<Case> hostCases() {
+  std::vector<Case> cases;
+  for (const char* op : {"allgather", "reducescatter", "broadcast", "reduce"})
+    for (const collectives::Algorithm& a : collectives::algorithms()) {
+      if (std::string(collectives::opKindName(a.op)) != op || std::string(a.name) == "direct") continue;
+      cases.push_back({"auto", 4, op, a.name, false, 2});
+      cases.push_back({"auto", 5, op, a.name, false, 2});
+    }
+  return cases;
+}
+
 INSTANTIATE_TEST_SUITE_P(Forced, Collective, testing::ValuesIn(forcedCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Hosts, Collective, testing::ValuesIn(hostCases()), caseName);
 INSTANTIATE_TEST_SUITE_P(Auto, Collective, testing::ValuesIn(autoCases()), caseName);
 
 }  // namespace

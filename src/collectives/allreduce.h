@@ -29,18 +29,9 @@ int recursiveDoublingPeers(const Group& g, int* out);
 // tree and broadcast back down it, the other half over a second tree whose
 // interior ranks are the first one's leaves; pipelined in pieces. Each
 // piece is reduced once, at its tree's root, and copied down:
-// bitwise-identical results everywhere. See allreduce_tree.cc for the shapes.
+// bitwise-identical results everywhere. The trees are the topology's
+// (src/topology/tree_shape.h: per host and across hosts).
 void buildDoubleBinaryTreeAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan);
-
-// One rank's place in tree 0 (A) or 1 (B) of the double binary tree over n
-// ranks: its parent (-1 at the root) and its children, left (lower in the
-// tree's in-order) first. Ranks are indices 0..n-1 of the group.
-struct BinaryTreeNode {
-  int parent = -1;
-  int children[2] = {-1, -1};
-  int nchildren = 0;
-};
-BinaryTreeNode doubleBinaryTreeNode(int tree, int rank, int n);
 
 void buildRingAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildRecursiveDoublingAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan);

@@ -8,22 +8,25 @@ namespace gyre::collectives {
 
 void buildRingAllGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("ring");
-  const int n = env.nranks(), me = env.rank();
-  const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+  // Around the topology's ring (each host's ranks in a row); blocks stay
+  // where their ranks' numbers put them.
+  const Group& g = env.world();
+  const int n = g.size(), pos = g.me;
+  const int next = g.at(pos + 1), prev = g.at(pos - 1);
   plan.addPeer(next);
   plan.addPeer(prev);
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   const size_t count = req.desc.count;
-  auto block = [&](int b) { return size_t((b % n + n) % n) * count; };
-  if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, block(me), count);
+  auto block = [&](int ringIndex) { return size_t(g.at(ringIndex)) * count; };
+  if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, block(pos), count);
   forPieces(count, chunk, [&](size_t off, size_t len) {
     // Our block leaves from the input (no wait for the copy); the others
     // pass through our output on their way round.
     add(plan, Prim::Send, BufId::Input, off, BufId::Output, 0, len, next);
     for (int k = 1; k < n - 1; ++k)
-      add(plan, Prim::RecvCopySend, BufId::Output, block(me - k) + off, BufId::Output, block(me - k) + off, len, next,
-          prev);
-    add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, block(me - (n - 1)) + off, len, -1, prev);
+      add(plan, Prim::RecvCopySend, BufId::Output, block(pos - k) + off, BufId::Output, block(pos - k) + off, len,
+          next, prev);
+    add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, block(pos - (n - 1)) + off, len, -1, prev);
   });
 }
 
@@ -53,19 +56,22 @@ void buildBruckAllGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
 
 void buildRingReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("ring");
-  const int n = env.nranks(), me = env.rank();
-  const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+  // Around the topology's ring, as the ring AllGather.
+  const Group& g = env.world();
+  const int n = g.size(), pos = g.me;
+  const int next = g.at(pos + 1), prev = g.at(pos - 1);
   plan.addPeer(next);
   plan.addPeer(prev);
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   const size_t count = req.desc.count;
-  auto block = [&](int b) { return size_t((b % n + n) % n) * count; };
+  auto block = [&](int ringIndex) { return size_t(g.at(ringIndex)) * count; };
   forPieces(count, chunk, [&](size_t off, size_t len) {
-    // Block b is summed from rank b+1 around to rank b, which keeps it.
-    add(plan, Prim::Send, BufId::Input, block(me - 1) + off, BufId::Output, 0, len, next);
+    // The block of the rank at ring place p is summed from place p+1
+    // around to p, which keeps it.
+    add(plan, Prim::Send, BufId::Input, block(pos - 1) + off, BufId::Output, 0, len, next);
     for (int j = 2; j < n; ++j)
-      add(plan, Prim::RecvReduceSend, BufId::Input, block(me - j) + off, BufId::Output, 0, len, next, prev);
-    Step& last = add(plan, Prim::RecvReduce, BufId::Input, block(me) + off, BufId::Output, off, len, -1, prev);
+      add(plan, Prim::RecvReduceSend, BufId::Input, block(pos - j) + off, BufId::Output, 0, len, next, prev);
+    Step& last = add(plan, Prim::RecvReduce, BufId::Input, block(pos) + off, BufId::Output, off, len, -1, prev);
     last.finalReduce = true;
   });
 }

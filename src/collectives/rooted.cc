@@ -26,10 +26,12 @@ BinomialTree binomialTree(int rank, int n, int root) {
 
 void buildChainBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("chain");
-  const int n = env.nranks(), me = env.rank(), root = req.desc.root;
-  const int pos = (me - root + n) % n;
-  const int prev = pos > 0 ? (me - 1 + n) % n : -1;
-  const int next = pos < n - 1 ? (me + 1) % n : -1;
+  // Along the topology's ring from the root: each host's ranks in a row.
+  const Group& g = env.world();
+  const int n = g.size();
+  const int pos = (g.me - g.indexOf(req.desc.root) + n) % n;
+  const int prev = pos > 0 ? g.at(g.me - 1) : -1;
+  const int next = pos < n - 1 ? g.at(g.me + 1) : -1;
   if (prev >= 0) plan.addPeer(prev);
   if (next >= 0) plan.addPeer(next);
   const size_t chunk = chainPieceElems(req, env.chunkBytes(plan.peers));
@@ -65,11 +67,12 @@ void buildTreeBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
 
 void buildChainReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("chain");
-  const int n = env.nranks(), me = env.rank(), root = req.desc.root;
-  // The chain ends at the root: it starts at root + 1.
-  const int pos = (me - root - 1 + 2 * n) % n;
-  const int prev = pos > 0 ? (me - 1 + n) % n : -1;
-  const int next = pos < n - 1 ? (me + 1) % n : -1;
+  // Along the topology's ring, ending at the root: it starts just after it.
+  const Group& g = env.world();
+  const int n = g.size();
+  const int pos = (g.me - g.indexOf(req.desc.root) - 1 + 2 * n) % n;
+  const int prev = pos > 0 ? g.at(g.me - 1) : -1;
+  const int next = pos < n - 1 ? g.at(g.me + 1) : -1;
   if (prev >= 0) plan.addPeer(prev);
   if (next >= 0) plan.addPeer(next);
   const size_t chunk = chainPieceElems(req, env.chunkBytes(plan.peers));

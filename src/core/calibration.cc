@@ -183,6 +183,22 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
     tuning_.model = calibrate(deadline);
     GYRE_INFO("tuner calibrated in %.1f ms", double(nowNs() - t0) / 1e6);
   }
+  if (tuning_.model.source == "built-in") {
+    // The built-in numbers describe a small host's shared memory and a
+    // commodity network; the topology knows when the hardware is slower
+    // (a 1 Gb/s NIC, a narrow path to it). Measured or loaded numbers need
+    // no such hint.
+    std::string capped;
+    if (tuning_.hosts > 1 && topoNetworkGBps_ > 0 && topoNetworkGBps_ < tuning_.model.network.gbps) {
+      tuning_.model.network.gbps = topoNetworkGBps_;
+      capped += " network";
+    }
+    if (tuning_.perHost > 1 && topoLocalGBps_ > 0 && topoLocalGBps_ < tuning_.model.local.gbps) {
+      tuning_.model.local.gbps = topoLocalGBps_;
+      capped += " local";
+    }
+    if (!capped.empty()) tuning_.model.source = "built-in, topology-capped" + capped;
+  }
   if (rank_ == 0 && !config_.tunerDumpFile.empty()) {
     std::ofstream f(config_.tunerDumpFile);
     f << tuning_.model.format();

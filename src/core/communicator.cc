@@ -162,6 +162,9 @@ void Communicator::setUpTransports(Deadline deadline) {
   }
   world_.ranks = topo.result.ring;
   world_.me = static_cast<int>(std::find(world_.ranks.begin(), world_.ranks.end(), rank_) - world_.ranks.begin());
+  for (int t = 0; t < 2; ++t) world_.trees[t] = topo.result.trees[t];
+  topoLocalGBps_ = topo.localGBps;
+  topoNetworkGBps_ = topo.networkGBps;
   GYRE_INFO("rank %d: %s%s", rank_, topo.detail.c_str(), topo.boundNuma ? " (progress thread and shm bound there)" : "");
   if (rank_ == 0) {
     GYRE_INFO("ring %s (slowest hop within a host %s, %.1f GB/s)", topo.result.describeRing().c_str(),
@@ -173,7 +176,7 @@ void Communicator::setUpTransports(Deadline deadline) {
     if (topo.result.transport(rank_, r) == topology::TransportKind::Shm) local.push_back(r);
   if (config_.transport == TransportChoice::Shm && int(local.size()) != nranks_) {
     for (int r = 0; r < nranks_; ++r)
-      if (!bootstrap_->sameHost(r))
+      if (topo.result.transport(rank_, r) != topology::TransportKind::Shm)
         throwError(gyreInvalidArgument, "GYRE_TRANSPORT=shm, but " + bootstrap_->describe(r) +
                                             " is on another host than rank " +
                                             std::to_string(rank_));
@@ -210,6 +213,13 @@ void Communicator::setUpTransports(Deadline deadline) {
   to.lanes = config_.socketsPerPeer;
   to.socketBufferBytes = config_.tcpSocketBufferBytes;
   to.spinNs = spin(20'000);
+  // TCP data over the NIC the topology gave this rank (an RDMA NIC's
+  // Ethernet interface), not the bootstrap's; the bootstrap decides whether
+  // it can (not with GYRE_SOCKET_IFNAME set). Collective: every rank calls it.
+  std::string dataNic = size_t(rank_) < topo.result.nic.size() ? topo.result.nic[rank_] : "";
+  if (const topology::Graph& g = topology::processTopology(); !dataNic.empty())
+    if (int n = g.findNic(dataNic); n >= 0 && !g.nodes[n].netdev.empty()) dataNic = g.nodes[n].netdev;
+  bootstrap_->openDataListener(dataNic, deadline);
   tcp_ = std::make_unique<transport::TcpTransport>(*bootstrap_, to);
 
   connections_.assign(static_cast<size_t>(nranks_), nullptr);

@@ -168,6 +168,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   collectives::Group world_;
   collectives::TuningParams tuning_;
   std::vector<int> hostIndex_;  // by rank
+  // Ceilings from the topology's graphs for a model not measured or loaded
+  // (0: unknown): the slowest ring hop within a host, the slowest NIC.
+  double topoLocalGBps_ = 0, topoNetworkGBps_ = 0;
   size_t commonChunk_ = SIZE_MAX;  // the smallest largest-message of the link classes in use
   collectives::AlgoOverrides overrides_;
   std::vector<unsigned char> scratch_;

@@ -23,6 +23,32 @@ struct WirePlacement {
   int32_t reserved;
 };
 
+// The second exchange: where each rank sits in its host's ring, and what
+// its host's graph says about the links it will use.
+struct WireArrangement {
+  int32_t position;  // within its host's ring
+  float nicGBps;     // its NIC's speed, capped by the path to it (0: unknown)
+  float ringGBps;    // its host's slowest ring hop (0: one location)
+  int32_t reserved;
+};
+
+// The assigned NIC's speed in GB/s, or less where the path from the rank's
+// device to it is slower (a GPU behind a narrow PCIe link); 0 when unknown.
+double nicBandwidth(const Graph& g, int location, const std::string& nic) {
+  if (nic.empty()) return 0;
+  for (int k : g.ofKind(NodeKind::Nic)) {
+    if (g.nodes[k].name != nic) continue;
+    double gbps = g.nodes[k].speedMbps / 8000.0;
+    if (gbps <= 0) return 0;
+    if (location >= 0) {
+      const Path p = g.path(location, k);
+      if (p.gbps > 0) gbps = std::min(gbps, p.gbps);
+    }
+    return gbps;
+  }
+  return 0;
+}
+
 }  // namespace
 
 const Graph& processTopology() {
@@ -60,16 +86,30 @@ RankTopology arrangeRanks(int rank, const std::vector<uint64_t>& hostOfRank,
   const uint64_t myHost = hostOfRank[static_cast<size_t>(rank)];
   // This host's ranks' order from this host's graph; other hosts' from theirs.
   SearchResult local = search(placements, [&](uint64_t h) { return h == myHost ? &g : nullptr; });
-  std::vector<int32_t> positions(n);
-  positions[static_cast<size_t>(rank)] = local.positionInHost[static_cast<size_t>(rank)];
-  allGather(positions.data(), sizeof(int32_t));
+  const int loc = locationNode(g, placements[static_cast<size_t>(rank)]);
+  std::vector<WireArrangement> arranged(n);
+  WireArrangement& mineArranged = arranged[static_cast<size_t>(rank)];
+  std::memset(&mineArranged, 0, sizeof(mineArranged));
+  mineArranged.position = local.positionInHost[static_cast<size_t>(rank)];
+  mineArranged.nicGBps = static_cast<float>(nicBandwidth(g, loc, local.nic[static_cast<size_t>(rank)]));
+  mineArranged.ringGBps = static_cast<float>(local.ringGBps);
+  allGather(arranged.data(), sizeof(WireArrangement));
 
   RankTopology out;
-  out.result = combine(placements, std::vector<int>(positions.begin(), positions.end()));
+  std::vector<int> positions(n);
+  for (size_t r = 0; r < n; ++r) {
+    positions[r] = arranged[r].position;
+    // The slowest known link of each kind, the same on every rank.
+    auto slowest = [](double& acc, float v) {
+      if (v > 0 && (acc == 0 || v < acc)) acc = v;
+    };
+    slowest(out.networkGBps, arranged[r].nicGBps);
+    slowest(out.localGBps, arranged[r].ringGBps);
+  }
+  out.result = combine(placements, positions);
   out.result.nic = local.nic;
   out.result.ringGBps = local.ringGBps;
   out.result.ringWorst = local.ringWorst;
-  const int loc = locationNode(g, placements[static_cast<size_t>(rank)]);
   out.numa = loc >= 0 ? g.nodes[loc].numa : -1;
   const std::string& nic = local.nic[static_cast<size_t>(rank)];
   out.detail = "topology from " + g.source + ", " + (gpu.empty() ? "no GPU" : "GPU " + gpu) +

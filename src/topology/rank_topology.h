@@ -23,6 +23,12 @@ struct RankTopology {
   int numa = -1;           // the node nearest this rank's device (-1: unknown)
   bool boundNuma = false;  // affinity placement is in force (several NUMA nodes, not opted out)
   std::string detail;      // for the log: graph source, GPU, NIC
+  // The slowest link of each kind over all hosts, from their graphs, the
+  // same on every rank (0: unknown): a ring hop within a host, and a rank's
+  // NIC (its speed, or the path to it where slower). The tuner's model
+  // takes them as ceilings.
+  double localGBps = 0;
+  double networkGBps = 0;
 };
 
 // The host's graph: GYRE_TOPO_FILE or detected, once per process (and per

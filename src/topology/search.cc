@@ -72,30 +72,6 @@ std::vector<int> bestCycle(const Graph& g, const std::vector<int>& locs, Score* 
   return order;
 }
 
-Tree hostTree(const std::vector<Placement>& ranks, const std::vector<int>& ring, bool mirrored) {
-  // Hosts in ring order, each a chain of its ranks from its first one;
-  // across hosts, a binary tree of the hosts' first ranks. The second tree
-  // numbers the hosts from the other end, so that hosts that are leaves in
-  // one tree are inner nodes in the other where the count allows.
-  Tree t;
-  t.parent.assign(ranks.size(), -1);
-  std::vector<std::vector<int>> hosts;
-  for (int r : ring) {
-    if (hosts.empty() ||
-        ranks[static_cast<size_t>(r)].host != ranks[static_cast<size_t>(hosts.back().front())].host)
-      hosts.push_back({});
-    hosts.back().push_back(r);
-  }
-  const int h = static_cast<int>(hosts.size());
-  for (const auto& chain : hosts)
-    for (size_t i = 1; i < chain.size(); ++i)
-      t.parent[static_cast<size_t>(chain[i])] = chain[i - 1];
-  auto leader = [&](int i) { return hosts[static_cast<size_t>(mirrored ? h - 1 - i : i)].front(); };
-  for (int i = 1; i < h; ++i) t.parent[static_cast<size_t>(leader(i))] = leader((i - 1) / 2);
-  t.root = h ? leader(0) : -1;
-  return t;
-}
-
 }  // namespace
 
 const char* transportKindName(TransportKind t) { return t == TransportKind::Shm ? "shm" : "net"; }
@@ -129,7 +105,13 @@ SearchResult combine(const std::vector<Placement>& ranks, const std::vector<int>
     if (ha != hb) return ha < hb;
     return positionInHost[a] < positionInHost[b];
   });
-  for (int t = 0; t < 2; ++t) r.trees[t] = hostTree(ranks, r.ring, t == 1);
+  std::vector<std::vector<int>> hosts;  // in ring order
+  for (int rank : r.ring) {
+    if (hosts.empty() || ranks[static_cast<size_t>(rank)].host != ranks[static_cast<size_t>(hosts.back().front())].host)
+      hosts.push_back({});
+    hosts.back().push_back(rank);
+  }
+  for (int t = 0; t < 2; ++t) r.trees[t] = hostDoubleBinaryTree(hosts, t, n);
   return r;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "topology/graph.h"
+#include "topology/tree_shape.h"
 
 namespace gyre::topology {
 
@@ -29,11 +30,6 @@ struct Placement {
 
 enum class TransportKind { Shm, Net };
 const char* transportKindName(TransportKind t);
-
-struct Tree {
-  std::vector<int> parent;  // by rank; -1 at the root
-  int root = -1;
-};
 
 struct SearchResult {
   std::vector<int> ring;            // ranks in ring order
@@ -60,7 +56,7 @@ SearchResult search(const std::vector<Placement>& ranks, const GraphOf& graphOf)
 
 // The ring from each rank's position within its host (as each host's own
 // ranks computed it): how ranks that know only their own host's graph agree
-// on the whole ring. Trees follow the ring.
+// on the whole ring. The trees (tree_shape.h) follow the ring.
 SearchResult combine(const std::vector<Placement>& ranks, const std::vector<int>& positionInHost);
 
 // The graph node a rank sits at: its GPU, else its NUMA node's CPU (-1: none).

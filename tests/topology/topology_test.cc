@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -14,6 +15,7 @@
 #include "topology/graph.h"
 #include "topology/search.h"
 #include "topology/topology_io.h"
+#include "topology/tree_shape.h"
 
 namespace gyre::topology {
 namespace {
@@ -147,16 +149,101 @@ TEST(TopologySearch, HostsStayContiguousAndTransportsFollowHosts) {
   EXPECT_EQ(r.transport(0, 1), TransportKind::Net);
   EXPECT_EQ(r.transport(3, 1), TransportKind::Shm);
   EXPECT_EQ(r.describeRing(), "0 -> 2 => 1 -> 3");
-  // Trees: a chain per host from its first rank, hosts in a binary tree.
-  EXPECT_EQ(r.trees[0].root, 0);
-  EXPECT_EQ(r.trees[0].parent, (std::vector<int>{-1, 0, 0, 1}));
-  EXPECT_EQ(r.trees[1].root, 1);
-  EXPECT_EQ(r.trees[1].parent, (std::vector<int>{1, -1, 0, 1}));
+  // Trees: a double binary tree within each host (ring order 0,2 and 1,3),
+  // and one across the hosts' roots; a host's root in one tree is a leaf in
+  // the other.
+  EXPECT_EQ(r.trees[0].root, 3);
+  EXPECT_EQ(r.trees[0].parent, (std::vector<int>{2, 3, 3, -1}));
+  EXPECT_EQ(r.trees[0].children[3], (std::vector<int>{1, 2}));
+  EXPECT_EQ(r.trees[1].root, 0);
+  EXPECT_EQ(r.trees[1].parent, (std::vector<int>{-1, 0, 0, 1}));
+  EXPECT_EQ(r.trees[1].children[0], (std::vector<int>{2, 1}));
   // An unknown host keeps rank order; the combined ring agrees with each host's own answer.
   const SearchResult partial = search(ranks, [&](uint64_t h) { return h == 10 ? &g : nullptr; });
   EXPECT_EQ(combine(ranks, partial.positionInHost).ring, r.ring);
   EXPECT_TRUE(partial.nic[1].empty());
   EXPECT_FALSE(partial.nic[0].empty());
+}
+
+// The tree shapes' promises (tree_shape.cc), for every slot count to 200.
+TEST(TopologyTrees, DoubleBinaryTreesAreValidShallowAndComplementary) {
+  for (int n = 1; n <= 200; ++n) {
+    int depthLimit = 0;
+    while ((2 << depthLimit) <= n) ++depthLimit;  // floor(log2 n)
+    std::vector<int> interior[2];
+    for (int t = 0; t < 2; ++t) {
+      const Tree tree = hostDoubleBinaryTree({[&] {
+                                               std::vector<int> all(static_cast<size_t>(n));
+                                               for (int i = 0; i < n; ++i) all[i] = i;
+                                               return all;
+                                             }()},
+                                             t, n);
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        const TreeSlot s = doubleBinaryTreeSlot(t, r, n);
+        ASSERT_EQ(s.parent, tree.parent[r]) << n << " " << t << " " << r;
+        if (s.parent < 0) ++roots;
+        for (int c : tree.children[r]) ASSERT_EQ(tree.parent[c], r) << n << " " << t;
+        if (s.parent >= 0) {
+          const auto& sib = tree.children[s.parent];
+          ASSERT_NE(std::find(sib.begin(), sib.end(), r), sib.end()) << n << " " << t << " " << r;
+        }
+        if (!tree.children[r].empty()) interior[t].push_back(r);
+      }
+      ASSERT_EQ(roots, 1) << n;
+      ASSERT_EQ(tree.depth, depthLimit) << n << " tree " << t;
+    }
+    for (int r : interior[0])
+      ASSERT_EQ(std::find(interior[1].begin(), interior[1].end(), r), interior[1].end())
+          << "rank " << r << " interior in both trees of " << n;
+  }
+}
+
+// Several hosts: each host's ranks summed within it, and only each host's
+// root talks to other hosts, to at most three of them per tree.
+TEST(TopologyTrees, AcrossHostsOnlyEachHostsRootCrossesTheNetwork) {
+  for (int hostsCount : {2, 3, 5, 8})
+    for (int perHost : {1, 2, 3, 4, 8}) {
+      const int n = hostsCount * perHost;
+      std::vector<std::vector<int>> hosts(static_cast<size_t>(hostsCount));
+      std::vector<int> hostOf(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {  // ranks dealt round-robin, as GYRE_HOSTID by rank % hosts
+        hosts[r % hostsCount].push_back(r);
+        hostOf[r] = r % hostsCount;
+      }
+      for (int t = 0; t < 2; ++t) {
+        const Tree tree = hostDoubleBinaryTree(hosts, t, n);
+        std::vector<int> crossing(static_cast<size_t>(hostsCount), 0);
+        std::vector<std::set<int>> crossingRanks(static_cast<size_t>(hostsCount));
+        int roots = 0;
+        for (int r = 0; r < n; ++r) {
+          if (tree.parent[r] < 0) {
+            ++roots;
+            EXPECT_EQ(tree.root, r);
+            continue;
+          }
+          const int p = tree.parent[r];
+          if (hostOf[p] != hostOf[r]) {
+            ++crossing[hostOf[r]];
+            ++crossing[hostOf[p]];
+            crossingRanks[hostOf[r]].insert(r);
+            crossingRanks[hostOf[p]].insert(p);
+          }
+        }
+        EXPECT_EQ(roots, 1);
+        for (int h = 0; h < hostsCount; ++h) {
+          EXPECT_LE(crossing[h], 3) << hostsCount << "x" << perHost << " tree " << t << " host " << h;
+          EXPECT_LE(crossingRanks[h].size(), 1u) << hostsCount << "x" << perHost << " tree " << t;
+        }
+        // Every rank reaches the root.
+        for (int r = 0; r < n; ++r) {
+          int steps = 0, x = r;
+          while (tree.parent[x] >= 0 && steps <= n) x = tree.parent[x], ++steps;
+          EXPECT_EQ(x, tree.root);
+          EXPECT_LE(steps, tree.depth);
+        }
+      }
+    }
 }
 
 TEST(TopologySearch, SameInputSameAnswer) {
