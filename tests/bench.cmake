@@ -11,3 +11,12 @@ if(TARGET gyre-bench)
   add_dependencies(bench_cli_test gyre-bench)
   gtest_discover_tests(bench_cli_test TEST_PREFIX "bench_cli." DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180)
 endif()
+
+# gyre-algo-sweep (the tuner against every fixed algorithm, interleaved).
+if(TARGET gyre-algo-sweep)
+  add_executable(algo_sweep_test algo_sweep_test.cc)
+  target_link_libraries(algo_sweep_test PRIVATE gyre_test_support GTest::gtest_main gyre_flags)
+  target_compile_definitions(algo_sweep_test PRIVATE GYRE_ALGO_SWEEP_PATH="$<TARGET_FILE:gyre-algo-sweep>")
+  add_dependencies(algo_sweep_test gyre-algo-sweep)
+  gtest_discover_tests(algo_sweep_test TEST_PREFIX "bench_cli." DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+endif()

@@ -1,0 +1,289 @@
+// gyre-algo-sweep <op>: the tuner's choice against every fixed algorithm of
+// one operation, measured in one run with the variants interleaved.
+//
+// Why not one gyre-bench launch per algorithm: this host's speed drifts 2-3x
+// between launches (its two vCPUs move between fast and slow phases), more
+// than the 10% the comparison must resolve. Here every variant is a
+// communicator of its own (a split of one world, with its algorithm forced
+// through gyreConfig_t.algo, or none for "auto"), and for every size the
+// variants take turns, several rounds, in a rotating order: a slow phase
+// hits them all alike. Each variant's time is the median over rounds of its
+// per-call time (the slowest rank's).
+//
+//   gyre-algo-sweep allreduce --ranks 4 --bind -b 8 -e 256M -f 4 --rounds 5
+//
+// Sizes follow gyre-bench (nccl-tests' count column: the larger buffer, so
+// for AllGather and AllToAll the whole result). -R 1 allocates with
+// gyreMemAlloc (set GYRE_MAPPED_BUFFERS=1 to let the tuner count on it).
+// Prints a markdown table (bytes, each variant's time in us, the best fixed
+// one, auto / best) and, with --json, writes the numbers.
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "collectives/planner.h"
+#include "gyre/gyre.h"
+
+namespace {
+
+#define CHECKG(call)                                                                        \
+  do {                                                                                      \
+    gyreResult_t r_ = (call);                                                               \
+    if (r_ != gyreSuccess) {                                                                \
+      std::fprintf(stderr, "gyre-algo-sweep: %s failed: %s\n", #call, gyreGetLastError(nullptr)); \
+      std::exit(1);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+struct Options {
+  std::string op;
+  int ranks = 2;
+  bool bind = false;
+  size_t minBytes = 8, maxBytes = 64u << 20;
+  double factor = 4;
+  int rounds = 5;
+  double targetMs = 20;  // time per variant per round at each size
+  bool memAlloc = false;
+  std::string json;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "gyre-algo-sweep: %s\n"
+               "usage: gyre-algo-sweep <allreduce|broadcast|reduce|allgather|reducescatter|alltoall>\n"
+               "         [--ranks N] [--bind] [-b MIN] [-e MAX] [-f FACTOR] [--rounds R]\n"
+               "         [--target-ms T] [-R 0|1] [--json FILE]\n",
+               why);
+  std::exit(2);
+}
+
+size_t parseSize(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v < 0) usage(("bad size " + s).c_str());
+  const std::string unit(end);
+  double mult = 1;
+  if (unit == "K" || unit == "k") mult = 1024;
+  else if (unit == "M" || unit == "m") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) usage(("bad size " + s).c_str());
+  return static_cast<size_t>(v * mult);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  if (argc < 2) usage("which operation?");
+  o.op = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage((a + " needs a value").c_str());
+      return argv[++i];
+    };
+    if (a == "--ranks") o.ranks = std::atoi(next().c_str());
+    else if (a == "--bind") o.bind = true;
+    else if (a == "-b") o.minBytes = parseSize(next());
+    else if (a == "-e") o.maxBytes = parseSize(next());
+    else if (a == "-f") o.factor = std::atof(next().c_str());
+    else if (a == "--rounds") o.rounds = std::atoi(next().c_str());
+    else if (a == "--target-ms") o.targetMs = std::atof(next().c_str());
+    else if (a == "-R") o.memAlloc = next() != "0";
+    else if (a == "--json") o.json = next();
+    else usage(("unknown argument " + a).c_str());
+  }
+  if (o.ranks < 2 || o.factor <= 1 || o.rounds < 1 || o.targetMs <= 0 || o.minBytes == 0 || o.minBytes > o.maxBytes)
+    usage("bad --ranks, -f, --rounds, --target-ms, -b or -e");
+  return o;
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// The algorithms of the operation named as GYRE_ALGO names it.
+std::vector<std::string> algorithmsOf(const std::string& op) {
+  std::vector<std::string> names;
+  for (const gyre::collectives::Algorithm& a : gyre::collectives::algorithms())
+    if (op == gyre::collectives::opKindName(a.op)) names.push_back(a.name);
+  return names;
+}
+
+// One call of `bytes` (gyre-bench's row size) in float32 elements.
+struct Shape {
+  size_t count, sendBytes, recvBytes;
+};
+Shape shapeOf(const std::string& op, size_t bytes, int n) {
+  const size_t elems = std::max<size_t>(1, bytes / 4);
+  if (op == "allgather" || op == "alltoall" || op == "reducescatter") {
+    const size_t block = std::max<size_t>(1, elems / size_t(n));
+    if (op == "allgather") return {block, block * 4, block * 4 * n};
+    if (op == "reducescatter") return {block, block * 4 * n, block * 4};
+    return {block, block * 4 * n, block * 4 * n};
+  }
+  return {elems, elems * 4, elems * 4};
+}
+
+gyreResult_t call(const std::string& op, const Shape& s, void* send, void* recv, gyreComm_t comm) {
+  if (op == "allreduce") return gyreAllReduce(send, recv, s.count, gyreFloat32, gyreSum, comm, nullptr);
+  if (op == "broadcast") return gyreBroadcast(send, recv, s.count, gyreFloat32, 0, comm, nullptr);
+  if (op == "reduce") return gyreReduce(send, recv, s.count, gyreFloat32, gyreSum, 0, comm, nullptr);
+  if (op == "allgather") return gyreAllGather(send, recv, s.count, gyreFloat32, comm, nullptr);
+  if (op == "reducescatter") return gyreReduceScatter(send, recv, s.count, gyreFloat32, gyreSum, comm, nullptr);
+  return gyreAllToAll(send, recv, s.count, gyreFloat32, comm, nullptr);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+std::string fmtBytes(size_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+int runRank(const Options& o, int rank, gyreComm_t world) {
+  const std::vector<std::string> algos = algorithmsOf(o.op);
+  std::vector<std::string> variants = {"auto"};
+  variants.insert(variants.end(), algos.begin(), algos.end());
+  std::vector<gyreComm_t> comms;
+  for (const std::string& v : variants) {
+    gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+    const std::string spec = o.op + ":" + v;
+    config.algo = v == "auto" ? "" : spec.c_str();
+    gyreComm_t c = nullptr;
+    CHECKG(gyreCommSplit(world, 0, rank, &c, &config));
+    comms.push_back(c);
+  }
+  const int n = o.ranks;
+  std::vector<size_t> sizes;
+  for (double b = double(o.minBytes); b <= double(o.maxBytes) * 1.0001; b *= o.factor) sizes.push_back(size_t(b));
+  const Shape biggest = shapeOf(o.op, sizes.back(), n);
+  void *send = nullptr, *recv = nullptr;
+  if (o.memAlloc) {
+    CHECKG(gyreMemAlloc(&send, biggest.sendBytes));
+    CHECKG(gyreMemAlloc(&recv, biggest.recvBytes));
+  } else {
+    send = std::malloc(biggest.sendBytes);
+    recv = std::malloc(biggest.recvBytes);
+  }
+  std::memset(send, 0, biggest.sendBytes);  // zeros: any op, no overflow
+  std::memset(recv, 0, biggest.recvBytes);
+
+  // times[size][variant]: medians over rounds, us per call.
+  std::vector<std::vector<double>> times(sizes.size(), std::vector<double>(variants.size()));
+  for (size_t si = 0; si < sizes.size(); ++si) {
+    const Shape s = shapeOf(o.op, sizes[si], n);
+    // Warm up every variant (its first calls connect and map), then size
+    // its batches: about --target-ms per round each, the same count on
+    // every rank.
+    std::vector<int> iters(variants.size());
+    for (size_t v = 0; v < variants.size(); ++v) {
+      for (int i = 0; i < 3; ++i) CHECKG(call(o.op, s, send, recv, comms[v]));
+      CHECKG(gyreBarrier(world, nullptr));
+      const double t0 = now();
+      for (int i = 0; i < 3; ++i) CHECKG(call(o.op, s, send, recv, comms[v]));
+      double each = (now() - t0) / 3;
+      CHECKG(gyreAllReduce(&each, &each, 1, gyreFloat64, gyreMax, world, nullptr));
+      iters[v] = std::clamp(static_cast<int>(o.targetMs / 1e3 / std::max(each, 1e-7)), 1, 20000);
+    }
+    std::vector<std::vector<double>> perRound(variants.size());
+    for (int round = 0; round < o.rounds; ++round)
+      for (size_t k = 0; k < variants.size(); ++k) {
+        const size_t v = (k + size_t(round)) % variants.size();  // rotate who goes first
+        CHECKG(gyreBarrier(world, nullptr));
+        const double t0 = now();
+        for (int i = 0; i < iters[v]; ++i) CHECKG(call(o.op, s, send, recv, comms[v]));
+        double us = (now() - t0) / iters[v] * 1e6;
+        CHECKG(gyreAllReduce(&us, &us, 1, gyreFloat64, gyreMax, world, nullptr));
+        perRound[v].push_back(us);
+      }
+    for (size_t v = 0; v < variants.size(); ++v) times[si][v] = median(perRound[v]);
+  }
+
+  if (rank == 0) {
+    std::printf("#### %s, %d ranks (us per call, median of %d interleaved rounds)\n\n| bytes |", o.op.c_str(), n,
+                o.rounds);
+    for (const std::string& v : variants) std::printf(" %s |", v.c_str());
+    std::printf(" best fixed | auto / best |\n|---|");
+    for (size_t v = 0; v < variants.size() + 2; ++v) std::printf("---|");
+    std::printf("\n");
+    int within = 0;
+    std::string json = "{\"op\": \"" + o.op + "\", \"ranks\": " + std::to_string(n) + ", \"variants\": [";
+    for (size_t v = 0; v < variants.size(); ++v) json += (v ? ", \"" : "\"") + variants[v] + "\"";
+    json += "], \"rows\": [";
+    for (size_t si = 0; si < sizes.size(); ++si) {
+      std::printf("| %s |", fmtBytes(sizes[si]).c_str());
+      size_t best = 1;
+      for (size_t v = 1; v < variants.size(); ++v)
+        if (times[si][v] < times[si][best]) best = v;
+      for (size_t v = 0; v < variants.size(); ++v) std::printf(v == best ? " **%.1f** |" : " %.1f |", times[si][v]);
+      const double ratio = times[si][0] / times[si][best];
+      within += ratio <= 1.10;
+      std::printf(" %s | %.2f |\n", variants[best].c_str(), ratio);
+      json += std::string(si ? ", " : "") + "{\"bytes\": " + std::to_string(sizes[si]) + ", \"us\": [";
+      for (size_t v = 0; v < variants.size(); ++v) json += (v ? ", " : "") + std::to_string(times[si][v]);
+      json += "]}";
+    }
+    json += "]}\n";
+    std::printf("\nauto within 10%% of the best fixed algorithm at %d of %zu sizes.\n\n", within, sizes.size());
+    if (!o.json.empty()) std::ofstream(o.json) << json;
+  }
+  for (gyreComm_t c : comms) CHECKG(gyreCommDestroy(c));
+  if (o.memAlloc) {
+    CHECKG(gyreMemFree(send));
+    CHECKG(gyreMemFree(recv));
+  } else {
+    std::free(send);
+    std::free(recv);
+  }
+  CHECKG(gyreCommDestroy(world));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  const Options o = parse(argc, argv);
+  const std::vector<std::string> ops = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"};
+  if (std::find(ops.begin(), ops.end(), o.op) == ops.end() || algorithmsOf(o.op).empty())
+    usage(("no algorithms to compare for operation " + o.op).c_str());
+  // The id is plain bytes, made once and inherited by the forked ranks.
+  gyreUniqueId id;
+  CHECKG(gyreGetUniqueId(&id));
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (o.bind) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(r % sysconf(_SC_NPROCESSORS_ONLN), &set);
+        sched_setaffinity(0, sizeof(set), &set);
+      }
+      gyreComm_t world;
+      CHECKG(gyreCommInitRank(&world, o.ranks, id, r));
+      std::fflush(stdout);
+      _exit(runRank(o, r, world));
+    }
+    pids.push_back(pid);
+  }
+  int status = 0;
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    status = std::max(status, code);
+  }
+  return status;
+}

@@ -1,0 +1,72 @@
+// gyre-algo-sweep from the outside: every operation it compares runs with
+// auto and each registered algorithm interleaved, prints one row per size
+// with every variant's time, names the best fixed one, and writes the same
+// numbers as JSON; bad arguments get the usage and exit 2. Real process
+// groups under a hard deadline; no timing is asserted.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "collectives/planner.h"
+#include "tests/support/subprocess.h"
+
+namespace {
+
+gyre::test::Outcome sweep(std::vector<std::string> args) {
+  gyre::test::Proc p;
+  p.argv = {GYRE_ALGO_SWEEP_PATH};
+  p.argv.insert(p.argv.end(), args.begin(), args.end());
+  return gyre::test::run(p, 120);
+}
+
+size_t countOf(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(AlgoSweep, EveryOperationComparesAutoWithEachAlgorithm) {
+  const std::string json = testing::TempDir() + "/gyre-algo-sweep.json";
+  for (const char* op : {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"}) {
+    std::remove(json.c_str());
+    const gyre::test::Outcome o = sweep({op, "--ranks", "3", "-b", "64", "-e", "64K", "-f", "32", "--rounds", "2",
+                                         "--target-ms", "0.2", "--json", json});
+    ASSERT_EQ(o.exitCode, 0) << op << ": " << o.describe();
+    std::vector<std::string> algos;
+    for (const auto& a : gyre::collectives::algorithms())
+      if (std::string(gyre::collectives::opKindName(a.op)) == op) algos.push_back(a.name);
+    ASSERT_FALSE(algos.empty()) << op;
+    const std::string header = o.out.substr(0, o.out.find('\n', o.out.find("| bytes |")));
+    EXPECT_NE(header.find("| bytes | auto |"), std::string::npos) << o.out;
+    for (const std::string& a : algos) EXPECT_NE(header.find(" " + a + " |"), std::string::npos) << a << ": " << o.out;
+    // 64 B, 2 KiB and 64 KiB: one row each, every one naming its best fixed algorithm.
+    for (const char* row : {"\n| 64 |", "\n| 2K |", "\n| 64K |"}) EXPECT_EQ(countOf(o.out, row), 1u) << row << o.out;
+    EXPECT_EQ(countOf(o.out, "**"), 2u * 3) << o.out;  // the best fixed time, bold, once per row
+    EXPECT_NE(o.out.find("auto within 10% of the best fixed algorithm at "), std::string::npos) << o.out;
+    std::ifstream in(json);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\"op\": \"" + std::string(op) + "\""), std::string::npos) << text;
+    EXPECT_EQ(countOf(text, "\"bytes\":"), 3u) << text;
+  }
+  std::remove(json.c_str());
+}
+
+TEST(AlgoSweep, BadArgumentsGiveTheUsageAndExit2) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{},
+                                             {"gather"},
+                                             {"allreduce", "--ranks", "1"},
+                                             {"allreduce", "-b", "1M", "-e", "1K"},
+                                             {"allreduce", "-f", "1"},
+                                             {"allreduce", "--bogus"},
+                                             {"allreduce", "-e", "12Q"}}) {
+    const gyre::test::Outcome o = sweep(args);
+    EXPECT_EQ(o.exitCode, 2) << o.describe();
+    EXPECT_NE(o.err.find("usage: gyre-algo-sweep"), std::string::npos) << o.describe();
+  }
+}
+
+}  // namespace
