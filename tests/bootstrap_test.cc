@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "bootstrap/interfaces.h"
 #include "bootstrap/launch_env.h"
@@ -279,6 +280,139 @@ TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
   p.deadline = Deadline::afterMs(5000);
   auto b = Bootstrap::create(p);
   EXPECT_EQ(b->peers().size(), 1u);
+}
+
+// Two ranks in this process, on "different hosts" (host hashes 1 and 2), after
+// the rendezvous; `dataIf` names each one's openDataListener argument.
+std::vector<std::unique_ptr<Bootstrap>> twoRanks(const std::string (&dataIf)[2]) {
+  RootServer::Options o;
+  o.bind = SockAddr::loopback(AF_INET, 0);
+  o.advertise = SockAddr::loopback(AF_INET, 0);
+  o.secret = randomSecret();
+  o.expectRound = 0;
+  auto root = RootServer::start(o);
+  std::vector<std::unique_ptr<Bootstrap>> b(2);
+  std::string errors[2];
+  std::thread t[2];
+  for (int r = 0; r < 2; ++r)
+    t[r] = std::thread([&, r] {
+      try {
+        Bootstrap::Params p;
+        p.id = UniqueIdContents{root->address(), o.secret};
+        p.rank = r;
+        p.nranks = 2;
+        p.family = AF_INET;
+        p.hostHash = uint64_t(r) + 1;
+        p.deadline = Deadline::afterMs(10000);
+        b[r] = Bootstrap::create(p);
+        b[r]->openDataListener(dataIf[r], Deadline::afterMs(10000));
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& th : t) th.join();
+  EXPECT_EQ(errors[0] + errors[1], "");
+  return b;
+}
+
+// A connection's first bytes, as bootstrap.cc sends them.
+struct TestHello {
+  uint32_t magic;
+  uint32_t kind;
+  int32_t fromRank;
+  uint32_t tag;
+  uint8_t secret[32];
+};
+
+Socket introduce(const SockAddr& at, ConnKind kind, int fromRank, uint32_t tag,
+                 const Secret& secret) {
+  Socket s = Socket::connectTo(at, Deadline::afterMs(5000), "a rank");
+  TestHello h{};
+  h.magic = 0x4759434e;
+  h.kind = static_cast<uint32_t>(kind);
+  h.fromRank = fromRank;
+  h.tag = tag;
+  std::memcpy(h.secret, secret.data(), sizeof(h.secret));
+  s.sendAll(&h, sizeof(h), Deadline::afterMs(5000), "a rank");
+  return s;
+}
+
+bool closedByPeer(Socket& s) {
+  char c;
+  std::string msg = errorOf([&] { s.recvAll(&c, 1, Deadline::afterMs(5000), "the acceptor"); });
+  return msg.find("closed") != std::string::npos || msg.find("reset") != std::string::npos;
+}
+
+TEST(DataListener, DataBetweenHostsGoesToThePeersNicAndIsVerified) {
+  if (chooseInterface("", AF_INET).loopback)
+    GTEST_SKIP() << "the bootstrap needs an interface other than loopback here";
+  // Rank 1's data listener on loopback (standing in for a second NIC); rank 0 has none.
+  auto b = twoRanks({"", "lo"});
+  ASSERT_TRUE(b[0] && b[1]);
+  const SockAddr boot1 = SockAddr::unpack(b[1]->self().listenAddr);
+  const SockAddr data1 = b[0]->dataAddress(1);
+  EXPECT_TRUE(data1.isLoopback()) << data1.str();
+  EXPECT_NE(data1.port(), boot1.port());
+  EXPECT_EQ(b[1]->dataInterface(), "lo 127.0.0.1");
+  EXPECT_EQ(b[1]->dataAddress(0).str(), SockAddr::unpack(b[0]->self().listenAddr).str())
+      << "rank 0 has no data listener: its bootstrap listener";
+
+  // Refused: a wrong secret and a ring connection on the data listener, and
+  // a data connection on the bootstrap listener that belongs on the data one.
+  Secret wrong = b[0]->secret();
+  wrong[0] ^= 1;
+  Socket badSecret = introduce(data1, ConnKind::Data, 0, 0, wrong);
+  Socket badKind = introduce(data1, ConnKind::Ring, 0, 0, b[0]->secret());
+  Socket badPlace = introduce(boot1, ConnKind::Data, 0, 0, b[0]->secret());
+  // The real one, then a message through it.
+  Socket s0 = b[0]->connectTo(1, ConnKind::Data, 0, Deadline::afterMs(5000));
+  Socket s1 = b[1]->acceptFrom(0, ConnKind::Data, 0, Deadline::afterMs(5000));
+  EXPECT_EQ(s1.localAddr().str(), data1.str());
+  EXPECT_EQ(s0.peerAddr().str(), data1.str());
+  const uint32_t word = 0x12345678;
+  uint32_t got = 0;
+  s0.sendAll(&word, sizeof(word), Deadline::afterMs(5000), "rank 1");
+  s1.recvAll(&got, sizeof(got), Deadline::afterMs(5000), "rank 0");
+  EXPECT_EQ(got, word);
+  EXPECT_TRUE(closedByPeer(badSecret));
+  EXPECT_TRUE(closedByPeer(badKind));
+  EXPECT_TRUE(closedByPeer(badPlace));
+
+  // The other way round (rank 1 connects to rank 0, which has no data
+  // listener): the bootstrap listener, as before.
+  Socket t1 = b[1]->connectTo(0, ConnKind::Data, 7, Deadline::afterMs(5000));
+  Socket t0 = b[0]->acceptFrom(1, ConnKind::Data, 7, Deadline::afterMs(5000));
+  EXPECT_EQ(t1.peerAddr().port(), SockAddr::unpack(b[0]->self().listenAddr).port());
+}
+
+TEST(DataListener, StaysOnTheBootstrapListenerWhenItShould) {
+  // GYRE_SOCKET_IFNAME set: the user's interface for everything.
+  RootServer::Options o;
+  o.bind = SockAddr::loopback(AF_INET, 0);
+  o.advertise = SockAddr::loopback(AF_INET, 0);
+  o.secret = randomSecret();
+  o.expectRound = 0;
+  auto root = RootServer::start(o);
+  Bootstrap::Params p;
+  p.id = UniqueIdContents{root->address(), o.secret};
+  p.ifname = "=lo";
+  p.family = AF_INET;
+  p.deadline = Deadline::afterMs(5000);
+  auto b = Bootstrap::create(p);
+  const std::string other = chooseInterface("", AF_INET).name;
+  b->openDataListener(other, Deadline::afterMs(5000));
+  EXPECT_EQ(b->dataInterface(), "lo 127.0.0.1");
+  // Without it: an interface that does not exist, or the bootstrap's own.
+  if (chooseInterface("", AF_INET).loopback) GTEST_SKIP() << "no interface but loopback";
+  for (const std::string& nic : {std::string("nosuchif9"), std::string(), other}) {
+    auto root2 = RootServer::start(o);
+    Bootstrap::Params q = p;
+    q.id = UniqueIdContents{root2->address(), o.secret};
+    q.ifname = "";
+    auto c = Bootstrap::create(q);
+    c->openDataListener(nic, Deadline::afterMs(5000));
+    EXPECT_EQ(c->dataInterface(), other + " " + chooseInterface("", AF_INET).addr.host()) << nic;
+  }
 }
 
 }  // namespace

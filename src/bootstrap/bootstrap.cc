@@ -33,6 +33,23 @@ struct AbortNoticeHeader {
   uint32_t messageBytes;
 };
 
+// What openDataListener exchanges: a rank's data listener (family 0: none).
+struct DataListenerInfo {
+  uint8_t addr[SockAddr::kPackedBytes];
+};
+
+const char* kindName(uint32_t kind) {
+  switch (static_cast<ConnKind>(kind)) {
+    case ConnKind::Ring:
+      return "ring";
+    case ConnKind::Data:
+      return "data";
+    case ConnKind::AbortNotice:
+      return "abort notice";
+  }
+  return "unknown";
+}
+
 // Connects to the root, introduces this rank, waits for the full table.
 std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& self) {
   int backoffMs = 1;
@@ -87,6 +104,8 @@ std::unique_ptr<Bootstrap> Bootstrap::prepare(const Params& p, int rootFamily) {
   b->secret_ = p.id.secret;
 
   NetInterface nic = chooseInterface(p.ifname, p.family ? p.family : rootFamily);
+  b->ifnameSpec_ = p.ifname;
+  b->interface_ = nic.name;
   b->listener_ = Socket::listenOn(SockAddr::any(nic.addr.family(), 0));
   b->listener_.setNonBlocking(true);
   SockAddr advertised = nic.addr;
@@ -137,8 +156,73 @@ SockAddr Bootstrap::peerAddress(int peer) const {
   return a;
 }
 
+void Bootstrap::openDataListener(const std::string& ifname, Deadline deadline) {
+  const SockAddr boot = SockAddr::unpack(self_.listenAddr);
+  std::string why;  // why data connections stay on the bootstrap listener
+  if (!ifnameSpec_.empty()) {
+    why = "GYRE_SOCKET_IFNAME is set";
+  } else if (ifname.empty()) {
+    why = "no NIC from the topology";
+  } else if (ifname == interface_) {
+    why = "it is on the topology's NIC already";
+  } else {
+    std::optional<NetInterface> nic;
+    for (const NetInterface& i : listInterfaces(boot.family()))
+      if (i.name == ifname) {
+        nic = i;
+        break;
+      }
+    if (!nic) {
+      why = "the topology's NIC " + ifname + " is not up with an " +
+            (boot.family() == AF_INET6 ? "IPv6" : "IPv4") + " address";
+    } else {
+      try {
+        // Bound to the NIC's address (not "any"): what arrives here came over it.
+        dataListener_ = Socket::listenOn(nic->addr);
+        dataListener_.setNonBlocking(true);
+        dataInterface_ = nic->name;
+      } catch (const Error& e) {
+        dataListener_.reset();
+        GYRE_WARN("rank %d: cannot listen for data on %s: %s", rank_, ifname.c_str(), e.what());
+        why = "listening on " + ifname + " failed";
+      }
+    }
+  }
+  std::vector<DataListenerInfo> all(static_cast<size_t>(nranks_));
+  DataListenerInfo& mine = all[static_cast<size_t>(rank_)];
+  std::memset(&mine, 0, sizeof(mine));
+  if (dataListener_.valid()) dataListener_.localAddr().pack(mine.addr);
+  allGather(all.data(), sizeof(DataListenerInfo), deadline);
+  dataAddrs_.clear();
+  for (const DataListenerInfo& i : all) dataAddrs_.push_back(SockAddr::unpack(i.addr));
+  const SockAddr& at = dataListener_.valid() ? dataAddrs_[static_cast<size_t>(rank_)] : boot;
+  if (dataListener_.valid())
+    GYRE_INFO("rank %d: tcp data on %s %s (port %u; the topology's NIC; bootstrap on %s)", rank_,
+              dataInterface_.c_str(), at.host().c_str(), at.port(), interface_.c_str());
+  else
+    GYRE_INFO("rank %d: tcp data on %s %s (the bootstrap listener: %s)", rank_, interface_.c_str(),
+              at.host().c_str(), why.c_str());
+}
+
+bool Bootstrap::viaDataListener(int owner, int peer) const {
+  if (owner == peer || static_cast<size_t>(owner) >= dataAddrs_.size()) return false;
+  if (peers_[owner].hostHash == peers_[peer].hostHash) return false;  // loopback within a host
+  return dataAddrs_[static_cast<size_t>(owner)].family() != 0;
+}
+
+SockAddr Bootstrap::dataAddress(int peer) const {
+  return viaDataListener(peer, rank_) ? dataAddrs_[static_cast<size_t>(peer)] : peerAddress(peer);
+}
+
+std::string Bootstrap::dataInterface() const {
+  const SockAddr a =
+      dataListener_.valid() ? dataListener_.localAddr() : SockAddr::unpack(self_.listenAddr);
+  return (dataListener_.valid() ? dataInterface_ : interface_) + " " + a.host();
+}
+
 Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline deadline) {
-  Socket s = Socket::connectTo(peerAddress(peer), deadline, describe(peer));
+  const SockAddr addr = kind == ConnKind::Data ? dataAddress(peer) : peerAddress(peer);
+  Socket s = Socket::connectTo(addr, deadline, describe(peer));
   ConnHello h{};
   h.magic = kConnMagic;
   h.kind = static_cast<uint32_t>(kind);
@@ -149,8 +233,8 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
   return s;
 }
 
-bool Bootstrap::acceptOne(Deadline handshakeDeadline) {
-  Socket s = listener_.tryAccept();
+bool Bootstrap::acceptOne(const Socket& listener, Deadline handshakeDeadline) {
+  Socket s = listener.tryAccept();
   if (!s.valid()) return false;
   ConnHello h{};
   try {
@@ -164,6 +248,16 @@ bool Bootstrap::acceptOne(Deadline handshakeDeadline) {
   if (h.magic != kConnMagic || !secretsEqual(got, secret_) || h.fromRank < 0 ||
       h.fromRank >= nranks_) {
     GYRE_WARN("rank %d: refused a connection without this communicator's secret", rank_);
+    return true;
+  }
+  // Each connection only where its peer was told to make it: data from
+  // another host on the data listener (when this rank has one), all else on
+  // the bootstrap listener.
+  const bool onData = &listener == &dataListener_;
+  if (onData !=
+      (h.kind == static_cast<uint32_t>(ConnKind::Data) && viaDataListener(rank_, h.fromRank))) {
+    GYRE_WARN("rank %d: refused a %s connection from %s on the %s listener", rank_,
+              kindName(h.kind), describe(h.fromRank).c_str(), onData ? "data" : "bootstrap");
     return true;
   }
   if (h.kind == static_cast<uint32_t>(ConnKind::AbortNotice)) {
@@ -194,12 +288,16 @@ Socket Bootstrap::acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline dea
     if (!notices_.empty())
       throwError(gyreRemoteError, "rank " + std::to_string(notices_.front().first) +
                                       " failed while connecting: " + notices_.front().second);
-    if (acceptOne(Deadline::afterMs(5000))) continue;
+    if (acceptOne(listener_, Deadline::afterMs(5000))) continue;
+    if (dataListener_.valid() && acceptOne(dataListener_, Deadline::afterMs(5000))) continue;
     if (deadline.expired())
       throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out waiting for " +
-                                  describe(peer) + " to connect");
-    pollfd p{listener_.fd(), POLLIN, 0};
-    ::poll(&p, 1, deadline.pollMs(100));
+                                  describe(peer) + " to connect" +
+                                  (kind == ConnKind::Data && viaDataListener(rank_, peer)
+                                       ? " to this rank's data listener on " + dataInterface()
+                                       : std::string()));
+    pollfd p[2] = {{listener_.fd(), POLLIN, 0}, {dataListener_.fd(), POLLIN, 0}};
+    ::poll(p, dataListener_.valid() ? 2 : 1, deadline.pollMs(100));
   }
 }
 
@@ -236,7 +334,7 @@ void Bootstrap::notifyAbort(int originRank, const std::string& message) {
 }
 
 std::optional<std::pair<int, std::string>> Bootstrap::pollAbortNotice() {
-  while (acceptOne(Deadline::afterMs(1000))) {
+  while (acceptOne(listener_, Deadline::afterMs(1000))) {
   }
   if (notices_.empty()) return std::nullopt;
   return notices_.front();

@@ -2,6 +2,14 @@
 // communicator keeps for its lifetime: a listener per rank, a ring of
 // connections for small collective exchanges (allgather, barrier), verified
 // point-to-point connections for transports, and abort notices.
+//
+// Data connections (ConnKind::Data, the TCP transport's) may use a second
+// listener of their own, on the NIC the topology search gave the rank (as
+// NCCL picks a net device per GPU): the bootstrap listener's interface is
+// chosen before the topology is known. openDataListener() opens it and
+// exchanges every rank's data address; connectTo/acceptFrom then route Data
+// connections between hosts through it, with the same verification. The
+// transport above keeps asking for (peer, Data, lane) and never knows.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +77,24 @@ class Bootstrap {
   void allGather(void* data, size_t bytesPerRank, Deadline deadline);
   void barrier(Deadline deadline);
 
+  // Collective (every rank calls it, once, after the rendezvous): when
+  // GYRE_SOCKET_IFNAME was not set and `ifname` names an interface that is
+  // up with an address of the bootstrap's family, other than the bootstrap
+  // listener's interface, listen for data connections on that address; then
+  // every rank learns every other's data address ("none" without one). An
+  // empty or unusable `ifname` contributes "none": data connections to this
+  // rank keep using the bootstrap listener.
+  void openDataListener(const std::string& ifname, Deadline deadline);
+  // Where `peer` is reached for data connections from this rank: its data
+  // listener's address when it has one and is on another host (ranks of one
+  // host meet on loopback), else the bootstrap listener's.
+  SockAddr dataAddress(int peer) const;
+  // The interface this rank's data connections arrive on: "eth1 10.2.0.1".
+  std::string dataInterface() const;
+
   // Verified connections to a peer for a purpose (kind, tag). Both sides name
   // the same (kind, tag); the lower rank connects, the higher accepts.
+  // Data connections go through the data listeners when there are some.
   Socket connectTo(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
   Socket acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
 
@@ -82,13 +106,22 @@ class Bootstrap {
  private:
   Bootstrap() = default;
   SockAddr peerAddress(int peer) const;
-  // Accepts one pending connection and files it; returns false if none.
-  bool acceptOne(Deadline handshakeDeadline);
+  // Whether data connections between this rank and `peer` that `owner`
+  // accepts go through owner's data listener.
+  bool viaDataListener(int owner, int peer) const;
+  // Accepts one pending connection on `listener` (the bootstrap's or the
+  // data listener) and files it; returns false if none.
+  bool acceptOne(const Socket& listener, Deadline handshakeDeadline);
 
   int rank_ = 0;
   int nranks_ = 1;
   Secret secret_{};
   Socket listener_;
+  std::string ifnameSpec_;  // GYRE_SOCKET_IFNAME: when set, it chose every interface
+  std::string interface_;   // the bootstrap listener's interface
+  Socket dataListener_;     // invalid: data connections come to listener_
+  std::string dataInterface_;
+  std::vector<SockAddr> dataAddrs_;  // by rank; family 0: none (use the listener)
   Socket ringNext_, ringPrev_;
   PeerInfo self_{};
   std::vector<PeerInfo> peers_;

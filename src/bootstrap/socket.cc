@@ -50,6 +50,13 @@ std::string SockAddr::str() const {
   return "<no address>";
 }
 
+std::string SockAddr::host() const {
+  const std::string s = str();
+  if (family() == AF_INET6) return s.substr(1, s.rfind(']') - 1);
+  if (family() == AF_INET) return s.substr(0, s.rfind(':'));
+  return s;
+}
+
 SockAddr SockAddr::parse(const std::string& text, int familyHint) {
   std::string host = text, port = "0";
   if (!text.empty() && text[0] == '[') {
@@ -220,6 +227,13 @@ SockAddr Socket::localAddr() const {
   SockAddr a;
   a.len = sizeof(a.storage);
   if (getsockname(fd_, a.sa(), &a.len) != 0) throwSystemError("getsockname()", errno);
+  return a;
+}
+
+SockAddr Socket::peerAddr() const {
+  SockAddr a;
+  a.len = sizeof(a.storage);
+  if (getpeername(fd_, a.sa(), &a.len) != 0) return SockAddr();
   return a;
 }
 

@@ -21,7 +21,8 @@ struct SockAddr {
   uint16_t port() const;
   void setPort(uint16_t port);
   bool isLoopback() const;
-  std::string str() const;  // "1.2.3.4:5" or "[::1]:5"
+  std::string str() const;   // "1.2.3.4:5" or "[::1]:5"
+  std::string host() const;  // "1.2.3.4" or "::1": without the port
   const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
   sockaddr* sa() { return reinterpret_cast<sockaddr*>(&storage); }
 
@@ -66,6 +67,7 @@ class Socket {
   Socket tryAccept() const;
 
   SockAddr localAddr() const;
+  SockAddr peerAddr() const;  // an empty address (family 0) when not connected
   void setNonBlocking(bool on);
   void setNoDelay();
   void setBufferBytes(size_t bytes);

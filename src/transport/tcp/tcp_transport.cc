@@ -36,11 +36,16 @@ void TcpTransport::connect(const std::vector<int>& peers, Deadline deadline) {
     }
   }
   for (auto& [p, lanes] : made) {
+    // The addresses say which interface the bytes take (the bootstrap's, or
+    // a data listener's on the rank's own NIC).
+    const std::string via = lanes.empty()
+                                ? std::string()
+                                : lanes[0].localAddr().str() + " -> " + lanes[0].peerAddr().str();
     connections_[p] =
         std::make_unique<TcpConnection>(*this, p, bootstrap_.describe(p), std::move(lanes),
                                         options_.chunkBytes, options_.stagingSlots);
-    GYRE_INFO("rank %d: tcp connection to %s, %d socket(s)", me, bootstrap_.describe(p).c_str(),
-              options_.lanes);
+    GYRE_INFO("rank %d: tcp connection to %s, %d socket(s), %s", me, bootstrap_.describe(p).c_str(),
+              options_.lanes, via.c_str());
   }
 }
 

@@ -1,6 +1,8 @@
 // TCP transport: for ranks on different hosts, or every peer when forced
 // (GYRE_TRANSPORT=tcp). Connections are made on first use through the
-// bootstrap (verified by the communicator's secret), TCP_NODELAY, with
+// bootstrap (verified by the communicator's secret; to a peer on another
+// host at its data listener on its own NIC when it has one: the bootstrap
+// decides, the transport only asks for a Data connection), TCP_NODELAY, with
 // GYRE_NSOCKS_PERPEER sockets ("lanes") per peer; each message is split
 // across the lanes.
 #pragma once
