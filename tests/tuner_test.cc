@@ -181,6 +181,16 @@ TEST(TunerChoice, MappedBuffersMakeSingleCopyWinLargeCallsOnOneHost) {
   EXPECT_NE(choose(twoHosts, OpKind::AllGather, 64u << 20), "direct");
 }
 
+// With more ranks than cores, a direct Broadcast's readers share the cores:
+// the chain or the tree, never direct (measured behind the chain at every
+// size with 4 ranks on 2 cores).
+TEST(TunerChoice, CrowdedBroadcastNeverReadsDirectly) {
+  FakeEnv crowded(4, 1, true);
+  crowded.params().cores = 2;
+  for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 2)
+    EXPECT_NE(choose(crowded, OpKind::Broadcast, bytes), "direct") << bytes;
+}
+
 TEST(TunerChoice, SmallMessageSettingStillForcesRecursiveDoubling) {
   FakeEnv env(4, 1, false);
   env.params().smallMessageBytes = 1 << 20;
