@@ -191,6 +191,19 @@ TEST(TunerChoice, CrowdedBroadcastNeverReadsDirectly) {
     EXPECT_NE(choose(crowded, OpKind::Broadcast, bytes), "direct") << bytes;
 }
 
+// Recursive-doubling AllGather: pairwise swaps, ahead of Bruck's shifted
+// rounds and the ring at latency-bound sizes with 4 ranks (gyre-algo-sweep);
+// the ring's even pieces for large ones; one exchange either way at 2.
+TEST(TunerChoice, RecursiveDoublingAllGatherForSmallBlocks) {
+  FakeEnv four(4, 1, false);
+  four.params().cores = 2;
+  EXPECT_EQ(choose(four, OpKind::AllGather, 8), "recursive_doubling");
+  EXPECT_EQ(choose(four, OpKind::AllGather, 4096), "recursive_doubling");
+  EXPECT_EQ(choose(four, OpKind::AllGather, 16u << 20), "ring");
+  FakeEnv two(2, 1, false);
+  EXPECT_EQ(choose(two, OpKind::AllGather, 64u << 10), "ring");
+}
+
 TEST(TunerChoice, SmallMessageSettingStillForcesRecursiveDoubling) {
   FakeEnv env(4, 1, false);
   env.params().smallMessageBytes = 1 << 20;

@@ -197,7 +197,28 @@ double costBruckAllGather(const CallShape& s, const CostModel& m) {
   const int n = s.nranks;
   const double total = double(s.bytes) * n;
   // log2 n rounds of growing messages, then a rotation copy of the result.
-  return log2Ceil(n) * t.alpha + (n - 1) * double(s.bytes) * t.beta + total * t.gamma;
+  // A round sends to rank - k and receives from rank + k: each waits on a
+  // different rank than it feeds, so a round's latency is a chain through
+  // the ranks, about two messages' (gyre-algo-sweep, 4 ranks: recursive
+  // doubling's pairwise swaps 1.25-1.45x faster at every latency-bound size).
+  return 2 * log2Ceil(n) * t.alpha + (n - 1) * double(s.bytes) * t.beta + total * t.gamma;
+}
+
+double costDoublingAllGather(const CallShape& s, const CostModel& m) {
+  const Terms t = terms(s, m);
+  const PowerOfTwo q(s.nranks);
+  const double b = double(s.bytes), f = q.fold ? 1 : 0;
+  // log2 p exchanges of everything gathered so far, straight between the
+  // outputs (no scratch, no rotation: Bruck's extra copies), each a swap
+  // between two ranks. Its bytes are the ring's; they are charged 10% more
+  // because its messages double in size instead of staying even, which put
+  // the crossover with the ring at 64-128 KiB with 4 ranks on 2 cores in
+  // two of three gyre-algo-sweep runs (the third, in the host's other
+  // mode, had recursive doubling ahead up to 256 KiB). Other rank counts
+  // fold in and out (a block, then the whole output).
+  double msgs = 0;
+  for (int k = 0; k < q.rounds; ++k) msgs += pieces(size_t(b * (1 << k)), t.chunk);
+  return (msgs + 2 * f) * t.alpha + 1.1 * (s.nranks - 1) * b * t.beta + f * (s.nranks + 1) * b * t.beta;
 }
 
 double costDirectAllGather(const CallShape& s, const CostModel& m) {

@@ -81,6 +81,7 @@ double costTreeReduce(const CallShape&, const CostModel&);
 double costRingAllGather(const CallShape&, const CostModel&);
 double costBruckAllGather(const CallShape&, const CostModel&);
 double costDirectAllGather(const CallShape&, const CostModel&);
+double costDoublingAllGather(const CallShape&, const CostModel&);
 double costRingReduceScatter(const CallShape&, const CostModel&);
 double costHalvingReduceScatter(const CallShape&, const CostModel&);
 double costDirectReduceScatter(const CallShape&, const CostModel&);

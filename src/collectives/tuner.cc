@@ -10,9 +10,7 @@ namespace gyre::collectives {
 namespace {
 
 // The cost formula of each algorithm the tuner may pick by itself. An
-// algorithm missing here runs only when GYRE_ALGO asks for it: recursive
-// doubling AllGather ties the ring in the model but measured slower than it
-// on small hosts (its exchanges double in size, the ring's stay even).
+// algorithm missing here would run only when GYRE_ALGO asks for it.
 struct Costed {
   OpKind op;
   const char* name;
@@ -34,6 +32,7 @@ const Costed kCosts[] = {
     {OpKind::AllGather, "ring", costRingAllGather},
     {OpKind::AllGather, "bruck", costBruckAllGather},
     {OpKind::AllGather, "direct", costDirectAllGather},
+    {OpKind::AllGather, "recursive_doubling", costDoublingAllGather},
     {OpKind::ReduceScatter, "ring", costRingReduceScatter},
     {OpKind::ReduceScatter, "recursive_halving", costHalvingReduceScatter},
     {OpKind::ReduceScatter, "direct", costDirectReduceScatter},
