@@ -17,6 +17,15 @@
 // gyreMemAlloc (set GYRE_MAPPED_BUFFERS=1 to let the tuner count on it).
 // Prints a markdown table (bytes, each variant's time in us, the best fixed
 // one, auto / best) and, with --json, writes the numbers.
+//
+//   gyre-algo-sweep --replay [--cores C] FILE.json...
+//
+// scores the tuner as built now against recorded sweeps, without running
+// anything: for each row, the algorithm the cost model picks for that call
+// (one host, every rank able to read the others, C cores: 2 by default, the
+// host the recordings come from) and its recorded time against the best
+// fixed one. A model change can so be checked against runs made in the
+// host's different modes at once (docs/PERFORMANCE-collectives.md).
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +39,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "collectives/planner.h"
+#include "collectives/tuner.h"
 #include "gyre/gyre.h"
 
 namespace {
@@ -61,7 +73,8 @@ struct Options {
                "gyre-algo-sweep: %s\n"
                "usage: gyre-algo-sweep <allreduce|broadcast|reduce|allgather|reducescatter|alltoall>\n"
                "         [--ranks N] [--bind] [-b MIN] [-e MAX] [-f FACTOR] [--rounds R]\n"
-               "         [--target-ms T] [-R 0|1] [--json FILE]\n",
+               "         [--target-ms T] [-R 0|1] [--json FILE]\n"
+               "       gyre-algo-sweep --replay [--cores C] FILE.json...\n",
                why);
   std::exit(2);
 }
@@ -250,10 +263,95 @@ int runRank(const Options& o, int rank, gyreComm_t world) {
   return 0;
 }
 
+// A communicator as the tuner sees it, for replays: one host, n ranks.
+class ReplayEnv final : public gyre::collectives::PlanEnv {
+ public:
+  ReplayEnv(int n, int cores) : n_(n) {
+    world_ = gyre::collectives::Group::all(0, n);
+    tuning_.perHost = n;
+    tuning_.cores = cores;
+  }
+  const gyre::collectives::TuningParams& tuning() const override { return tuning_; }
+  int rank() const override { return 0; }
+  int nranks() const override { return n_; }
+  const gyre::collectives::Group& world() const override { return world_; }
+  bool sameHost(int) const override { return true; }
+  int hostIndex(int) const override { return 0; }
+  size_t chunkBytes(std::span<const int>) override { return tuning_.localChunk; }
+  bool canReadPeerMemory() const override { return true; }
+
+ private:
+  int n_;
+  gyre::collectives::Group world_;
+  gyre::collectives::TuningParams tuning_;
+};
+
+int replay(int argc, char** argv) {
+  int cores = 2, within = 0, rows = 0;
+  std::vector<std::string> files;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cores" && i + 1 < argc) cores = std::atoi(argv[++i]);
+    else files.push_back(a);
+  }
+  if (files.empty() || cores < 1) usage("--replay needs recorded JSON files");
+  for (const std::string& f : files) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(std::ifstream(f));
+    } catch (const std::exception& e) {
+      usage((f + ": " + e.what()).c_str());
+    }
+    const std::string op = j.at("op");
+    const int n = j.at("ranks");
+    const std::vector<std::string> variants = j.at("variants");
+    ReplayEnv env(n, cores);
+    gyre::collectives::OpKind kind{};
+    bool known = false;
+    for (const auto& a : gyre::collectives::algorithms())
+      if (op == gyre::collectives::opKindName(a.op)) kind = a.op, known = true;
+    if (!known) usage((f + ": unknown operation " + op).c_str());
+    int in = 0, count = 0;
+    std::string misses;
+    for (const auto& row : j.at("rows")) {
+      const size_t bytes = row.at("bytes");
+      const std::vector<double> us = row.at("us");
+      gyre::collectives::CallRequest req;
+      req.desc.kind = kind;
+      req.elemSize = 4;
+      req.desc.count = shapeOf(op, bytes, n).count;
+      const std::string pick = gyre::collectives::chooseAlgorithm(req, env)->name;
+      size_t best = 1, picked = 0;
+      for (size_t v = 1; v < variants.size() && v < us.size(); ++v) {
+        if (us[v] < us[best]) best = v;
+        if (variants[v] == pick) picked = v;
+      }
+      if (picked == 0) usage((f + ": the model picks " + pick + ", which the recording lacks").c_str());
+      const double ratio = us[picked] / us[best];
+      ++count;
+      if (ratio <= 1.10) {
+        ++in;
+      } else {
+        char m[128];
+        std::snprintf(m, sizeof m, " %s:%s(%.2f; %s)", fmtBytes(bytes).c_str(), pick.c_str(), ratio,
+                      variants[best].c_str());
+        misses += m;
+      }
+    }
+    std::printf("%s: %s, %d ranks: the model's pick within 10%% of the best at %d of %d sizes%s\n", f.c_str(),
+                op.c_str(), n, in, count, misses.c_str());
+    within += in;
+    rows += count;
+  }
+  std::printf("total: %d of %d\n", within, rows);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc > 1 && std::string(argv[1]) == "--replay") return replay(argc, argv);
   const Options o = parse(argc, argv);
   const std::vector<std::string> ops = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"};
   if (std::find(ops.begin(), ops.end(), o.op) == ops.end() || algorithmsOf(o.op).empty())

@@ -5,6 +5,7 @@
 // groups under a hard deadline; no timing is asserted.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -67,6 +68,35 @@ TEST(AlgoSweep, BadArgumentsGiveTheUsageAndExit2) {
     EXPECT_EQ(o.exitCode, 2) << o.describe();
     EXPECT_NE(o.err.find("usage: gyre-algo-sweep"), std::string::npos) << o.describe();
   }
+}
+
+// --replay: the tuner as built against a recording, run by nothing. The
+// model picks recursive doubling for an 8-byte AllReduce at 2 ranks and the
+// ring at 64 MiB; the recording makes the first the best and the second the
+// worst, so exactly one row is within 10%.
+TEST(AlgoSweep, ReplayScoresTheModelsPicksAgainstARecording) {
+  const std::string path = testing::TempDir() + "/gyre-sweep-replay.json";
+  std::ofstream(path) << R"({"op": "allreduce", "ranks": 2, "variants": ["auto", "ring", "recursive_doubling"],
+    "rows": [{"bytes": 8, "us": [1, 5, 1]}, {"bytes": 67108864, "us": [1, 900, 100]}]})";
+  const gyre::test::Outcome o = sweep({"--replay", path});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  EXPECT_NE(o.out.find("allreduce, 2 ranks: the model's pick within 10% of the best at 1 of 2 sizes 64M:ring(9.00; "
+                       "recursive_doubling)"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("total: 1 of 2"), std::string::npos) << o.out;
+  std::ofstream(path) << "{not json";
+  const gyre::test::Outcome bad = sweep({"--replay", path});
+  EXPECT_EQ(bad.exitCode, 2) << bad.describe();
+  std::remove(path.c_str());
+  // The recordings docs/PERFORMANCE-collectives.md quotes still replay.
+  std::vector<std::string> args = {"--replay"};
+  for (const auto& e : std::filesystem::recursive_directory_iterator(GYRE_TUNER_SWEEPS))
+    if (e.path().extension() == ".json") args.push_back(e.path().string());
+  ASSERT_GT(args.size(), 12u);
+  const gyre::test::Outcome recorded = sweep(args);
+  EXPECT_EQ(recorded.exitCode, 0) << recorded.describe();
+  EXPECT_NE(recorded.out.find("total: "), std::string::npos) << recorded.out;
 }
 
 }  // namespace
