@@ -41,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/fork_ranks.h"
 #include "collectives/planner.h"
 #include "collectives/tuner.h"
 #include "gyre/gyre.h"
@@ -356,32 +357,5 @@ int main(int argc, char** argv) {
   const std::vector<std::string> ops = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"};
   if (std::find(ops.begin(), ops.end(), o.op) == ops.end() || algorithmsOf(o.op).empty())
     usage(("no algorithms to compare for operation " + o.op).c_str());
-  // The id is plain bytes, made once and inherited by the forked ranks.
-  gyreUniqueId id;
-  CHECKG(gyreGetUniqueId(&id));
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.ranks; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (o.bind) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(r % sysconf(_SC_NPROCESSORS_ONLN), &set);
-        sched_setaffinity(0, sizeof(set), &set);
-      }
-      gyreComm_t world;
-      CHECKG(gyreCommInitRank(&world, o.ranks, id, r));
-      std::fflush(stdout);
-      _exit(runRank(o, r, world));
-    }
-    pids.push_back(pid);
-  }
-  int status = 0;
-  for (pid_t p : pids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    status = std::max(status, code);
-  }
-  return status;
+  return gyre::bench::forkRanks(o.ranks, o.bind, [&](int rank, gyreComm_t world) { return runRank(o, rank, world); });
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fork_ranks.h"
 #include "gyre/gyre.h"
 #include "tests/support/exact_values.h"
 
@@ -232,30 +233,5 @@ int main(int argc, char** argv) {
     CHECKG(gyreCommInitFromEnv(&comm, nullptr));
     return runRank(o, comm);
   }
-  gyreUniqueId id;
-  CHECKG(gyreGetUniqueId(&id));
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.spawn; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (o.bind) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(r % sysconf(_SC_NPROCESSORS_ONLN), &set);
-        sched_setaffinity(0, sizeof(set), &set);
-      }
-      gyreComm_t comm;
-      CHECKG(gyreCommInitRank(&comm, o.spawn, id, r));
-      std::fflush(stdout);
-      _exit(runRank(o, comm));
-    }
-    pids.push_back(pid);
-  }
-  int failed = 0;
-  for (pid_t p : pids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st)) ++failed;
-  }
-  return failed ? 1 : 0;
+  return gyre::bench::forkRanks(o.spawn, o.bind, [&](int, gyreComm_t comm) { return runRank(o, comm); });
 }

@@ -6,25 +6,7 @@
 #   multihost_netns.sh PROGRAM   (PROGRAM: tests/programs/env_allreduce)
 set -euo pipefail
 prog=$1
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "needs root and iproute2 for network namespaces; skipping"
-  exit 77
-fi
-tag=$$
-h0=gyre-h0-$tag
-h1=gyre-h1-$tag
-logs=$(mktemp -d)
-cleanup() {
-  ip netns del "$h0" 2>/dev/null || true
-  ip netns del "$h1" 2>/dev/null || true
-  rm -rf "$logs"
-}
-trap cleanup EXIT
-if ! ip netns add "$h0" 2>/dev/null; then
-  echo "cannot create network namespaces here; skipping"
-  exit 77
-fi
-ip netns add "$h1"
+. "$(dirname "$0")/netns_hosts.sh" gyre-h
 ip link add "gv0-$tag" netns "$h0" type veth peer name "gv1-$tag" netns "$h1"
 ip -n "$h0" addr add 10.77.0.1/24 dev "gv0-$tag"
 ip -n "$h1" addr add 10.77.0.2/24 dev "gv1-$tag"

@@ -13,25 +13,7 @@
 #   tcp_nic_netns.sh PROGRAM   (PROGRAM: tests/programs/env_allreduce)
 set -euo pipefail
 prog=$1
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "needs root and iproute2 for network namespaces; skipping"
-  exit 77
-fi
-tag=$$
-h0=gyre-nic0-$tag
-h1=gyre-nic1-$tag
-logs=$(mktemp -d)
-cleanup() {
-  ip netns del "$h0" 2>/dev/null || true
-  ip netns del "$h1" 2>/dev/null || true
-  rm -rf "$logs"
-}
-trap cleanup EXIT
-if ! ip netns add "$h0" 2>/dev/null; then
-  echo "cannot create network namespaces here; skipping"
-  exit 77
-fi
-ip netns add "$h1"
+. "$(dirname "$0")/netns_hosts.sh" gyre-nic
 # Interface names: at most 15 characters ("gnb1-" + a pid of up to 7 digits).
 ip link add "gna0-$tag" netns "$h0" type veth peer name "gna1-$tag" netns "$h1"
 ip link add "gnb0-$tag" netns "$h0" type veth peer name "gnb1-$tag" netns "$h1"

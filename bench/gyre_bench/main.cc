@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fork_ranks.h"
 #include "bench/gyre_bench/collectives.h"
 #include "bench/gyre_bench/options.h"
 #include "bench/gyre_bench/plot.h"
@@ -359,32 +360,6 @@ int main(int argc, char** argv) {
     CHECKG(gyreCommInitFromEnv(&comm, nullptr));
     return runRank(o, comm);
   }
-  gyreUniqueId id;
-  CHECKG(gyreGetUniqueId(&id));
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.spawn; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (o.bind) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(r % sysconf(_SC_NPROCESSORS_ONLN), &set);
-        sched_setaffinity(0, sizeof(set), &set);
-      }
-      gyreComm_t comm;
-      CHECKG(gyreCommInitRank(&comm, o.spawn, id, r));
-      std::fflush(stdout);
-      _exit(runRank(o, comm));
-    }
-    pids.push_back(pid);
-  }
-  // The worst rank's status: 3 (-T) over 2 (usage) over 1; a rank killed by a signal counts as 1.
-  int status = 0;
-  for (pid_t p : pids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    if (code > status) status = code;
-  }
-  return status;
+  // The worst rank's status: 3 (-T) over 2 (usage) over 1.
+  return forkRanks(o.spawn, o.bind, [&](int, gyreComm_t comm) { return runRank(o, comm); });
 }
