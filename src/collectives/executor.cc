@@ -162,10 +162,11 @@ class Runner {
       }
       case Prim::ReadReduce: {
         Connection& peer = ctx_.connection(s.recvPeer);
-        const void* theirs = peer.mapPeerMemory(remoteAddress(s), bytes, remoteKey(s));
+        const uint64_t from = remoteAddress(s);
+        const void* theirs = peer.mapPeerMemory(from, bytes, remoteKey(s));
         if (!theirs) {
           // Through the start of scratch, a bounce buffer that stays in cache.
-          peer.readPeerMemory(args_.scratch, remoteAddress(s), bytes);
+          peer.readPeerMemory(args_.scratch, from, bytes);
           theirs = args_.scratch;
         }
         // Only the last contribution may stream: earlier sums are read again.
@@ -180,16 +181,17 @@ class Runner {
     uint64_t src, dst, count;
     transport::SharedMemoryKey srcKey, dstKey;  // where the peer can map them
   };
-  const transport::SharedMemoryKey& remoteKey(const Step& s) const {
+  const PeerAddresses& addressesOf(const Step& s) const {
     if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
       throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
-    const PeerAddresses& a = peerAddresses_[s.recvPeer];
+    return peerAddresses_[s.recvPeer];
+  }
+  const transport::SharedMemoryKey& remoteKey(const Step& s) const {
+    const PeerAddresses& a = addressesOf(s);
     return s.remote == BufId::Input ? a.srcKey : a.dstKey;
   }
   uint64_t remoteAddress(const Step& s) const {
-    if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
-      throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
-    const PeerAddresses& a = peerAddresses_[s.recvPeer];
+    const PeerAddresses& a = addressesOf(s);
     return (s.remote == BufId::Input ? a.src : a.dst) + s.remoteOffset * args_.elemSize;
   }
 

@@ -62,6 +62,12 @@ struct CallRequest {
   // message). Set by the planner.
   size_t pieceBytes = 0;
   size_t bytes() const { return desc.count * elemSize; }
+  // AllToAllv: the elements of all of one side's blocks (sendCounts or recvCounts).
+  static size_t totalCount(const size_t* counts, int nranks) {
+    size_t total = 0;
+    for (int r = 0; r < nranks; ++r) total += counts[r];
+    return total;
+  }
 };
 
 using BuildFn = void (*)(const CallRequest&, PlanEnv&, Plan&);

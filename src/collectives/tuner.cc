@@ -75,9 +75,7 @@ CallShape callShape(const CallRequest& req, const PlanEnv& env) {
   s.nranks = env.nranks();
   s.bytes = req.bytes();
   if (req.sendCounts) {  // AllToAllv: the average block
-    size_t total = 0;
-    for (int r = 0; r < s.nranks; ++r) total += req.sendCounts[r];
-    s.bytes = total * req.elemSize / static_cast<size_t>(s.nranks);
+    s.bytes = CallRequest::totalCount(req.sendCounts, s.nranks) * req.elemSize / static_cast<size_t>(s.nranks);
   }
   s.hosts = t.hosts;
   s.perHost = t.perHost;

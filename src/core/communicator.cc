@@ -460,10 +460,8 @@ void* Communicator::scratch(size_t bytes) {
 void Communicator::logChoice(const collectives::CallRequest& req, const char* algo, bool forced) {
   if (rank_ != 0 || !log::enabled(log::Level::Info)) return;
   size_t bytes = req.bytes();
-  if (req.sendCounts) {  // AllToAllv: everything this rank sends
-    bytes = 0;
-    for (int p = 0; p < nranks_; ++p) bytes += req.sendCounts[p] * req.elemSize;
-  }
+  if (req.sendCounts)  // AllToAllv: everything this rank sends
+    bytes = collectives::CallRequest::totalCount(req.sendCounts, nranks_) * req.elemSize;
   const int sizeClass = bytes ? 64 - __builtin_clzll(bytes) : 0;
   const unsigned key = static_cast<unsigned>(req.desc.kind) * 128 + static_cast<unsigned>(sizeClass);
   if (!loggedChoices_.insert(key).second) return;

@@ -224,10 +224,8 @@ void Communicator::executeCollective(Operation& op) {
   size_t outElems = op.count;
   if (op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll || op.kind == OpKind::Gather)
     outElems = op.count * nranks_;
-  if (op.kind == OpKind::AllToAllv) {  // its count is 0: the blocks say how much arrives
-    outElems = 0;
-    for (int p = 0; p < nranks_; ++p) outElems += req.recvCounts[p];
-  }
+  if (op.kind == OpKind::AllToAllv)  // its count is 0: the blocks say how much arrives
+    outElems = collectives::CallRequest::totalCount(req.recvCounts, nranks_);
   args.streamOutput = outElems * req.elemSize >= kernels::streamingThresholdBytes();
   if (op.count == 0 && op.kind != OpKind::Barrier && op.kind != OpKind::AllToAllv) return;
   runCall(req, args);
