@@ -195,13 +195,11 @@ void Bootstrap::openDataListener(const std::string& ifname, Deadline deadline) {
   allGather(all.data(), sizeof(DataListenerInfo), deadline);
   dataAddrs_.clear();
   for (const DataListenerInfo& i : all) dataAddrs_.push_back(SockAddr::unpack(i.addr));
-  const SockAddr& at = dataListener_.valid() ? dataAddrs_[static_cast<size_t>(rank_)] : boot;
   if (dataListener_.valid())
-    GYRE_INFO("rank %d: tcp data on %s %s (port %u; the topology's NIC; bootstrap on %s)", rank_,
-              dataInterface_.c_str(), at.host().c_str(), at.port(), interface_.c_str());
+    GYRE_INFO("rank %d: tcp data on %s (port %u; the topology's NIC; bootstrap on %s)", rank_,
+              dataInterface().c_str(), dataAddrs_[static_cast<size_t>(rank_)].port(), interface_.c_str());
   else
-    GYRE_INFO("rank %d: tcp data on %s %s (the bootstrap listener: %s)", rank_, interface_.c_str(),
-              at.host().c_str(), why.c_str());
+    GYRE_INFO("rank %d: tcp data on %s (the bootstrap listener: %s)", rank_, dataInterface().c_str(), why.c_str());
 }
 
 bool Bootstrap::viaDataListener(int owner, int peer) const {

@@ -161,7 +161,7 @@ void Communicator::setUpTransports(Deadline deadline) {
     throwError(gyreInvalidArgument, std::string("GYRE_TOPO_FILE/GYRE_TOPO_DUMP_FILE: ") + e.what());
   }
   world_.ranks = topo.result.ring;
-  world_.me = static_cast<int>(std::find(world_.ranks.begin(), world_.ranks.end(), rank_) - world_.ranks.begin());
+  world_.me = world_.indexOf(rank_);
   for (int t = 0; t < 2; ++t) world_.trees[t] = topo.result.trees[t];
   topoLocalGBps_ = topo.localGBps;
   topoNetworkGBps_ = topo.networkGBps;
@@ -213,13 +213,10 @@ void Communicator::setUpTransports(Deadline deadline) {
   to.lanes = config_.socketsPerPeer;
   to.socketBufferBytes = config_.tcpSocketBufferBytes;
   to.spinNs = spin(20'000);
-  // TCP data over the NIC the topology gave this rank (an RDMA NIC's
-  // Ethernet interface), not the bootstrap's; the bootstrap decides whether
-  // it can (not with GYRE_SOCKET_IFNAME set). Collective: every rank calls it.
-  std::string dataNic = size_t(rank_) < topo.result.nic.size() ? topo.result.nic[rank_] : "";
-  if (const topology::Graph& g = topology::processTopology(); !dataNic.empty())
-    if (int n = g.findNic(dataNic); n >= 0 && !g.nodes[n].netdev.empty()) dataNic = g.nodes[n].netdev;
-  bootstrap_->openDataListener(dataNic, deadline);
+  // TCP data over the NIC the topology gave this rank, not the bootstrap's;
+  // the bootstrap decides whether it can (not with GYRE_SOCKET_IFNAME set).
+  // Collective: every rank calls it.
+  bootstrap_->openDataListener(topo.nicInterface, deadline);
   tcp_ = std::make_unique<transport::TcpTransport>(*bootstrap_, to);
 
   connections_.assign(static_cast<size_t>(nranks_), nullptr);

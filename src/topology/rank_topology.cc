@@ -34,19 +34,15 @@ struct WireArrangement {
 
 // The assigned NIC's speed in GB/s, or less where the path from the rank's
 // device to it is slower (a GPU behind a narrow PCIe link); 0 when unknown.
-double nicBandwidth(const Graph& g, int location, const std::string& nic) {
-  if (nic.empty()) return 0;
-  for (int k : g.ofKind(NodeKind::Nic)) {
-    if (g.nodes[k].name != nic) continue;
-    double gbps = g.nodes[k].speedMbps / 8000.0;
-    if (gbps <= 0) return 0;
-    if (location >= 0) {
-      const Path p = g.path(location, k);
-      if (p.gbps > 0) gbps = std::min(gbps, p.gbps);
-    }
-    return gbps;
+double nicBandwidth(const Graph& g, int location, int nic) {
+  if (nic < 0) return 0;
+  double gbps = g.nodes[nic].speedMbps / 8000.0;
+  if (gbps <= 0) return 0;
+  if (location >= 0) {
+    const Path p = g.path(location, nic);
+    if (p.gbps > 0) gbps = std::min(gbps, p.gbps);
   }
-  return 0;
+  return gbps;
 }
 
 }  // namespace
@@ -87,22 +83,24 @@ RankTopology arrangeRanks(int rank, const std::vector<uint64_t>& hostOfRank,
   // This host's ranks' order from this host's graph; other hosts' from theirs.
   SearchResult local = search(placements, [&](uint64_t h) { return h == myHost ? &g : nullptr; });
   const int loc = locationNode(g, placements[static_cast<size_t>(rank)]);
+  const std::string& nic = local.nic[static_cast<size_t>(rank)];
+  const int nicNode = nic.empty() ? -1 : g.findNic(nic);
   std::vector<WireArrangement> arranged(n);
   WireArrangement& mineArranged = arranged[static_cast<size_t>(rank)];
   std::memset(&mineArranged, 0, sizeof(mineArranged));
   mineArranged.position = local.positionInHost[static_cast<size_t>(rank)];
-  mineArranged.nicGBps = static_cast<float>(nicBandwidth(g, loc, local.nic[static_cast<size_t>(rank)]));
+  mineArranged.nicGBps = static_cast<float>(nicBandwidth(g, loc, nicNode));
   mineArranged.ringGBps = static_cast<float>(local.ringGBps);
   allGather(arranged.data(), sizeof(WireArrangement));
 
   RankTopology out;
   std::vector<int> positions(n);
+  // The slowest known link of each kind, the same on every rank.
+  auto slowest = [](double& acc, float v) {
+    if (v > 0 && (acc == 0 || v < acc)) acc = v;
+  };
   for (size_t r = 0; r < n; ++r) {
     positions[r] = arranged[r].position;
-    // The slowest known link of each kind, the same on every rank.
-    auto slowest = [](double& acc, float v) {
-      if (v > 0 && (acc == 0 || v < acc)) acc = v;
-    };
     slowest(out.networkGBps, arranged[r].nicGBps);
     slowest(out.localGBps, arranged[r].ringGBps);
   }
@@ -111,7 +109,8 @@ RankTopology arrangeRanks(int rank, const std::vector<uint64_t>& hostOfRank,
   out.result.ringGBps = local.ringGBps;
   out.result.ringWorst = local.ringWorst;
   out.numa = loc >= 0 ? g.nodes[loc].numa : -1;
-  const std::string& nic = local.nic[static_cast<size_t>(rank)];
+  // An RDMA NIC's Ethernet interface carries its TCP.
+  out.nicInterface = nicNode >= 0 && !g.nodes[nicNode].netdev.empty() ? g.nodes[nicNode].netdev : nic;
   out.detail = "topology from " + g.source + ", " + (gpu.empty() ? "no GPU" : "GPU " + gpu) +
                ", NUMA node " + std::to_string(out.numa) + ", NIC " + (nic.empty() ? "none" : nic);
   // Placement only matters with several NUMA nodes. A CPU rank has no

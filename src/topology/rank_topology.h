@@ -23,6 +23,9 @@ struct RankTopology {
   int numa = -1;           // the node nearest this rank's device (-1: unknown)
   bool boundNuma = false;  // affinity placement is in force (several NUMA nodes, not opted out)
   std::string detail;      // for the log: graph source, GPU, NIC
+  // The network interface of this rank's NIC (an RDMA NIC's Ethernet
+  // interface; empty without a NIC): where its TCP data should go.
+  std::string nicInterface;
   // The slowest link of each kind over all hosts, from their graphs, the
   // same on every rank (0: unknown): a ring hop within a host, and a rank's
   // NIC (its speed, or the path to it where slower). The tuner's model
