@@ -251,12 +251,18 @@ TEST(LaunchEnv, NothingFoundSaysWhatToSet) {
   EXPECT_NE(msg.find("gyrerun"), std::string::npos) << msg;
 }
 
-TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
+// A one-round root on loopback with a fresh secret.
+RootServer::Options loopbackRoot() {
   RootServer::Options o;
   o.bind = SockAddr::loopback(AF_INET, 0);
   o.advertise = SockAddr::loopback(AF_INET, 0);
   o.secret = randomSecret();
   o.expectRound = 0;
+  return o;
+}
+
+TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
+  const RootServer::Options o = loopbackRoot();
   auto root = RootServer::start(o);
   // An intruder with the wrong secret is dropped without an answer.
   Socket s = Socket::connectTo(root->address(), Deadline::afterMs(5000), "root");
@@ -285,11 +291,7 @@ TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
 // Two ranks in this process, on "different hosts" (host hashes 1 and 2), after
 // the rendezvous; `dataIf` names each one's openDataListener argument.
 std::vector<std::unique_ptr<Bootstrap>> twoRanks(const std::string (&dataIf)[2]) {
-  RootServer::Options o;
-  o.bind = SockAddr::loopback(AF_INET, 0);
-  o.advertise = SockAddr::loopback(AF_INET, 0);
-  o.secret = randomSecret();
-  o.expectRound = 0;
+  const RootServer::Options o = loopbackRoot();
   auto root = RootServer::start(o);
   std::vector<std::unique_ptr<Bootstrap>> b(2);
   std::string errors[2];
@@ -387,11 +389,7 @@ TEST(DataListener, DataBetweenHostsGoesToThePeersNicAndIsVerified) {
 
 TEST(DataListener, StaysOnTheBootstrapListenerWhenItShould) {
   // GYRE_SOCKET_IFNAME set: the user's interface for everything.
-  RootServer::Options o;
-  o.bind = SockAddr::loopback(AF_INET, 0);
-  o.advertise = SockAddr::loopback(AF_INET, 0);
-  o.secret = randomSecret();
-  o.expectRound = 0;
+  const RootServer::Options o = loopbackRoot();
   auto root = RootServer::start(o);
   Bootstrap::Params p;
   p.id = UniqueIdContents{root->address(), o.secret};

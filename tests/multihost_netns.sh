@@ -29,11 +29,7 @@ run() {  # run ALGO: four ranks, two per namespace; rank 0 hosts the root
       timeout 60 "$prog" >"$logs/$algo.$r" 2>&1 &
     pids+=($!)
   done
-  local failed=0
-  for i in 0 1 2 3; do
-    wait "${pids[$i]}" || { echo "rank $i ($algo) failed:"; cat "$logs/$algo.$i"; failed=1; }
-  done
-  [ "$failed" = 0 ] || exit 1
+  netns_wait_ranks "$algo"
   for r in 0 1 2 3; do
     grep -q "rank $r of 4: ok" "$logs/$algo.$r" || { echo "rank $r ($algo): no ok line"; cat "$logs/$algo.$r"; exit 1; }
     # Each rank shares memory with exactly one peer, its namespace mate.

@@ -2,6 +2,8 @@
 # tcp_nic_netns.sh): two "hosts" as network namespaces, $h0 and $h1 (named
 # PREFIX0-PID and PREFIX1-PID), a log folder $logs, and an exit trap that
 # removes all three. Exits 77 (skipped) without root, iproute2 or namespaces.
+# netns_wait_ranks NAME waits for the four ranks in $pids (logs in
+# $logs/NAME.RANK), printing the log of any that failed, and exits 1 if one did.
 #   . netns_hosts.sh PREFIX
 netns_prefix=$1
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
@@ -23,3 +25,11 @@ if ! ip netns add "$h0" 2>/dev/null; then
   exit 77
 fi
 ip netns add "$h1"
+
+netns_wait_ranks() {
+  local name=$1 failed=0 i
+  for i in 0 1 2 3; do
+    wait "${pids[$i]}" || { echo "rank $i ($name) failed:"; cat "$logs/$name.$i"; failed=1; }
+  done
+  [ "$failed" = 0 ] || exit 1
+}

@@ -68,11 +68,7 @@ run() {
       timeout 60 "$prog" >"$logs/$name.$r" 2>&1 &
     pids+=($!)
   done
-  local failed=0
-  for i in 0 1 2 3; do
-    wait "${pids[$i]}" || { echo "rank $i ($name) failed:"; cat "$logs/$name.$i"; failed=1; }
-  done
-  [ "$failed" = 0 ] || exit 1
+  netns_wait_ranks "$name"
   for r in 0 1 2 3; do
     grep -q "rank $r of 4: ok" "$logs/$name.$r" || fail "rank $r ($name): no ok line" "$logs/$name.$r"
     if grep -q "refused" "$logs/$name.$r"; then
