@@ -5,3 +5,5 @@ gyre_test(api_semantics_test api_semantics_test.cc)
 gyre_test(tuner_test tuner_test.cc)
 # gyreMemAlloc's shared allocations and peers' mappings of them.
 gyre_test(shared_memory_test shared_memory_test.cc)
+# AllToAllv with rank-dependent totals, the blockwise algorithm, mismatched counts.
+gyre_test(alltoallv_blockwise_test alltoallv_blockwise_test.cc)

@@ -30,7 +30,8 @@ struct Case {
   const char* op;    // GYRE_ALGO's name for the operation
   const char* algo;  // nullptr: automatic
   // Buffers from gyreMemAlloc, which local peers map (single-copy reads
-  // without the kernel), freshly allocated for every operation.
+  // without the kernel), freshly allocated for every operation, and
+  // GYRE_MAPPED_BUFFERS=1 (AllToAllv's blockwise then reads its larger blocks).
   bool mapped = false;
   // Ranks dealt over this many "hosts" by rank % hosts (GYRE_HOSTID), so
   // the topology's ring (each host's ranks in a row) differs from rank
@@ -283,6 +284,7 @@ bool hasInPlace(const std::string& op) { return op != "alltoallv" && op != "barr
 int runCase(int rank, int nranks, const gyreUniqueId& id, const Case& c) {
   if (c.algo) setenv("GYRE_ALGO", (std::string(c.op) + ":" + c.algo).c_str(), 1);
   if (c.hosts) setenv("GYRE_HOSTID", ("host" + std::to_string(rank % c.hosts)).c_str(), 1);
+  if (c.mapped) setenv("GYRE_MAPPED_BUFFERS", "1", 1);
   Checker check(rank);
   gyreComm_t comm = initRank(rank, nranks, id, c.transport);
   if (!comm) return 1;
@@ -323,18 +325,21 @@ const char* const kOps[] = {"broadcast", "reduce",  "allgather", "reducescatter"
                             "alltoallv", "gather", "scatter",   "barrier"};
 
 // Every registered algorithm of every operation; single-copy ones need shm.
+// AllToAllv's blockwise reads some blocks where it can (shm; with mapped
+// buffers from a few KiB up) and is pairwise over tcp.
 std::vector<Case> forcedCases() {
   std::vector<Case> cases;
   for (const char* op : kOps)
     for (const collectives::Algorithm& a : collectives::algorithms()) {
       if (std::string(collectives::opKindName(a.op)) != op) continue;
       const bool direct = std::string(a.name) == "direct";
+      const bool reads = direct || std::string(a.name) == "blockwise";
       cases.push_back({"shm", 2, op, a.name});
       cases.push_back({"shm", 3, op, a.name});
       cases.push_back({"shm", 4, op, a.name});  // power of two: every halving/doubling step
       cases.push_back({"shm", 5, op, a.name});
       if (!direct) cases.push_back({"tcp", 3, op, a.name});
-      if (direct) {
+      if (reads) {
         cases.push_back({"shm", 2, op, a.name, true});
         cases.push_back({"shm", 4, op, a.name, true});
       }

@@ -7,8 +7,11 @@ namespace gyre::collectives {
 namespace {
 
 // Both variants: block sizes and places from the callbacks (elements).
+// variable (AllToAllv): an empty block still travels, and every message
+// carries its block's count (Step::blockCount), so mismatched counts are
+// reported.
 template <class SendAt, class RecvAt>
-void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, RecvAt recvAt, bool always) {
+void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, RecvAt recvAt, bool variable) {
   const int n = env.nranks(), me = env.rank();
   for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
@@ -26,15 +29,17 @@ void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, R
   for (int k = 1; k < n; ++k) {
     const int to = (me + k) % n;
     forPieces(sendAt(to).second, chunk, [&](size_t off, size_t len) {
-      add(plan, Prim::Send, from, sendAt(to).first + off, BufId::Output, 0, len, to);
-    }, always);
+      Step& s = add(plan, Prim::Send, from, sendAt(to).first + off, BufId::Output, 0, len, to);
+      if (variable) s.blockCount = sendAt(to).second;
+    }, variable);
   }
   plan.beginLane();
   for (int k = 1; k < n; ++k) {
     const int src = (me - k + n) % n;
     forPieces(recvAt(src).second, chunk, [&](size_t off, size_t len) {
-      add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, recvAt(src).first + off, len, -1, src);
-    }, always);
+      Step& s = add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, recvAt(src).first + off, len, -1, src);
+      if (variable) s.blockCount = recvAt(src).second;
+    }, variable);
   }
   plan.closeLane();
 }
@@ -50,6 +55,7 @@ void buildPairwiseAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan) {
 
 void buildPairwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("pairwise");
+  plan.rank = env.rank();
   auto sendAt = [&](int p) { return std::make_pair(req.sendDispls[p], req.sendCounts[p]); };
   auto recvAt = [&](int p) { return std::make_pair(req.recvDispls[p], req.recvCounts[p]); };
   pairwise(req, env, plan, sendAt, recvAt, true);

@@ -13,6 +13,12 @@ void buildPairwiseAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan);
 // The same with per-peer counts and displacements. An empty block still
 // travels as an empty message, so that mismatched counts are reported.
 void buildPairwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);
+// Pairwise's rounds, but each block travels the way its own size favours:
+// read straight from the sender's buffer (as direct does) from the cost
+// model's single-copy threshold up, through the connection below it. Both
+// ends of a block know its size, so they agree without asking, and every
+// rank runs this same algorithm whatever it sends (alltoallv_blockwise.cc).
+void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);
 // Dissemination: ceil(log2 n) rounds of empty messages to rank + 2^k.
 void buildDisseminationBarrier(const CallRequest& req, PlanEnv& env, Plan& plan);
 

@@ -271,6 +271,17 @@ double costDirectAllToAll(const CallShape& s, const CostModel& m) {
 
 double costOnlyChoice(const CallShape&, const CostModel&) { return 0; }
 
+size_t blockwiseReadThreshold(const CallShape& s, const CostModel& m) {
+  if (!s.canRead) return SIZE_MAX;
+  CallShape a = s;
+  a.op = OpKind::AllToAll;
+  for (size_t b = 64; b <= (size_t{1} << 30); b <<= 1) {
+    a.bytes = b;
+    if (costDirectAllToAll(a, m) <= costPairwiseAllToAll(a, m)) return b;
+  }
+  return SIZE_MAX;
+}
+
 // ---- the model's numbers: file format, parsing, fingerprint ----
 
 namespace {

@@ -90,6 +90,17 @@ double costBruckAllToAll(const CallShape&, const CostModel&);
 double costDirectAllToAll(const CallShape&, const CostModel&);
 double costOnlyChoice(const CallShape&, const CostModel&);  // operations with one algorithm
 
+// AllToAllv's blockwise algorithm: the block size (bytes) from which a block
+// is read from its sender's buffer instead of passing through the
+// connection. The smallest power of two from 64 B to 1 GiB at which
+// costDirectAllToAll, for an AllToAll of blocks that size, is no more than
+// costPairwiseAllToAll for this shape (s.bytes and s.op are ignored);
+// SIZE_MAX where peers cannot be read or reads never pay. It depends only on
+// what every rank shares (the model, ranks, hosts, cores, whether buffers
+// are mapped), never on a call's counts, so both ends of every block decide
+// alike.
+size_t blockwiseReadThreshold(const CallShape& s, const CostModel& m);
+
 // The chain's best piece size (bytes): more pieces fill the pipeline sooner,
 // each costs a message's latency.
 size_t chainPieceBytes(const CallShape&, const CostModel&);

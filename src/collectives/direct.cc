@@ -147,9 +147,10 @@ namespace {
 
 // AllToAll(v): each peer offers the block meant for us (address and count);
 // we read it into place. In place, the input is first saved in scratch so
-// that our writes cannot reach what a peer has yet to read.
+// that our writes cannot reach what a peer has yet to read. variable
+// (AllToAllv): the address messages carry their block's count in the tag.
 template <class SendAt, class RecvAt>
-void directExchange(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, RecvAt recvAt) {
+void directExchange(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, RecvAt recvAt, bool variable) {
   const int n = env.nranks(), me = env.rank();
   BufId from = BufId::Input;
   if (req.inPlace) {
@@ -159,8 +160,14 @@ void directExchange(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sen
     add(plan, Prim::Copy, BufId::Input, 0, BufId::Scratch, 0, total);
     from = BufId::Scratch;
   }
-  for (int p : plan.peers) add(plan, Prim::SendAddresses, from, sendAt(p).first, BufId::Output, 0, sendAt(p).second, p);
-  for (int p : plan.peers) add(plan, Prim::RecvAddresses, from, 0, BufId::Output, 0, recvAt(p).second, -1, p);
+  for (int p : plan.peers) {
+    Step& s = add(plan, Prim::SendAddresses, from, sendAt(p).first, BufId::Output, 0, sendAt(p).second, p);
+    if (variable) s.blockCount = sendAt(p).second;
+  }
+  for (int p : plan.peers) {
+    Step& s = add(plan, Prim::RecvAddresses, from, 0, BufId::Output, 0, recvAt(p).second, -1, p);
+    if (variable) s.blockCount = recvAt(p).second;
+  }
   add(plan, Prim::Copy, from, sendAt(me).first, BufId::Output, recvAt(me).first, sendAt(me).second);
   const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
   for (int k = 1; k < n; ++k) {
@@ -182,16 +189,17 @@ void buildDirectAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan) {
   allPeers(env, plan);
   const size_t c = req.desc.count;
   auto at = [c](int p) { return std::make_pair(size_t(p) * c, c); };
-  directExchange(req, env, plan, at, at);
+  directExchange(req, env, plan, at, at, false);
 }
 
 void buildDirectAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("direct");
+  plan.rank = env.rank();
   requireDirect(env, "alltoallv");
   allPeers(env, plan);
   auto sendAt = [&](int p) { return std::make_pair(req.sendDispls[p], req.sendCounts[p]); };
   auto recvAt = [&](int p) { return std::make_pair(req.recvDispls[p], req.recvCounts[p]); };
-  directExchange(req, env, plan, sendAt, recvAt);
+  directExchange(req, env, plan, sendAt, recvAt, true);
 }
 
 void buildDirectBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {

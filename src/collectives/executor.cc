@@ -1,8 +1,10 @@
 #include "collectives/executor.h"
 
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "collectives/call.h"
 #include "core/error.h"
 
 namespace gyre::collectives {
@@ -15,6 +17,10 @@ using Waiting = ExecContext::Waiting;
 
 enum class Outcome { Done, Blocked };
 
+// In the tag of the single-copy algorithms' address messages: a data
+// message is never taken for addresses (or the reverse), whatever its size.
+constexpr uint8_t kAddressesFlag = 1;
+
 struct LaneState {
   uint32_t next = 0;
   uint32_t end = 0;
@@ -26,12 +32,20 @@ struct LaneState {
 class Runner {
  public:
   Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx) : plan_(plan), args_(args), ctx_(ctx) {}
+  const Plan& plan() const { return plan_; }
 
   // Runs the lane's steps until one cannot go on; true if anything moved.
   bool advance(LaneState& l) {
     bool moved = false;
     while (l.next < l.end) {
-      if (tryStep(plan_.steps[l.next], l) == Outcome::Blocked) {
+      Outcome o = Outcome::Blocked;
+      try {
+        o = tryStep(plan_.steps[l.next], l);
+      } catch (const transport::MessageMismatch& m) {
+        explain(plan_.steps[l.next], m);
+        throw;
+      }
+      if (o == Outcome::Blocked) {
         moved |= l.partial;
         l.partial = false;
         return moved;
@@ -44,13 +58,60 @@ class Runner {
     return moved;
   }
 
+  // A mismatch that a receiving step can say more about than the
+  // communicator's account (two calls, or one call "with a different
+  // size"): AllToAllv counts that disagree between a block's two ends, or
+  // ranks that disagree on whether a message is data or a buffer's address
+  // (different algorithms, or different single-copy thresholds). Throws the
+  // clearer error; returns when it has nothing to add.
+  void explain(const Step& s, const transport::MessageMismatch& m) const {
+    const transport::MessageTag &got = m.got, &want = m.expected;
+    if (got.call != want.call || got.op != want.op || got.dtype != want.dtype || got.redop != want.redop ||
+        got.root != want.root)
+      return;  // another call altogether: the communicator names both
+    const std::string p = std::to_string(m.peer());
+    const std::string me = plan_.rank >= 0 ? "rank " + std::to_string(plan_.rank) : std::string("this rank");
+    // Short: peers get it through a fixed-size notice (255 characters).
+    const std::string call = std::string(opKindName(static_cast<OpKind>(want.op))) + " #" + std::to_string(want.call);
+    const std::string type = kernels::dtypeName(static_cast<kernels::DType>(want.dtype));
+    const char* const same = "; every rank must make the same calls in the same order";
+    const bool block = s.blockCount != kNoBlock;
+    if (block && got.count != want.count) {
+      throw transport::ConnectionError(
+          gyreInvalidUsage, m.peer(),
+          "rank " + p + " sends " + me + " a block of " + std::to_string(got.count) + " x " + type + " in " + call +
+              ", but " + me + "'s recvcounts[" + p + "] is " + std::to_string(want.count) + " (" +
+              std::to_string(got.count * args_.elemSize) + " bytes sent, " +
+              std::to_string(want.count * args_.elemSize) + " expected): recvcounts must match the senders' sendcounts" +
+              same);
+    }
+    if ((got.flags ^ want.flags) & kAddressesFlag) {
+      const bool offered = got.flags & kAddressesFlag;
+      throw transport::ConnectionError(
+          gyreInvalidUsage, m.peer(),
+          "rank " + p + (offered ? " offered a single-copy read" : " sent data through the connection") + " in " +
+              call + " where " + me + " expected " + (offered ? "data" : "a single-copy read") +
+              ": the ranks chose different algorithms or thresholds (GYRE_ALGO, GYRE_MAPPED_BUFFERS, tuner model)" +
+              same);
+    }
+  }
+
  private:
+  // The plan's tag, with the block's count (AllToAllv) and the flag of an
+  // address message.
+  transport::MessageTag tagOf(const Step& s) const {
+    transport::MessageTag t = plan_.tags[s.tag];
+    if (s.blockCount != kNoBlock) t.count = s.blockCount;
+    if (s.prim == Prim::SendAddresses || s.prim == Prim::RecvAddresses) t.flags |= kAddressesFlag;
+    return t;
+  }
+
   Outcome tryStep(const Step& s, LaneState& l) {
     const size_t bytes = s.count * args_.elemSize;
     const void* src = pointer(s.src, s.srcOffset);
     void* dst = pointer(s.dst, s.dstOffset);
     const uint32_t divisor = s.finalReduce ? args_.divisor : 1;
-    const transport::MessageTag& tag = plan_.tags[s.tag];
+    const transport::MessageTag tag = tagOf(s);
     switch (s.prim) {
       case Prim::Copy:
         if (src != dst || divisor > 1) reduce(dst, nullptr, src, nullptr, s, divisor, s.dst == BufId::Output);
@@ -288,7 +349,16 @@ void runLanes(Runner& runner, LaneState* lanes, size_t nlanes, ExecContext& ctx)
     size_t k = 0;
     for (size_t i = 0; i < nlanes; ++i)
       if (lanes[i].next < lanes[i].end) waits[k++] = lanes[i].blocked;
-    ctx.waitUntil(std::span<const WaitItem>(waits, k), pass);
+    try {
+      ctx.waitUntil(std::span<const WaitItem>(waits, k), pass);
+    } catch (const transport::MessageMismatch& m) {
+      // Found while waiting (a socket's header read ahead): the step of an
+      // open lane that receives from that peer can explain it.
+      for (size_t i = 0; i < nlanes; ++i)
+        if (lanes[i].next < lanes[i].end && runner.plan().steps[lanes[i].next].recvPeer == m.peer())
+          runner.explain(runner.plan().steps[lanes[i].next], m);
+      throw;
+    }
   }
 }
 
@@ -315,6 +385,14 @@ void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
     lanes[i].end = plan.lanes[i].end;
   }
   runLanes(runner, lanes.data(), lanes.size(), ctx);
+  // Steps after the last lane are an epilogue: done once every lane is
+  // (an AllToAllv's "done" messages, after both its sends and its reads).
+  if (plan.lanes.back().end < plan.steps.size()) {
+    LaneState epilogue;
+    epilogue.next = plan.lanes.back().end;
+    epilogue.end = static_cast<uint32_t>(plan.steps.size());
+    runLanes(runner, &epilogue, 1, ctx);
+  }
 }
 
 }  // namespace gyre::collectives

@@ -6,7 +6,8 @@
 // Steps form lanes: each lane runs in order, lanes run side by side (a group
 // of sends and receives progresses in any order; an AllToAll sends and
 // receives at once). Steps before the first lane are a prologue, done before
-// any lane starts. The rule that keeps both ends of a connection in step:
+// any lane starts; steps after the last lane's end are an epilogue, done once
+// every lane has finished. The rule that keeps both ends of a connection in step:
 // within one call, all messages to a peer are sent by one lane, and all
 // messages from a peer are received by one lane.
 #pragma once
@@ -44,6 +45,9 @@ enum class BufId : uint16_t { Input, Output, Scratch };
 constexpr uint16_t kFirstExtraBuffer = 3;
 inline BufId extraBuffer(uint16_t i) { return static_cast<BufId>(kFirstExtraBuffer + i); }
 
+// Step::blockCount of a message that is no AllToAllv block's.
+constexpr uint64_t kNoBlock = ~uint64_t{0};
+
 struct Step {
   Prim prim = Prim::Copy;
   BufId src = BufId::Input;
@@ -58,6 +62,12 @@ struct Step {
   size_t count = 0;      // elements
   BufId remote = BufId::Input;  // ReadCopy/ReadReduce: which address the peer sent (src's or dst's)
   size_t remoteOffset = 0;      // elements from it
+  // AllToAllv: the element count of the whole block this message belongs
+  // to (the sender's sendcounts[q], the receiver's recvcounts[p]). It takes
+  // the place of the call's count in the message's tag, so a receiver that
+  // expects a different count fails at the block's first message, however
+  // the block is cut into pieces, and can name both counts.
+  uint64_t blockCount = kNoBlock;
 };
 
 // RecvAddresses: a count that the peer may offer anything.
@@ -75,9 +85,11 @@ struct Plan {
   std::vector<Lane> lanes;  // empty: one lane of all steps
   std::vector<transport::MessageTag> tags;
   size_t scratchElems = 0;
+  int rank = -1;  // this rank, where the builder says (errors that name both ends of a block)
 
   void reset(const char* name) {
     algorithm = name;
+    rank = -1;
     peers.clear();
     steps.clear();  // keeps capacity: no allocation in steady state
     lanes.clear();

@@ -41,6 +41,7 @@ const Algorithm kAlgorithms[] = {
     {OpKind::AllToAll, "bruck", buildBruckAllToAll},
     {OpKind::AllToAllv, "pairwise", buildPairwiseAllToAllv},
     {OpKind::AllToAllv, "direct", buildDirectAllToAllv},
+    {OpKind::AllToAllv, "blockwise", buildBlockwiseAllToAllv},
     {OpKind::Gather, "linear", buildLinearGather},
     {OpKind::Scatter, "linear", buildLinearScatter},
     {OpKind::Barrier, "dissemination", buildDisseminationBarrier},

@@ -39,8 +39,7 @@ const Costed kCosts[] = {
     {OpKind::AllToAll, "pairwise", costPairwiseAllToAll},
     {OpKind::AllToAll, "bruck", costBruckAllToAll},
     {OpKind::AllToAll, "direct", costDirectAllToAll},
-    {OpKind::AllToAllv, "pairwise", costPairwiseAllToAll},
-    {OpKind::AllToAllv, "direct", costDirectAllToAll},
+    // AllToAllv: none; its choice may not weigh one rank's counts (allToAllvChoice).
     {OpKind::Gather, "linear", costOnlyChoice},
     {OpKind::Scatter, "linear", costOnlyChoice},
     {OpKind::Barrier, "dissemination", costOnlyChoice},
@@ -58,6 +57,34 @@ void forEachCandidate(const CallRequest& req, const PlanEnv& env, F&& f) {
     for (const Algorithm& a : algorithms())
       if (a.op == c.op && std::strcmp(a.name, c.name) == 0) f(a, us);
   }
+}
+
+// AllToAllv's ranks may send different totals (a mixture of experts'
+// imbalance), so a choice from this rank's counts could differ between
+// ranks, which then cannot talk. The choice rests on what every rank shares:
+// blockwise decides per block, from a size both its ends know
+// (alltoallv_blockwise.cc), and is pairwise where peers cannot be read.
+const char* allToAllvChoice(const PlanEnv& env) { return env.canReadPeerMemory() ? "blockwise" : "pairwise"; }
+
+// For the log (rank 0): blockwise's threshold, and what either way would
+// cost at this rank's average block.
+std::string describeAllToAllv(const CallRequest& req, const PlanEnv& env) {
+  CallShape s = callShape(req, env);
+  s.op = OpKind::AllToAll;
+  const CostModel& m = env.tuning().model;
+  const size_t threshold = blockwiseReadThreshold(s, m);
+  char out[256];
+  if (threshold == SIZE_MAX) {
+    std::snprintf(out, sizeof out,
+                  "every block through the connection; pairwise %.3gus at this rank's average block (%zu bytes)",
+                  costPairwiseAllToAll(s, m), s.bytes);
+  } else {
+    std::snprintf(out, sizeof out,
+                  "blocks of %zu bytes and more read, smaller ones through the connection; at this rank's average "
+                  "block (%zu bytes) pairwise %.3gus, direct %.3gus",
+                  threshold, s.bytes, costPairwiseAllToAll(s, m), costDirectAllToAll(s, m));
+  }
+  return out;
 }
 
 }  // namespace
@@ -97,6 +124,7 @@ const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
   const size_t small = env.tuning().smallMessageBytes;
   if (req.desc.kind == OpKind::AllReduce && small && req.bytes() <= small)
     return findAlgorithm(OpKind::AllReduce, "recursive_doubling");
+  if (req.desc.kind == OpKind::AllToAllv) return findAlgorithm(OpKind::AllToAllv, allToAllvChoice(env));
   const Algorithm* best = nullptr;
   double bestUs = kNotApplicable;
   // Ties go to the first registered (the simplest).
@@ -108,6 +136,7 @@ const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
 }
 
 std::string describeEstimates(const CallRequest& req, const PlanEnv& env) {
+  if (req.desc.kind == OpKind::AllToAllv) return describeAllToAllv(req, env);
   std::string out;
   forEachCandidate(req, env, [&](const Algorithm& a, double us) {
     char item[96];

@@ -1,0 +1,138 @@
+// AllToAllv, each block the way its own size favours.
+//
+// Why: an AllToAllv's ranks may send very different totals (a mixture of
+// experts' imbalance), so no choice made from one rank's counts is the same
+// on every rank, and ranks running different algorithms cannot talk. Every
+// rank runs this one; what differs per block is decided from that block's
+// size, which both its ends know (the sender's sendcounts[q], the receiver's
+// recvcounts[p]), against a threshold every rank computes alike
+// (blockwiseReadThreshold: the communicator's shape and model, not the call).
+//
+// How: pairwise's rounds (round k: send to rank + k, receive from rank - k)
+// in two lanes, sends and receives, so no mix of speeds deadlocks. A block of
+// the threshold or more is read by its receiver straight from the sender's
+// buffer (direct's single copy): its sender tells the receiver where it lies
+// before the lanes start (one small message per such block), and the
+// receiver reads it in its round. Smaller blocks, empty ones
+// included, travel through the connection as in pairwise. After both lanes,
+// each reader tells the owners of the blocks it read that it is done, and
+// each owner waits for those readers only, so no rank returns, and lets its
+// caller touch its buffer, while a peer may still read it.
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "collectives/alltoall.h"
+#include "collectives/steps.h"
+#include "collectives/tuner.h"
+#include "core/log.h"
+
+namespace gyre::collectives {
+
+namespace {
+
+// Reads go in pieces of this many bytes, as the direct AllToAll's do.
+constexpr size_t kReadPieceBytes = 1024 * 1024;
+
+// GYRE_DEBUG=INFO: the threshold, from rank 0, once per process for each
+// shape and model it is computed for.
+void logThreshold(const PlanEnv& env, const CallShape& s, size_t threshold) {
+  if (env.rank() != 0 || !log::enabled(log::Level::Info)) return;
+  const CostModel& m = env.tuning().model;
+  uint64_t key = m.fingerprint();
+  for (uint64_t v : {uint64_t(s.nranks), uint64_t(s.hosts), uint64_t(s.perHost), uint64_t(s.cores),
+                     uint64_t(s.canRead), uint64_t(s.mappedReads), uint64_t(s.localChunk), uint64_t(s.networkChunk)})
+    key = (key ^ v) * 0x100000001b3ull;
+  static std::mutex mu;
+  static std::vector<uint64_t> logged;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (std::find(logged.begin(), logged.end(), key) != logged.end()) return;
+    if (logged.size() < 64) logged.push_back(key);
+  }
+  if (threshold == SIZE_MAX) {
+    GYRE_INFO("alltoallv blockwise on %d ranks: every block passes through the connection (%s)", s.nranks,
+              s.canRead ? "by the model, a single-copy read never costs less" : "peers' memory cannot be read");
+    return;
+  }
+  GYRE_INFO("alltoallv blockwise on %d ranks: blocks of %zu bytes and more are read from the sender's buffer, "
+            "smaller ones pass through the connection (threshold from the %s model, %s reads)",
+            s.nranks, threshold, m.source.c_str(), s.mappedReads ? "mapped" : "kernel (process_vm_readv)");
+}
+
+}  // namespace
+
+void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("blockwise");
+  plan.rank = env.rank();
+  const int n = env.nranks(), me = env.rank();
+  const size_t esz = req.elemSize;
+  const size_t *sc = req.sendCounts, *sd = req.sendDispls, *rc = req.recvCounts, *rd = req.recvDispls;
+  for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
+  const size_t chunk = env.chunkBytes(plan.peers) / esz;  // connects them
+  const CallShape shape = callShape(req, env);
+  const size_t threshold = blockwiseReadThreshold(shape, env.tuning().model);
+  logThreshold(env, shape, threshold);
+  auto isRead = [&](size_t count) { return count * esz >= threshold; };
+
+  // Before the lanes (the prologue): the in-place copy, where each block to
+  // be read lies (for its reader), then our own block.
+  BufId from = BufId::Input;
+  if (req.inPlace) {
+    size_t total = 0;
+    for (int p = 0; p < n; ++p) total = std::max(total, sd[p] + sc[p]);
+    plan.scratchElems = total;
+    add(plan, Prim::Copy, BufId::Input, 0, BufId::Scratch, 0, total);
+    from = BufId::Scratch;
+  }
+  for (int k = 1; k < n; ++k) {
+    const int to = (me + k) % n;
+    if (!isRead(sc[to])) continue;
+    add(plan, Prim::SendAddresses, from, sd[to], BufId::Output, 0, sc[to], to).blockCount = sc[to];
+  }
+  add(plan, Prim::Copy, from, sd[me], BufId::Output, rd[me], sc[me]);
+
+  // Sends: the blocks that pass through the connection.
+  plan.beginLane();
+  for (int k = 1; k < n; ++k) {
+    const int to = (me + k) % n;
+    if (isRead(sc[to])) continue;
+    forPieces(sc[to], chunk, [&](size_t off, size_t len) {
+      add(plan, Prim::Send, from, sd[to] + off, BufId::Output, 0, len, to).blockCount = sc[to];
+    }, true);
+  }
+  // Receives and reads.
+  plan.beginLane();
+  const size_t piece = std::max<size_t>(1, kReadPieceBytes / esz);
+  for (int k = 1; k < n; ++k) {
+    const int src = (me - k + n) % n;
+    if (!isRead(rc[src])) {
+      forPieces(rc[src], chunk, [&](size_t off, size_t len) {
+        add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, rd[src] + off, len, -1, src).blockCount = rc[src];
+      }, true);
+      continue;
+    }
+    add(plan, Prim::RecvAddresses, from, 0, BufId::Output, 0, rc[src], -1, src).blockCount = rc[src];
+    forPieces(rc[src], piece, [&](size_t off, size_t len) {
+      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, rd[src] + off, len, -1, src);
+      s.remote = BufId::Input;  // the address its owner offered: its block's start
+      s.remoteOffset = off;
+    });
+  }
+  plan.closeLane();
+
+  // After both lanes (the epilogue): "done" to the owner of every block we
+  // read, then from every reader of ours. Each follows, on its connection,
+  // everything else this call sends that way.
+  for (int k = 1; k < n; ++k) {
+    const int src = (me - k + n) % n;
+    if (isRead(rc[src])) add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, src);
+  }
+  for (int k = 1; k < n; ++k) {
+    const int to = (me + k) % n;
+    if (isRead(sc[to])) add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, to);
+  }
+}
+
+}  // namespace gyre::collectives
