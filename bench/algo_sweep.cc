@@ -5,7 +5,8 @@
 // between launches (its two vCPUs move between fast and slow phases), more
 // than the 10% the comparison must resolve. Here every variant is a
 // communicator of its own (a split of one world, with its algorithm forced
-// through gyreConfig_t.algo, or none for "auto"), and for every size the
+// through gyreConfig_t.algo, or none for "auto" and for "online", which
+// also sets gyreConfig_t.tunerOnline), and for every size the
 // variants take turns, several rounds, in a rotating order: a slow phase
 // hits them all alike. Each variant's time is the median over rounds of its
 // per-call time (the slowest rank's).
@@ -16,7 +17,7 @@
 // for AllGather and AllToAll the whole result). -R 1 allocates with
 // gyreMemAlloc (set GYRE_MAPPED_BUFFERS=1 to let the tuner count on it).
 // Prints a markdown table (bytes, each variant's time in us, the best fixed
-// one, auto / best) and, with --json, writes the numbers.
+// one, auto / best, online / best) and, with --json, writes the numbers.
 //
 //   gyre-algo-sweep --replay [--cores C] FILE.json...
 //
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -121,6 +123,12 @@ Options parse(int argc, char** argv) {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// The variants that let the library choose: the cost model alone (auto),
+// and the model's candidates timed by the calls (GYRE_TUNER_ONLINE=1). The
+// other variants are fixed algorithms.
+const std::array<std::string, 2> kTuned = {"auto", "online"};
+bool isTuned(const std::string& v) { return std::find(kTuned.begin(), kTuned.end(), v) != kTuned.end(); }
+
 // The algorithms of the operation named as GYRE_ALGO names it.
 std::vector<std::string> algorithmsOf(const std::string& op) {
   std::vector<std::string> names;
@@ -167,13 +175,14 @@ std::string fmtBytes(size_t b) {
 
 int runRank(const Options& o, int rank, gyreComm_t world) {
   const std::vector<std::string> algos = algorithmsOf(o.op);
-  std::vector<std::string> variants = {"auto"};
+  std::vector<std::string> variants(kTuned.begin(), kTuned.end());
   variants.insert(variants.end(), algos.begin(), algos.end());
   std::vector<gyreComm_t> comms;
   for (const std::string& v : variants) {
     gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
     const std::string spec = o.op + ":" + v;
-    config.algo = v == "auto" ? "" : spec.c_str();
+    config.algo = isTuned(v) ? "" : spec.c_str();
+    config.tunerOnline = v == "online" ? 1 : 0;
     gyreComm_t c = nullptr;
     CHECKG(gyreCommSplit(world, 0, rank, &c, &config));
     comms.push_back(c);
@@ -202,12 +211,25 @@ int runRank(const Options& o, int rank, gyreComm_t world) {
     // every rank.
     std::vector<int> iters(variants.size());
     for (size_t v = 0; v < variants.size(); ++v) {
+      auto timeCalls = [&](int count) {  // seconds per call, the slowest rank's
+        CHECKG(gyreBarrier(world, nullptr));
+        const double t0 = now();
+        for (int i = 0; i < count; ++i) CHECKG(call(o.op, s, send, recv, comms[v]));
+        double each = (now() - t0) / count;
+        CHECKG(gyreAllReduce(&each, &each, 1, gyreFloat64, gyreMax, world, nullptr));
+        return each;
+      };
       for (int i = 0; i < 3; ++i) CHECKG(call(o.op, s, send, recv, comms[v]));
-      CHECKG(gyreBarrier(world, nullptr));
-      const double t0 = now();
-      for (int i = 0; i < 3; ++i) CHECKG(call(o.op, s, send, recv, comms[v]));
-      double each = (now() - t0) / 3;
-      CHECKG(gyreAllReduce(&each, &each, 1, gyreFloat64, gyreMax, world, nullptr));
+      double each = timeCalls(3);
+      if (variants[v] == "online") {
+        // Its trials first (online_tuner.h: up to 4 candidates x 5 trials
+        // of about 500 us or one call each): 300 ms of calls, 20 at least.
+        // Its steady state is what is compared, as a training loop's
+        // thousands of calls see it.
+        for (int i = 0, warm = std::clamp(static_cast<int>(0.3 / std::max(each, 1e-7)), 20, 10000000); i < warm; ++i)
+          CHECKG(call(o.op, s, send, recv, comms[v]));
+        each = timeCalls(3);
+      }
       iters[v] = std::clamp(static_cast<int>(o.targetMs / 1e3 / std::max(each, 1e-7)), 1, 20000);
     }
     std::vector<std::vector<double>> perRound(variants.size());
@@ -228,28 +250,30 @@ int runRank(const Options& o, int rank, gyreComm_t world) {
     std::printf("#### %s, %d ranks (us per call, median of %d interleaved rounds)\n\n| bytes |", o.op.c_str(), n,
                 o.rounds);
     for (const std::string& v : variants) std::printf(" %s |", v.c_str());
-    std::printf(" best fixed | auto / best |\n|---|");
-    for (size_t v = 0; v < variants.size() + 2; ++v) std::printf("---|");
+    std::printf(" best fixed | auto / best | online / best |\n|---|");
+    for (size_t v = 0; v < variants.size() + 3; ++v) std::printf("---|");
     std::printf("\n");
-    int within = 0;
+    int within = 0, onlineWithin = 0;
     std::string json = "{\"op\": \"" + o.op + "\", \"ranks\": " + std::to_string(n) + ", \"variants\": [";
     for (size_t v = 0; v < variants.size(); ++v) json += (v ? ", \"" : "\"") + variants[v] + "\"";
     json += "], \"rows\": [";
     for (size_t si = 0; si < sizes.size(); ++si) {
       std::printf("| %s |", fmtBytes(sizes[si]).c_str());
-      size_t best = 1;
-      for (size_t v = 1; v < variants.size(); ++v)
+      size_t best = kTuned.size();
+      for (size_t v = kTuned.size(); v < variants.size(); ++v)
         if (times[si][v] < times[si][best]) best = v;
       for (size_t v = 0; v < variants.size(); ++v) std::printf(v == best ? " **%.1f** |" : " %.1f |", times[si][v]);
-      const double ratio = times[si][0] / times[si][best];
+      const double ratio = times[si][0] / times[si][best], onlineRatio = times[si][1] / times[si][best];
       within += ratio <= 1.10;
-      std::printf(" %s | %.2f |\n", variants[best].c_str(), ratio);
+      onlineWithin += onlineRatio <= 1.10;
+      std::printf(" %s | %.2f | %.2f |\n", variants[best].c_str(), ratio, onlineRatio);
       json += std::string(si ? ", " : "") + "{\"bytes\": " + std::to_string(sizes[si]) + ", \"us\": [";
       for (size_t v = 0; v < variants.size(); ++v) json += (v ? ", " : "") + std::to_string(times[si][v]);
       json += "]}";
     }
     json += "]}\n";
-    std::printf("\nauto within 10%% of the best fixed algorithm at %d of %zu sizes.\n\n", within, sizes.size());
+    std::printf("\nWithin 10%% of the best fixed algorithm: auto at %d of %zu sizes, online at %d.\n\n", within,
+                sizes.size(), onlineWithin);
     if (!o.json.empty()) std::ofstream(o.json) << json;
   }
   for (gyreComm_t c : comms) CHECKG(gyreCommDestroy(c));
@@ -322,12 +346,13 @@ int replay(int argc, char** argv) {
       req.elemSize = 4;
       req.desc.count = shapeOf(op, bytes, n).count;
       const std::string pick = gyre::collectives::chooseAlgorithm(req, env)->name;
-      size_t best = 1, picked = 0;
-      for (size_t v = 1; v < variants.size() && v < us.size(); ++v) {
-        if (us[v] < us[best]) best = v;
+      size_t best = SIZE_MAX, picked = SIZE_MAX;
+      for (size_t v = 0; v < variants.size() && v < us.size(); ++v) {
+        if (isTuned(variants[v])) continue;
+        if (best == SIZE_MAX || us[v] < us[best]) best = v;
         if (variants[v] == pick) picked = v;
       }
-      if (picked == 0) usage((f + ": the model picks " + pick + ", which the recording lacks").c_str());
+      if (picked == SIZE_MAX) usage((f + ": the model picks " + pick + ", which the recording lacks").c_str());
       const double ratio = us[picked] / us[best];
       ++count;
       if (ratio <= 1.10) {

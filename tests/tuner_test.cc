@@ -5,14 +5,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "collectives/cost_model.h"
+#include "collectives/online_tuner.h"
 #include "collectives/tuner.h"
 #include "core/error.h"
 #include "tests/support/multiprocess.h"
@@ -237,6 +240,129 @@ TEST(TunerChoice, EstimatesAreListedForTheLog) {
   EXPECT_EQ(s.find("direct"), std::string::npos) << s;  // not applicable without reads
 }
 
+// ---- GYRE_TUNER_ONLINE: the bookkeeping, without processes ----
+
+using collectives::OnlineTuner;
+
+CallRequest request(OpKind op, size_t bytes) {
+  CallRequest req;
+  req.desc.kind = op;
+  req.desc.count = bytes / 4;
+  req.elemSize = 4;
+  return req;
+}
+
+// Runs a class's trials to their end: each call "takes" timeOf(candidate)
+// us; returns the picks in order.
+std::vector<OnlineTuner::Pick> runTrials(OnlineTuner& t, const CallRequest& req, FakeEnv& env,
+                                         const std::function<double(int)>& timeOf) {
+  std::vector<OnlineTuner::Pick> picks;
+  for (int call = 0; call < 100000; ++call) {
+    const OnlineTuner::Pick p = t.pick(req, env);
+    picks.push_back(p);
+    if (p.candidate < 0) ADD_FAILURE() << "call " << call << " is not a trial";
+    if (p.candidate < 0 || t.record(p, timeOf(p.candidate))) break;
+  }
+  return picks;
+}
+
+TEST(OnlineTuner, TriesTheModelsBestCandidatesInBatchesThenKeepsTheFastest) {
+  FakeEnv env(4, 1, false);
+  const CallRequest req = request(OpKind::AllReduce, 32 << 10);
+  const std::vector<collectives::Candidate> ranked = collectives::rankedCandidates(req, env);
+  OnlineTuner t(1000);
+  const std::vector<OnlineTuner::Pick> picks = runTrials(t, req, env, [](int c) { return 10.0 - c; });
+  ASSERT_FALSE(picks.empty());
+  // Candidates: the model's order, its best first, none beyond kCandidateFactor of it.
+  std::vector<int> perCandidate(OnlineTuner::kMaxCandidates, 0);
+  int candidates = 0;
+  for (const OnlineTuner::Pick& p : picks) {
+    ASSERT_LT(p.candidate, OnlineTuner::kMaxCandidates);
+    EXPECT_EQ(p.algo, ranked[static_cast<size_t>(p.candidate)].algo);
+    EXPECT_LE(ranked[static_cast<size_t>(p.candidate)].us, ranked[0].us * OnlineTuner::kCandidateFactor);
+    candidates = std::max(candidates, p.candidate + 1);
+    ++perCandidate[static_cast<size_t>(p.candidate)];
+  }
+  ASSERT_GE(candidates, 2);
+  const size_t batch = picks.size() / (size_t(candidates) * OnlineTuner::kTrials);
+  ASSERT_EQ(picks.size(), batch * size_t(candidates) * OnlineTuner::kTrials);
+  EXPECT_GT(batch, 1u) << "a 32 KiB call is short: several per trial";
+  for (int c = 0; c < candidates; ++c) EXPECT_EQ(perCandidate[size_t(c)], int(batch) * OnlineTuner::kTrials);
+  // Consecutive calls of one candidate, the first of each batch untimed.
+  for (size_t i = 0; i < picks.size(); ++i) {
+    EXPECT_EQ(picks[i].candidate, int((i / batch) % size_t(candidates))) << i;
+    EXPECT_EQ(picks[i].timed, i % batch != 0) << i;
+  }
+  const std::vector<double> medians = t.localMedians(picks.back());
+  ASSERT_EQ(medians.size(), size_t(candidates));
+  const std::string line = t.settle(picks.back(), medians);
+  const collectives::Algorithm* fastest = ranked[size_t(candidates - 1)].algo;  // timeOf: the last is fastest
+  EXPECT_EQ(t.settled(req), fastest);
+  EXPECT_EQ(line.rfind(fastest->name, 0), 0u) << line;
+  EXPECT_NE(line.find("the model's pick: " + std::string(ranked[0].algo->name)), std::string::npos) << line;
+  for (int i = 0; i < 50; ++i) {  // kept, untimed
+    const OnlineTuner::Pick p = t.pick(req, env);
+    EXPECT_EQ(p.algo, fastest);
+    EXPECT_EQ(p.candidate, -1);
+    EXPECT_FALSE(t.record(p, 1.0));
+  }
+}
+
+TEST(OnlineTuner, TheAgreedTimesDecideAndTheMedianDropsAnOutlier) {
+  FakeEnv env(2, 1, false);
+  const CallRequest req = request(OpKind::AllReduce, 16 << 20);  // long calls: one per trial
+  OnlineTuner t(0);
+  int call = 0;
+  // Candidate 0 is preempted once (1000 us) but fastest by median.
+  const std::vector<OnlineTuner::Pick> picks =
+      runTrials(t, req, env, [&](int c) { return c == 0 && call++ == 0 ? 1000.0 : 10.0 + c; });
+  ASSERT_EQ(picks.front().timed, true);
+  std::vector<double> medians = t.localMedians(picks.back());
+  ASSERT_GE(medians.size(), 2u);
+  EXPECT_EQ(medians[0], 10.0);
+  // Another rank was slower on candidate 0: the slowest rank's time counts.
+  medians[0] = 50;
+  t.settle(picks.back(), medians);
+  EXPECT_EQ(t.settled(req)->name, collectives::rankedCandidates(req, env)[1].algo->name);
+  for (int i = 0; i < 5000; ++i) EXPECT_EQ(t.pick(req, env).candidate, -1) << "retune 0: measured once";
+}
+
+TEST(OnlineTuner, MeasuresAgainAfterTheRetunePeriodAndEachClassApart) {
+  FakeEnv env(4, 1, false);
+  const CallRequest small = request(OpKind::AllReduce, 1 << 10), large = request(OpKind::AllGather, 8 << 20);
+  OnlineTuner t(3);
+  std::vector<OnlineTuner::Pick> picks = runTrials(t, small, env, [](int c) { return 1.0 + c; });
+  t.settle(picks.back(), t.localMedians(picks.back()));
+  int candidates = 0;
+  for (const OnlineTuner::Pick& p : picks) candidates = std::max(candidates, p.candidate + 1);
+  const size_t batch = picks.size() / (size_t(candidates) * OnlineTuner::kTrials);
+  // Another class has its own books.
+  EXPECT_EQ(t.settled(large), nullptr);
+  EXPECT_EQ(t.pick(large, env).candidate, 0);
+  size_t settledCalls = 0;
+  while (t.pick(small, env).candidate < 0) ++settledCalls;
+  EXPECT_EQ(settledCalls, 3 * batch) << "three trials' worth of calls, then measured again";
+}
+
+TEST(OnlineTuner, LeavesToTheModelWhatItCannotMeasureTheSameOnEveryRank) {
+  FakeEnv env(4, 1, true);
+  OnlineTuner t(1000);
+  CallRequest v = request(OpKind::AllToAllv, 0);
+  std::vector<size_t> counts(4, 100), displs = {0, 100, 200, 300};
+  v.sendCounts = counts.data();
+  v.sendDispls = displs.data();
+  v.recvCounts = counts.data();
+  v.recvDispls = displs.data();
+  EXPECT_EQ(t.pick(v, env).algo, nullptr) << "AllToAllv: each rank's size is its own";
+  FakeEnv one(1, 1, false);
+  EXPECT_EQ(t.pick(request(OpKind::AllReduce, 4096), one).algo, nullptr);
+  env.params().smallMessageBytes = 64 << 10;
+  EXPECT_EQ(t.pick(request(OpKind::AllReduce, 4096), env).algo, nullptr) << "GYRE_SMALL_MSG_BYTES still forces";
+  const OnlineTuner::Pick gather = t.pick(request(OpKind::Gather, 4096), env);
+  EXPECT_NE(gather.algo, nullptr);
+  EXPECT_EQ(gather.candidate, -1) << "one candidate: nothing to measure";
+}
+
 // ---- in real ranks ----
 
 // The log level is read once per process, at the first log line: set it
@@ -359,6 +485,89 @@ TEST(TunerInRanks, CalibratedModelIsWrittenOutLoadsBackAndPassesToASplit) {
   const CostModel loaded = CostModel::load(dump);
   loaded.validate(dump);
   std::remove(dump.c_str());
+}
+
+// GYRE_TUNER_ONLINE=1 with a measurement again every 2 trials' worth of
+// calls: every class goes through trials, agreement and settled calls over
+// and over, in plain, nonblocking and grouped calls alike, and every result
+// must be exact (ranks that disagreed on an algorithm would fail or hang).
+TEST(TunerInRanks, OnlineChoicesAgreeOnEveryRankAndEveryResultIsExact) {
+  RunOutcome out = runRanks(3, [&](int r, int n, const gyreUniqueId& id) {
+    setenv("GYRE_TUNER_ONLINE", "1", 1);
+    setenv("GYRE_TUNER_RETUNE", "2", 1);
+    Checker check(r);
+    gyreComm_t comm = initRank(r, n, id, nullptr, 60000);
+    if (!comm) return 1;
+    const float sum = float(n * (n + 1) / 2);
+    for (int iter = 0; iter < 200 && check.failures() == 0; ++iter) {
+      // 12 bytes: trials all along (batches of 1024 calls); the larger ones
+      // settle and are measured again several times.
+      for (size_t count : {size_t{3}, size_t{70000}, size_t{300000}}) {
+        std::vector<float> v(count, float(r + 1));
+        if (iter % 5 == 4) {  // nonblocking, as DDP's buckets are
+          gyreRequest_t req = nullptr;
+          check.expectOk(gyreIallReduce(v.data(), v.data(), count, gyreFloat32, gyreSum, comm, &req), "iallreduce");
+          check.expectOk(gyreWait(req), "wait");
+        } else {
+          check.expectOk(gyreAllReduce(v.data(), v.data(), count, gyreFloat32, gyreSum, comm, nullptr), "allreduce");
+        }
+        check.expect(v.front() == sum && v[count / 2] == sum && v.back() == sum,
+                     "allreduce of " + std::to_string(count) + " at iteration " + std::to_string(iter));
+      }
+      const size_t block = 60000;
+      std::vector<int32_t> mine(block, r * 7 + iter), all(block * size_t(n), -1), part(block, -1);
+      std::vector<int32_t> bc(block * 3, r == 1 ? iter : -1);
+      if (iter % 7 == 6) check.expectOk(gyreGroupStart(), "group start");
+      check.expectOk(gyreAllGather(mine.data(), all.data(), block, gyreInt32, comm, nullptr), "allgather");
+      check.expectOk(gyreBroadcast(bc.data(), bc.data(), bc.size(), gyreInt32, 1, comm, nullptr), "broadcast");
+      if (iter % 7 == 6) check.expectOk(gyreGroupEnd(), "group end");
+      check.expectOk(gyreReduceScatter(all.data(), part.data(), block, gyreInt32, gyreSum, comm, nullptr),
+                     "reducescatter");
+      for (int q = 0; q < n; ++q)
+        check.expect(all[size_t(q) * block] == q * 7 + iter && all[size_t(q + 1) * block - 1] == q * 7 + iter,
+                     "allgather block " + std::to_string(q) + " at iteration " + std::to_string(iter));
+      check.expect(bc.front() == iter && bc.back() == iter, "broadcast at iteration " + std::to_string(iter));
+      const int32_t parts = n * (r * 7 + iter);  // every rank's copy of the gathered block r
+      check.expect(part.front() == parts && part.back() == parts, "reducescatter at iteration " + std::to_string(iter));
+    }
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  ASSERT_TRUE(out.allSucceeded()) << out.describe();
+  const std::string& log0 = out.ranks[0].output;
+  for (const char* op : {"allreduce of 280000 bytes", "allreduce of 1200000 bytes", "allgather of 240000 bytes",
+                         "reducescatter of 240000 bytes", "broadcast of 720000 bytes"})
+    EXPECT_NE(log0.find(std::string(op) + " on 3 ranks"), std::string::npos) << op << "\n" << log0;
+  EXPECT_NE(log0.find("(measured, slowest rank's median of " + std::to_string(OnlineTuner::kTrials) + ": "),
+            std::string::npos)
+      << log0;
+}
+
+TEST(TunerInRanks, OnlineSettingIsCheckedAndMustMatchOnEveryRank) {
+  RunOutcome out = runRanks(2, [&](int r, int n, const gyreUniqueId& id) {
+    gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
+    cfg.tunerOnline = 2;
+    gyreComm_t comm = nullptr;
+    if (gyreCommInitRankConfig(&comm, n, id, r, &cfg) != gyreInvalidArgument) return 1;
+    std::printf("config: %s\n", gyreGetLastError(nullptr));
+    setenv("GYRE_TUNER_ONLINE", "yes", 1);
+    if (gyreCommInitRank(&comm, n, id, r) != gyreInvalidArgument) return 1;
+    std::printf("env: %s\n", gyreGetLastError(nullptr));
+    // Rank 1 turns it on through its config only: the ranks would choose apart.
+    unsetenv("GYRE_TUNER_ONLINE");
+    cfg.tunerOnline = r;
+    cfg.timeoutMs = 20000;
+    if (gyreCommInitRankConfig(&comm, n, id, r, &cfg) == gyreSuccess) return 1;
+    std::printf("mixed: %s\n", gyreGetLastError(nullptr));
+    return 0;
+  });
+  ASSERT_TRUE(out.allSucceeded()) << out.describe();
+  for (const RankOutcome& r : out.ranks) {
+    EXPECT_NE(r.output.find("config.tunerOnline=2 must be 0 or 1"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("GYRE_TUNER_ONLINE=yes must be an integer from 0 to 1"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(out.ranks[0].output.find("rank 1 was started with different GYRE_TUNER_ONLINE"), std::string::npos)
+      << out.ranks[0].output;
 }
 
 }  // namespace

@@ -112,6 +112,9 @@ typedef struct {
   int blocking;           /* 0: gyreCommInitRankConfig returns gyreInProgress at once and
                              connects in the background (see gyreCommGetAsyncError);
                              1 or undefined: it returns when the communicator is ready */
+  int tunerOnline;        /* GYRE_TUNER_ONLINE: 1 = time the cost model's best candidates on
+                             the first calls of each (operation, size class) and keep the
+                             fastest (docs/collectives.md); 0: the model alone chooses */
 } gyreConfig_t;
 
 #define GYRE_CONFIG_MAGIC 0x67797265u /* 'gyre' */
@@ -119,7 +122,7 @@ typedef struct {
   {                                                                          \
     sizeof(gyreConfig_t), GYRE_CONFIG_MAGIC, GYRE_VERSION_CODE,              \
         GYRE_CONFIG_UNDEF_INT, GYRE_CONFIG_UNDEF_PTR, GYRE_CONFIG_UNDEF_PTR, \
-        GYRE_CONFIG_UNDEF_PTR, GYRE_CONFIG_UNDEF_INT                         \
+        GYRE_CONFIG_UNDEF_PTR, GYRE_CONFIG_UNDEF_INT, GYRE_CONFIG_UNDEF_INT  \
   }
 
 /* Version of the library actually loaded (GYRE_VERSION_CODE encoding). */

@@ -193,7 +193,7 @@ bool rooted(OpKind k) {
 }  // namespace
 
 const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
-                     bool* forced) {
+                     bool* forced, const Algorithm* measured) {
   if (forced) *forced = false;
   if (env.nranks() == 1) {
     buildSingleRank(req, plan);
@@ -201,7 +201,7 @@ const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& 
   }
   const Algorithm* algo = overrides.find(req.desc.kind, req.bytes());
   if (algo && forced) *forced = true;
-  if (!algo) algo = chooseAlgorithm(req, env);
+  if (!algo) algo = measured ? measured : chooseAlgorithm(req, env);
   // Chains pipeline in the piece size the model finds best.
   CallRequest withPiece = req;
   withPiece.pieceBytes = pipelinePieceBytes(callShape(req, env), env.tuning().model);

@@ -106,7 +106,9 @@ class AlgoOverrides {
 
 // Chooses the algorithm and builds this rank's plan; returns its name.
 // forced: set to whether GYRE_ALGO (or the config's algo) made the choice.
+// measured: the online tuner's pick (online_tuner.h), used where GYRE_ALGO
+// names none; nullptr: the cost model's.
 const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
-                     bool* forced = nullptr);
+                     bool* forced = nullptr, const Algorithm* measured = nullptr);
 
 }  // namespace gyre::collectives

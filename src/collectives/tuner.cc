@@ -1,5 +1,6 @@
 #include "collectives/tuner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -143,6 +144,13 @@ std::string describeEstimates(const CallRequest& req, const PlanEnv& env) {
     std::snprintf(item, sizeof item, "%s%s %.3gus", out.empty() ? "" : ", ", a.name, us);
     out += item;
   });
+  return out;
+}
+
+std::vector<Candidate> rankedCandidates(const CallRequest& req, const PlanEnv& env) {
+  std::vector<Candidate> out;
+  forEachCandidate(req, env, [&](const Algorithm& a, double us) { out.push_back(Candidate{&a, us}); });
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.us < b.us; });
   return out;
 }
 

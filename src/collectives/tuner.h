@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "collectives/planner.h"
 
@@ -14,5 +15,14 @@ const Algorithm* findAlgorithm(OpKind op, const char* name);
 CallShape callShape(const CallRequest& req, const PlanEnv& env);
 // "ring 12.1us, rabenseifner 9.8us" for the log: every candidate's estimate.
 std::string describeEstimates(const CallRequest& req, const PlanEnv& env);
+
+// An algorithm the tuner may pick and the model's estimate for the call.
+struct Candidate {
+  const Algorithm* algo;
+  double us;
+};
+// Every algorithm with a formula that applies to the call, cheapest first
+// (ties: the first registered).
+std::vector<Candidate> rankedCandidates(const CallRequest& req, const PlanEnv& env);
 
 }  // namespace gyre::collectives

@@ -49,6 +49,8 @@ struct SharedSettings {
   int32_t calibrate;
   int32_t mappedBuffers;
   uint64_t modelFingerprint;  // of GYRE_TUNER_FILE's model, 0 without one
+  int32_t tunerOnline;
+  uint64_t retuneCalls;
 };
 
 uint64_t hashString(const std::string& s) {
@@ -72,6 +74,7 @@ std::unique_ptr<Communicator> Communicator::makeShell(int rank, int nranks, cons
   log::setThreadRank(rank);
   // An unknown algorithm name is an error now, before any rendezvous.
   c->overrides_ = collectives::AlgoOverrides(c->config_.algo);
+  if (c->config_.tunerOnline) c->online_ = std::make_unique<collectives::OnlineTuner>(c->config_.retuneCalls);
   c->world_ = collectives::Group::all(rank, nranks);
   if (c->config_.smallMessageBytes) c->tuning_.smallMessageBytes = c->config_.smallMessageBytes;
   c->tuning_.checkRoots = c->config_.checkRoots;
@@ -130,6 +133,8 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.calibrate = config_.calibrate;
   mine.mappedBuffers = config_.mappedBuffers;
   mine.modelFingerprint = config_.tunerFile.empty() ? 0 : tuning_.model.fingerprint();
+  mine.tunerOnline = config_.tunerOnline;
+  mine.retuneCalls = config_.tunerOnline ? config_.retuneCalls : 0;
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
     if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
@@ -139,6 +144,8 @@ void Communicator::setUpTransports(Deadline deadline) {
                   " where rank 0 has " + transportName(TransportChoice(all[0].transport))
         : all[r].modelFingerprint != all[0].modelFingerprint || all[r].calibrate != all[0].calibrate
             ? "a different tuner model (GYRE_TUNER/GYRE_TUNER_FILE and its contents) than rank 0"
+        : all[r].tunerOnline != all[0].tunerOnline || all[r].retuneCalls != all[0].retuneCalls
+            ? "different GYRE_TUNER_ONLINE/GYRE_TUNER_RETUNE (or config.tunerOnline) settings than rank 0"
             : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_MAPPED_BUFFERS/GYRE_SHM_*/GYRE_TCP_*/"
               "GYRE_NSOCKS_PERPEER settings than rank 0";
     throwError(gyreInvalidUsage,
@@ -472,24 +479,61 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
   opName_ = collectives::opKindName(req.desc.kind);
   opSeq_ = req.desc.seq;
   try {
+    collectives::OnlineTuner::Pick pick;
+    if (online_ && !overrides_.find(req.desc.kind, req.bytes())) pick = online_->pick(req, *this);
     // A loop of identical calls (the common case) reuses the last plan: only
     // the call number in its tag changes.
-    if (!planCache_.matches(req)) {
+    if (!planCache_.matches(req) || (pick.algo && std::strcmp(pick.algo->name, planCache_.algorithm) != 0)) {
       planCache_.invalidate();
       bool forced = false;
-      planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_, &forced);
+      planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_, &forced, pick.algo);
       planCache_.remember(req);
-      logChoice(req, planCache_.algorithm, forced);
+      if (!pick.algo) logChoice(req, planCache_.algorithm, forced);
     }
     const char* algo = planCache_.algorithm;
     plan_.tags.assign(1, collectives::makeTag(req.desc));
     args.scratch = plan_.scratchElems ? scratch(plan_.scratchElems * req.elemSize) : nullptr;
     GYRE_TRACE("%s #%llu: %s, %zu steps", opName_, static_cast<unsigned long long>(opSeq_), algo,
                plan_.steps.size());
-    collectives::execute(plan_, args, *this);
+    if (pick.candidate < 0) {
+      collectives::execute(plan_, args, *this);
+    } else {  // a trial: timed
+      const int64_t t0 = nowNs();
+      collectives::execute(plan_, args, *this);
+      if (online_->record(pick, double(nowNs() - t0) / 1e3)) settleOnline(pick, req);
+    }
   } catch (const Error& e) {
     throw fail(e);
   }
+}
+
+void Communicator::settleOnline(const collectives::OnlineTuner::Pick& pick, const collectives::CallRequest& call) {
+  std::vector<double> times = online_->localMedians(pick);
+  collectives::CallRequest req;
+  req.desc.kind = collectives::OpKind::AllReduce;
+  req.desc.dtype = static_cast<uint8_t>(gyreFloat64);
+  req.desc.redop = static_cast<uint8_t>(gyreMax);
+  req.desc.count = times.size();
+  req.desc.seq = ++collSeq_;  // a collective call like any other: every rank makes it here
+  req.elemSize = sizeof(double);
+  req.inPlace = true;
+  collectives::CallArgs args;
+  args.dtype = kernels::DType::Float64;
+  args.elemSize = sizeof(double);
+  args.op = kernels::Op::Max;
+  args.input = args.output = times.data();
+  collectives::Plan plan;  // plan_ stays the user's call's
+  collectives::planCall(req, *this, collectives::AlgoOverrides(), plan);
+  plan.tags.assign(1, collectives::makeTag(req.desc));
+  args.scratch = plan.scratchElems ? scratch(plan.scratchElems * req.elemSize) : nullptr;
+  collectives::execute(plan, args, *this);
+  const std::string line = online_->settle(pick, times);
+  // INFO the first time per class, TRACE when it is measured again.
+  const bool first = loggedChoices_.insert(static_cast<unsigned>(pick.key) | 0x80000000u).second;
+  const log::Level level = first ? log::Level::Info : log::Level::Trace;
+  if (rank_ == 0 && log::enabled(level))
+    log::write(level, "%s of %zu bytes on %d ranks%s: %s", opName_, call.bytes(),
+             nranks_, call.inPlace ? " (in place)" : "", line.c_str());
 }
 
 }  // namespace gyre::core

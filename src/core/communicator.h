@@ -15,6 +15,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/executor.h"
+#include "collectives/online_tuner.h"
 #include "collectives/plan.h"
 #include "collectives/planner.h"
 #include "core/config.h"
@@ -124,6 +125,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // invalid arguments found before anything was sent).
   void runCall(const collectives::CallRequest& req, collectives::CallArgs& args);
   void logChoice(const collectives::CallRequest& req, const char* algo, bool forced);
+  // GYRE_TUNER_ONLINE: after a size class's last trial, every rank's
+  // medians become the slowest rank's (an internal AllReduce of maxima, a
+  // collective call of its own that every rank makes at the same point).
+  void settleOnline(const collectives::OnlineTuner::Pick& pick, const collectives::CallRequest& call);
   void* scratch(size_t bytes);
   void progressAll();
   // Throws if this rank was aborted, a peer reported a failure, or a peer
@@ -173,6 +178,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   double topoLocalGBps_ = 0, topoNetworkGBps_ = 0;
   size_t commonChunk_ = SIZE_MAX;  // the smallest largest-message of the link classes in use
   collectives::AlgoOverrides overrides_;
+  std::unique_ptr<collectives::OnlineTuner> online_;  // GYRE_TUNER_ONLINE=1, else null
   std::vector<unsigned char> scratch_;
   std::vector<unsigned char> premulBuffer_;
   std::vector<uint64_t> sendSeq_, recvSeq_;  // point-to-point calls per peer

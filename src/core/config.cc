@@ -112,6 +112,16 @@ const Param kParams[] = {
          throwError(gyreInvalidArgument, std::string(n) + "=" + v + " must be calibrate or builtin");
        c.calibrate = m == "calibrate";
      }},
+    {{"GYRE_TUNER_ONLINE", "0",
+      "1: the calls choose among the cost model's best candidates: the first calls of each "
+      "(operation, size class) try each in turn, and the fastest (the slowest rank's median) is kept"},
+     [](Config& c, const std::string& v, const char* n) { c.tunerOnline = parseInt(v, n, 0, 1) == 1; }},
+    {{"GYRE_TUNER_RETUNE", "1000",
+      "with GYRE_TUNER_ONLINE=1: measure a size class's candidates again after this many trials' worth "
+      "of its calls (a trial: 1 call of 500 us or more, else as many as fill 500 us, up to 1024; 0: measure once)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.retuneCalls = static_cast<uint64_t>(parseInt(v, n, 0, INT64_MAX));
+     }},
     {{"GYRE_TUNER_FILE", "",
       "load the cost model's numbers from this file instead (key = value lines, as "
       "GYRE_TUNER_DUMP_FILE writes them)"},
@@ -224,6 +234,11 @@ Config Config::resolve(const gyreConfig_t* user) {
     c.commName = user->commName;
   if (has(offsetof(gyreConfig_t, blocking), sizeof(int)) && user->blocking != GYRE_CONFIG_UNDEF_INT)
     c.blocking = user->blocking != 0;
+  if (has(offsetof(gyreConfig_t, tunerOnline), sizeof(int)) && user->tunerOnline != GYRE_CONFIG_UNDEF_INT) {
+    if (user->tunerOnline != 0 && user->tunerOnline != 1)
+      throwError(gyreInvalidArgument, "config.tunerOnline=" + std::to_string(user->tunerOnline) + " must be 0 or 1");
+    c.tunerOnline = user->tunerOnline == 1;
+  }
   return c;
 }
 

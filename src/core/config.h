@@ -34,6 +34,8 @@ struct Config {
   bool calibrate = false;        // measure the cost model's numbers at creation
   std::string tunerFile;         // or load them from here
   std::string tunerDumpFile;     // rank 0 writes the model in use here
+  bool tunerOnline = false;      // time the model's best candidates per (operation, size class)
+  uint64_t retuneCalls = 1000;   // trials' worth of a size class's calls between those measurements (0: once)
   bool checkRoots = true;        // rooted operations check the ranks agree on the root
   bool blocking = true;          // false: init connects in the background (config only)
 
