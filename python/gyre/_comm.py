@@ -10,9 +10,9 @@ from ._lib import CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR,
 from ._types import Op, scalar_bytes
 
 
-def _config(timeout_ms=None, transport=None, algo=None, name=None):
+def _config(timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
     """A gyreConfig_t for the settings given (None: environment or default), or None."""
-    if timeout_ms is None and transport is None and algo is None and name is None:
+    if timeout_ms is None and transport is None and algo is None and name is None and tuner_online is None:
         return None
     cfg = Config()
     cfg.size = ctypes.sizeof(Config)
@@ -24,6 +24,8 @@ def _config(timeout_ms=None, transport=None, algo=None, name=None):
     cfg.transport = transport.encode() if transport is not None else None
     cfg.algo = algo.encode() if algo is not None else None
     cfg.commName = name.encode() if name is not None else None
+    cfg.blocking = CONFIG_UNDEF_INT
+    cfg.tunerOnline = CONFIG_UNDEF_INT if tuner_online is None else int(bool(tuner_online))
     return cfg
 
 
@@ -334,25 +336,26 @@ class Comm:
 
     # ---- split ----
 
-    def split(self, color, key=None, *, timeout_ms=None, transport=None, algo=None, name=None):
+    def split(self, color, key=None, *, timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
         """Ranks giving the same color form a new communicator, ordered by key (default: this
         rank), then by rank. color None: this rank joins none and gets None. Collective."""
         c = SPLIT_NOCOLOR if color is None else color
         if not isinstance(c, int) or isinstance(c, bool):
             raise InvalidArgument(f"color {color!r} is not an int or None")
         k = self.rank if key is None else key
-        cfg = _config(timeout_ms, transport, algo, name)
+        cfg = _config(timeout_ms, transport, algo, name, tuner_online)
         child = ctypes.c_void_p()
         check(lib.gyreCommSplit(self._handle(), c, int(k), ctypes.byref(child), _ref(cfg)))
         return Comm(child) if child.value else None
 
 
-def init(*, timeout_ms=None, transport=None, algo=None, name=None):
+def init(*, timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
     """A communicator from the launcher's environment (gyrerun, torchrun, mpirun, srun).
 
-    timeout_ms, transport, algo and name override GYRE_TIMEOUT_MS, GYRE_TRANSPORT,
-    GYRE_ALGO and the communicator's name in messages."""
-    cfg = _config(timeout_ms, transport, algo, name)
+    timeout_ms, transport, algo, name and tuner_online override GYRE_TIMEOUT_MS,
+    GYRE_TRANSPORT, GYRE_ALGO, the communicator's name in messages and
+    GYRE_TUNER_ONLINE (True: the calls time the cost model's best candidates)."""
+    cfg = _config(timeout_ms, transport, algo, name, tuner_online)
     handle = ctypes.c_void_p()
     check(lib.gyreCommInitFromEnv(ctypes.byref(handle), _ref(cfg)))
     return Comm(handle)
@@ -365,14 +368,14 @@ def get_unique_id():
     return bytes(uid)  # uid.internal would stop at the first NUL
 
 
-def init_rank(size, unique_id, rank, *, timeout_ms=None, transport=None, algo=None, name=None):
+def init_rank(size, unique_id, rank, *, timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
     """A communicator of size ranks from a get_unique_id() made once and shared out of band."""
     raw = bytes(unique_id)
     if len(raw) != UNIQUE_ID_BYTES:
         raise InvalidArgument(f"unique_id has {len(raw)} bytes, not {UNIQUE_ID_BYTES}")
     uid = UniqueId()
     ctypes.memmove(ctypes.byref(uid), raw, UNIQUE_ID_BYTES)
-    cfg = _config(timeout_ms, transport, algo, name)
+    cfg = _config(timeout_ms, transport, algo, name, tuner_online)
     handle = ctypes.c_void_p()
     check(lib.gyreCommInitRankConfig(ctypes.byref(handle), int(size), uid, int(rank), _ref(cfg)))
     return Comm(handle)

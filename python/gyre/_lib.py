@@ -65,6 +65,8 @@ class Config(ctypes.Structure):
         ("transport", ctypes.c_char_p),
         ("algo", ctypes.c_char_p),
         ("commName", ctypes.c_char_p),
+        ("blocking", ctypes.c_int),
+        ("tunerOnline", ctypes.c_int),
     ]
 
 

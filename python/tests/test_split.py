@@ -34,6 +34,16 @@ def test_split_with_no_color(comm):
     comm.barrier()
 
 
+def test_split_with_the_online_tuner(comm):
+    """tuner_online=True: the child's calls try the model's candidates in turn; results stay exact."""
+    with comm.split(0, tuner_online=True) as child:
+        for size in (1, 1000, 300000):
+            for _ in range(30):
+                got = child.allreduce(np.full(size, comm.rank + 1, np.int64))
+                assert got[0] == got[-1] == comm.size * (comm.size + 1) // 2
+    comm.barrier()
+
+
 def test_init_rank_from_unique_id(comm):
     """Rank 0 makes the id, the parent communicator carries it, every rank joins."""
     uid = np.frombuffer(gyre.get_unique_id(), np.uint8).copy() if comm.rank == 0 else np.zeros(128, np.uint8)
