@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/alltoall.h"
 #include "collectives/cost_model.h"
 #include "collectives/planner.h"
 #include "collectives/tuner.h"
@@ -108,6 +109,7 @@ class FakeEnv final : public collectives::PlanEnv {
     world_ = collectives::Group::all(rank, nranks);
     tuning_.perHost = nranks;
     tuning_.mappedBuffers = mapped;
+    tuning_.blockwiseReadBytes = collectives::blockwiseThresholdOf(*this);  // as the communicator sets it
   }
   const collectives::TuningParams& tuning() const override { return tuning_; }
   int rank() const override { return rank_; }

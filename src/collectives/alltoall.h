@@ -19,6 +19,13 @@ void buildPairwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);
 // ends of a block know its size, so they agree without asking, and every
 // rank runs this same algorithm whatever it sends (alltoallv_blockwise.cc).
 void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);
+// Blockwise's threshold for this communicator (blockwiseReadThreshold for
+// its shape and model): computed once, when the model is set, into
+// TuningParams::blockwiseReadBytes; a scan of the model that would cost
+// every AllToAllv call (never cached: its counts vary) half a microsecond.
+size_t blockwiseThresholdOf(const PlanEnv& env);
+// GYRE_DEBUG=INFO, from rank 0: what blockwise does on this communicator.
+void logBlockwiseThreshold(const PlanEnv& env);
 // Dissemination: ceil(log2 n) rounds of empty messages to rank + 2^k.
 void buildDisseminationBarrier(const CallRequest& req, PlanEnv& env, Plan& plan);
 

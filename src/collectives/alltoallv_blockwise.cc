@@ -20,8 +20,6 @@
 // caller touch its buffer, while a peer may still read it.
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
-#include <vector>
 
 #include "collectives/alltoall.h"
 #include "collectives/steps.h"
@@ -35,33 +33,30 @@ namespace {
 // Reads go in pieces of this many bytes, as the direct AllToAll's do.
 constexpr size_t kReadPieceBytes = 1024 * 1024;
 
-// GYRE_DEBUG=INFO: the threshold, from rank 0, once per process for each
-// shape and model it is computed for.
-void logThreshold(const PlanEnv& env, const CallShape& s, size_t threshold) {
-  if (env.rank() != 0 || !log::enabled(log::Level::Info)) return;
-  const CostModel& m = env.tuning().model;
-  uint64_t key = m.fingerprint();
-  for (uint64_t v : {uint64_t(s.nranks), uint64_t(s.hosts), uint64_t(s.perHost), uint64_t(s.cores),
-                     uint64_t(s.canRead), uint64_t(s.mappedReads), uint64_t(s.localChunk), uint64_t(s.networkChunk)})
-    key = (key ^ v) * 0x100000001b3ull;
-  static std::mutex mu;
-  static std::vector<uint64_t> logged;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (std::find(logged.begin(), logged.end(), key) != logged.end()) return;
-    if (logged.size() < 64) logged.push_back(key);
-  }
+}  // namespace
+
+size_t blockwiseThresholdOf(const PlanEnv& env) {
+  CallRequest req;  // the threshold depends on the communicator, not on a call's counts
+  req.desc.kind = OpKind::AllToAll;
+  req.elemSize = 1;
+  return blockwiseReadThreshold(callShape(req, env), env.tuning().model);
+}
+
+void logBlockwiseThreshold(const PlanEnv& env) {
+  if (env.rank() != 0 || env.nranks() < 2 || !log::enabled(log::Level::Info)) return;
+  const TuningParams& t = env.tuning();
+  const size_t threshold = t.blockwiseReadBytes;
   if (threshold == SIZE_MAX) {
-    GYRE_INFO("alltoallv blockwise on %d ranks: every block passes through the connection (%s)", s.nranks,
-              s.canRead ? "by the model, a single-copy read never costs less" : "peers' memory cannot be read");
+    GYRE_INFO("alltoallv blockwise on %d ranks: every block passes through the connection (%s)", env.nranks(),
+              env.canReadPeerMemory() ? "by the model, a single-copy read never costs less"
+                                      : "peers' memory cannot be read");
     return;
   }
   GYRE_INFO("alltoallv blockwise on %d ranks: blocks of %zu bytes and more are read from the sender's buffer, "
             "smaller ones pass through the connection (threshold from the %s model, %s reads)",
-            s.nranks, threshold, m.source.c_str(), s.mappedReads ? "mapped" : "kernel (process_vm_readv)");
+            env.nranks(), threshold, t.model.source.c_str(),
+            t.mappedBuffers ? "mapped" : "kernel (process_vm_readv)");
 }
-
-}  // namespace
 
 void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("blockwise");
@@ -71,9 +66,7 @@ void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t *sc = req.sendCounts, *sd = req.sendDispls, *rc = req.recvCounts, *rd = req.recvDispls;
   for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
   const size_t chunk = env.chunkBytes(plan.peers) / esz;  // connects them
-  const CallShape shape = callShape(req, env);
-  const size_t threshold = blockwiseReadThreshold(shape, env.tuning().model);
-  logThreshold(env, shape, threshold);
+  const size_t threshold = env.tuning().blockwiseReadBytes;  // the same on every rank
   auto isRead = [&](size_t count) { return count * esz >= threshold; };
 
   // Before the lanes (the prologue): the in-place copy, where each block to

@@ -24,6 +24,10 @@ struct TuningParams {
   int cores = 0;                 // CPUs this host's ranks share (0: unknown)
   size_t localChunk = 256 * 1024;    // largest message of a shared-memory link
   size_t networkChunk = 256 * 1024;  // and of a TCP link
+  // AllToAllv blockwise: blocks of this many bytes or more are read from
+  // their sender's buffer (SIZE_MAX: none); blockwiseThresholdOf, set with
+  // the model.
+  size_t blockwiseReadBytes = SIZE_MAX;
 };
 
 // What planning needs from the communicator.

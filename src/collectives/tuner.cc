@@ -73,7 +73,7 @@ std::string describeAllToAllv(const CallRequest& req, const PlanEnv& env) {
   CallShape s = callShape(req, env);
   s.op = OpKind::AllToAll;
   const CostModel& m = env.tuning().model;
-  const size_t threshold = blockwiseReadThreshold(s, m);
+  const size_t threshold = env.tuning().blockwiseReadBytes;
   char out[256];
   if (threshold == SIZE_MAX) {
     std::snprintf(out, sizeof out,

@@ -12,6 +12,7 @@
 #include <map>
 #include <vector>
 
+#include "collectives/alltoall.h"
 #include "collectives/calibration_plans.h"
 #include "core/clock.h"
 #include "core/communicator.h"
@@ -199,6 +200,8 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
     }
     if (!capped.empty()) tuning_.model.source = "built-in, topology-capped" + capped;
   }
+  tuning_.blockwiseReadBytes = collectives::blockwiseThresholdOf(*this);
+  collectives::logBlockwiseThreshold(*this);
   if (rank_ == 0 && !config_.tunerDumpFile.empty()) {
     std::ofstream f(config_.tunerDumpFile);
     f << tuning_.model.format();
