@@ -42,4 +42,9 @@ CallDesc fromTag(const transport::MessageTag& t);
 // "allreduce #7 (1000 x float32, sum)", "send #3 of 100 x int32 from rank 2"
 std::string describeCall(const CallDesc& d);
 
+// A call's power-of-two size class: 0 for 0 bytes, else k where
+// 2^(k-1) <= bytes < 2^k. The choice log and the online tuner's books are
+// kept per class.
+inline int sizeClassOf(size_t bytes) { return bytes ? 64 - __builtin_clzll(bytes) : 0; }
+
 }  // namespace gyre::collectives

@@ -6,8 +6,7 @@
 namespace gyre::collectives {
 
 uint64_t OnlineTuner::keyOf(const CallRequest& req) {
-  const size_t bytes = req.bytes();
-  const uint64_t sizeClass = bytes ? 64 - static_cast<uint64_t>(__builtin_clzll(bytes)) : 0;
+  const uint64_t sizeClass = static_cast<uint64_t>(sizeClassOf(req.bytes()));
   return (static_cast<uint64_t>(req.desc.kind) * 128 + sizeClass) * 2 + (req.inPlace ? 1 : 0);
 }
 

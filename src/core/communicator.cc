@@ -466,7 +466,7 @@ void Communicator::logChoice(const collectives::CallRequest& req, const char* al
   size_t bytes = req.bytes();
   if (req.sendCounts)  // AllToAllv: everything this rank sends
     bytes = collectives::CallRequest::totalCount(req.sendCounts, nranks_) * req.elemSize;
-  const int sizeClass = bytes ? 64 - __builtin_clzll(bytes) : 0;
+  const int sizeClass = collectives::sizeClassOf(bytes);
   const unsigned key = static_cast<unsigned>(req.desc.kind) * 128 + static_cast<unsigned>(sizeClass);
   if (!loggedChoices_.insert(key).second) return;
   const std::string estimates = collectives::describeEstimates(req, *this);
