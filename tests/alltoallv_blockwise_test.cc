@@ -406,17 +406,19 @@ gyreComm_t startRank(int rank, int n, const gyreUniqueId& id, const char* transp
 // One AllToAllv in which rank s sends rank d count(s, d) elements, checked
 // exactly: every block, the gaps between them, past the end, the input.
 // Blocks lie in reverse rank order, kGap elements apart.
+// sendGap and recvGap (elements before each block) move the displacements.
 bool checkedAllToAllv(gyreComm_t comm, int me, int n, gyreDataType_t t, Memory memory,
-                      const std::function<size_t(int, int)>& count, uint64_t salt, Checker& check) {
+                      const std::function<size_t(int, int)>& count, uint64_t salt, Checker& check,
+                      size_t sendGap = kGap, size_t recvGap = kGap) {
   const size_t esz = dtypeBytes(t);
   std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
   size_t sendEnd = 0, recvEnd = 0;
   for (int k = n - 1; k >= 0; --k) {
     sc[k] = count(me, k);
-    sd[k] = sendEnd + kGap;
+    sd[k] = sendEnd + sendGap;
     sendEnd = sd[k] + sc[k];
     rc[k] = count(k, me);
-    rd[k] = recvEnd + kGap;
+    rd[k] = recvEnd + recvGap;
     recvEnd = rd[k] + rc[k];
   }
   const bool memAlloc = memory == Memory::MemAlloc || memory == Memory::Mapped;
@@ -436,7 +438,7 @@ bool checkedAllToAllv(gyreComm_t comm, int me, int n, gyreDataType_t t, Memory m
     const size_t wrong = countPatternWrong(recv.data() + rd[q] * esz, rc[q], t, (salt * n + q) * n + me, &bad);
     ok &= check.expect(wrong == 0, what + ": block from rank " + std::to_string(q) + ": " + std::to_string(wrong) +
                                        " wrong; " + bad);
-    ok &= check.expect(untouched(recv.data() + (rd[q] - kGap) * esz, kGap * esz),
+    ok &= check.expect(untouched(recv.data() + (rd[q] - recvGap) * esz, recvGap * esz),
                        what + ": wrote into the gap before block " + std::to_string(q));
   }
   ok &= check.expect(untouched(recv.data() + recvEnd * esz, kGuard), what + ": wrote past the end");
@@ -568,6 +570,40 @@ std::vector<Case> mixedCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, MixedBlocks, testing::ValuesIn(mixedCases()), caseName);
+
+class PlanReuse : public testing::TestWithParam<Case> {};
+
+// A call with the same four arrays as the last reuses its plan; one that
+// differs anywhere (a displacement on either side, one count) must not.
+TEST_P(PlanReuse, OnlyIdenticalArraysReuseThePlan) {
+  const Case c = GetParam();
+  RunOutcome out = runCase(c, [&c](gyreComm_t comm, int me, int n, Checker& check) {
+    auto base = [](int s, int d) { return size_t(300 + 700 * s + 1100 * d); };
+    auto oneMore = [](int s, int d) { return size_t(300 + 700 * s + 1100 * d) + (s == 1 && d == 0 ? 1 : 0); };
+    struct Call {
+      std::function<size_t(int, int)> count;
+      size_t sendGap, recvGap;
+    };
+    const Call calls[] = {{base, 3, 3},    {base, 3, 3}, {base, 5, 3}, {base, 5, 3}, {base, 5, 0},
+                          {oneMore, 5, 0}, {base, 5, 0}, {base, 3, 3}, {base, 3, 3}};
+    uint64_t salt = 0;
+    for (const Call& call : calls)
+      if (!checkedAllToAllv(comm, me, n, gyreFloat32, c.memory, call.count, ++salt, check, call.sendGap,
+                            call.recvGap))
+        return 1;
+    return 0;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+std::vector<Case> reuseCases() {
+  return {{"shm", 2, Memory::Malloc, nullptr},
+          {"shm", 3, Memory::Mapped, nullptr},
+          {"shm", 4, Memory::FastReads, nullptr},
+          {"tcp", 3, Memory::Malloc, nullptr}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Calls, PlanReuse, testing::ValuesIn(reuseCases()), caseName);
 
 // ---- counts that disagree ----
 

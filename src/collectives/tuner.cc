@@ -125,7 +125,11 @@ const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
   const size_t small = env.tuning().smallMessageBytes;
   if (req.desc.kind == OpKind::AllReduce && small && req.bytes() <= small)
     return findAlgorithm(OpKind::AllReduce, "recursive_doubling");
-  if (req.desc.kind == OpKind::AllToAllv) return findAlgorithm(OpKind::AllToAllv, allToAllvChoice(env));
+  if (req.desc.kind == OpKind::AllToAllv) {  // every call with new counts comes here: no search by name
+    static const Algorithm* const blockwise = findAlgorithm(OpKind::AllToAllv, "blockwise");
+    static const Algorithm* const pairwise = findAlgorithm(OpKind::AllToAllv, "pairwise");
+    return std::strcmp(allToAllvChoice(env), "blockwise") == 0 ? blockwise : pairwise;
+  }
   const Algorithm* best = nullptr;
   double bestUs = kNotApplicable;
   // Ties go to the first registered (the simplest).

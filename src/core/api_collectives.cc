@@ -159,7 +159,6 @@ Operation allToAllvOp(Communicator& c, const void* s, const size_t* sc, const si
   const int n = c.nranks();
   size_t sendEnd = 0, recvEnd = 0;  // extents in elements
   for (int j = 0; j < n; ++j) {
-    const std::string at = "[" + std::to_string(j) + "]";
     if (sd[j] > SIZE_MAX - sc[j] || rd[j] > SIZE_MAX - rc[j])
       throwError(gyreInvalidArgument, "displacement + count overflows at index " + std::to_string(j));
     sendEnd = std::max(sendEnd, sc[j] ? sd[j] + sc[j] : 0);

@@ -487,7 +487,7 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       planCache_.invalidate();
       bool forced = false;
       planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_, &forced, pick.algo);
-      planCache_.remember(req);
+      planCache_.remember(req, nranks_);
       if (!pick.algo) logChoice(req, planCache_.algorithm, forced);
     }
     const char* algo = planCache_.algorithm;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -157,16 +158,33 @@ class Communicator final : public collectives::ExecContext, public collectives::
     size_t elemSize = 0;
     bool inPlace = false;
     const char* algorithm = "";
+    // AllToAllv: its four arrays (sendcounts, sdispls, recvcounts, rdispls),
+    // which its plan follows; a loop of calls with the same arrays (fixed
+    // shapes, the Ulysses exchange) reuses it like any other call.
+    std::vector<size_t> vcounts;
+    int nranks = 0;
     bool matches(const collectives::CallRequest& r) const {
-      return valid && r.sendCounts == nullptr && desc.kind == r.desc.kind && desc.count == r.desc.count &&
-             desc.dtype == r.desc.dtype && desc.redop == r.desc.redop && desc.root == r.desc.root &&
-             elemSize == r.elemSize && inPlace == r.inPlace;
+      if (!valid || desc.kind != r.desc.kind || desc.count != r.desc.count || desc.dtype != r.desc.dtype ||
+          desc.redop != r.desc.redop || desc.root != r.desc.root || elemSize != r.elemSize || inPlace != r.inPlace)
+        return false;
+      if (!r.sendCounts) return vcounts.empty();
+      if (vcounts.empty()) return false;
+      const size_t n = static_cast<size_t>(nranks), bytes = n * sizeof(size_t);
+      const size_t* arrays[4] = {r.sendCounts, r.sendDispls, r.recvCounts, r.recvDispls};
+      for (size_t a = 0; a < 4; ++a)
+        if (std::memcmp(vcounts.data() + a * n, arrays[a], bytes) != 0) return false;
+      return true;
     }
-    void remember(const collectives::CallRequest& r) {
-      valid = r.sendCounts == nullptr;  // v-variants depend on arrays: not cached
+    void remember(const collectives::CallRequest& r, int n) {
+      valid = true;
       desc = r.desc;
       elemSize = r.elemSize;
       inPlace = r.inPlace;
+      nranks = n;
+      vcounts.clear();
+      if (r.sendCounts)
+        for (const size_t* a : {r.sendCounts, r.sendDispls, r.recvCounts, r.recvDispls})
+          vcounts.insert(vcounts.end(), a, a + n);
     }
     void invalidate() { valid = false; }
   } planCache_;
