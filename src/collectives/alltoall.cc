@@ -16,7 +16,7 @@ void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, R
   for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   BufId from = BufId::Input;
-  // Before the lanes (the prologue): the in-place copy, then our own block.
+  // Before the lanes (the prologue): the in-place copy.
   if (req.inPlace) {
     size_t total = 0;
     for (int p = 0; p < n; ++p) total = std::max(total, sendAt(p).first + sendAt(p).second);
@@ -24,7 +24,6 @@ void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, R
     add(plan, Prim::Copy, BufId::Input, 0, BufId::Scratch, 0, total);
     from = BufId::Scratch;
   }
-  add(plan, Prim::Copy, from, sendAt(me).first, BufId::Output, recvAt(me).first, sendAt(me).second);
   plan.beginLane();
   for (int k = 1; k < n; ++k) {
     const int to = (me + k) % n;
@@ -33,6 +32,10 @@ void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, R
       if (variable) s.blockCount = sendAt(to).second;
     }, variable);
   }
+  // Our own block after the sends, while they are on their way: a copy
+  // before them delayed every peer (2 ranks, 8 KiB: 0.86 us, against 0.66
+  // for Bruck, which sends first).
+  add(plan, Prim::Copy, from, sendAt(me).first, BufId::Output, recvAt(me).first, sendAt(me).second);
   plan.beginLane();
   for (int k = 1; k < n; ++k) {
     const int src = (me - k + n) % n;

@@ -69,8 +69,8 @@ void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t threshold = env.tuning().blockwiseReadBytes;  // the same on every rank
   auto isRead = [&](size_t count) { return count * esz >= threshold; };
 
-  // Before the lanes (the prologue): the in-place copy, where each block to
-  // be read lies (for its reader), then our own block.
+  // Before the lanes (the prologue): the in-place copy, and where each
+  // block to be read lies (for its reader).
   BufId from = BufId::Input;
   if (req.inPlace) {
     size_t total = 0;
@@ -84,9 +84,9 @@ void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
     if (!isRead(sc[to])) continue;
     add(plan, Prim::SendAddresses, from, sd[to], BufId::Output, 0, sc[to], to).blockCount = sc[to];
   }
-  add(plan, Prim::Copy, from, sd[me], BufId::Output, rd[me], sc[me]);
 
-  // Sends: the blocks that pass through the connection.
+  // Sends: the blocks that pass through the connection; then our own
+  // block, while they are on their way (as pairwise).
   plan.beginLane();
   for (int k = 1; k < n; ++k) {
     const int to = (me + k) % n;
@@ -95,6 +95,7 @@ void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
       add(plan, Prim::Send, from, sd[to] + off, BufId::Output, 0, len, to).blockCount = sc[to];
     }, true);
   }
+  add(plan, Prim::Copy, from, sd[me], BufId::Output, rd[me], sc[me]);
   // Receives and reads.
   plan.beginLane();
   const size_t piece = std::max<size_t>(1, kReadPieceBytes / esz);

@@ -164,11 +164,12 @@ void directExchange(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sen
     Step& s = add(plan, Prim::SendAddresses, from, sendAt(p).first, BufId::Output, 0, sendAt(p).second, p);
     if (variable) s.blockCount = sendAt(p).second;
   }
+  // Our own block while the peers' addresses are on their way.
+  add(plan, Prim::Copy, from, sendAt(me).first, BufId::Output, recvAt(me).first, sendAt(me).second);
   for (int p : plan.peers) {
     Step& s = add(plan, Prim::RecvAddresses, from, 0, BufId::Output, 0, recvAt(p).second, -1, p);
     if (variable) s.blockCount = recvAt(p).second;
   }
-  add(plan, Prim::Copy, from, sendAt(me).first, BufId::Output, recvAt(me).first, sendAt(me).second);
   const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
   for (int k = 1; k < n; ++k) {
     const int q = (me - k + n) % n;  // the pairwise schedule: no common first target

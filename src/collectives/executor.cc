@@ -1,6 +1,7 @@
 #include "collectives/executor.h"
 
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -379,12 +380,21 @@ void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
     prologue.end = plan.lanes.front().begin;
     runLanes(runner, &prologue, 1, ctx);
   }
-  std::vector<LaneState> lanes(plan.lanes.size());
-  for (size_t i = 0; i < lanes.size(); ++i) {
+  // On the stack for the usual few lanes: a small call's whole time is a
+  // few hundred nanoseconds, and an allocation is a visible part of it.
+  const size_t nlanes = plan.lanes.size();
+  LaneState fewLanes[8];
+  std::vector<LaneState> manyLanes;
+  LaneState* lanes = fewLanes;
+  if (nlanes > std::size(fewLanes)) {
+    manyLanes.resize(nlanes);
+    lanes = manyLanes.data();
+  }
+  for (size_t i = 0; i < nlanes; ++i) {
     lanes[i].next = plan.lanes[i].begin;
     lanes[i].end = plan.lanes[i].end;
   }
-  runLanes(runner, lanes.data(), lanes.size(), ctx);
+  runLanes(runner, lanes, nlanes, ctx);
   // Steps after the last lane are an epilogue: done once every lane is
   // (an AllToAllv's "done" messages, after both its sends and its reads).
   if (plan.lanes.back().end < plan.steps.size()) {
