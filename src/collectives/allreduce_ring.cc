@@ -14,8 +14,10 @@ void appendRingAllReduce(Plan& plan, const Group& g, size_t count, size_t chunkE
   // Pieces of large vectors start on 64-byte boundaries for the kernels.
   const size_t align = std::max<size_t>(1, 64 / elemSize);
 
-  for (size_t base = 0; base < count; base += size_t(n) * chunkElems) {
-    const size_t iterCount = std::min(count - base, size_t(n) * chunkElems);
+  // Iteration i covers [i * n * chunkElems, ...) in n segments.
+  const size_t stride = size_t(n) * chunkElems;
+  auto emit = [&](size_t base, int part) {  // part 0: the first Send; 1: the middle; 2: the last Recv
+    const size_t iterCount = std::min(count - base, stride);
     size_t seg = (iterCount + n - 1) / n;
     if (seg * elemSize >= 4096) seg = std::min(chunkElems, (seg + align - 1) / align * align);
     auto segStart = [&](int s) { return base + std::min(iterCount, size_t(s) * seg); };
@@ -35,14 +37,28 @@ void appendRingAllReduce(Plan& plan, const Group& g, size_t count, size_t chunkE
       st.count = segCount(s);
       plan.steps.push_back(st);
     };
-    // Reduce-scatter: segment s is summed starting at rank s+1 and ends at
-    // rank s, which then owns its final value.
-    add(Prim::Send, mod(me - 1), false);
-    for (int j = 2; j < n; ++j) add(Prim::RecvReduceSend, mod(me - j), false);
-    add(Prim::RecvReduceCopySend, me, true);
-    // All-gather: pass each final segment on around the ring.
-    for (int j = 1; j < n - 1; ++j) add(Prim::RecvCopySend, mod(me - j), false);
-    add(Prim::Recv, mod(me + 1), false);
+    if (part == 0) {
+      // Reduce-scatter: segment s is summed starting at rank s+1 and ends at
+      // rank s, which then owns its final value.
+      add(Prim::Send, mod(me - 1), false);
+    } else if (part == 1) {
+      for (int j = 2; j < n; ++j) add(Prim::RecvReduceSend, mod(me - j), false);
+      add(Prim::RecvReduceCopySend, me, true);
+      // All-gather: pass each final segment on around the ring.
+      for (int j = 1; j < n - 1; ++j) add(Prim::RecvCopySend, mod(me - j), false);
+    } else {
+      add(Prim::Recv, mod(me + 1), false);
+    }
+  };
+  // One send ahead (forPiecesSendingAhead's reasons): the next iteration's
+  // first segment reads only the input, in a part of it this one never
+  // writes, so it leaves before this iteration's last receive.
+  if (count == 0) return;
+  emit(0, 0);
+  for (size_t base = 0; base < count; base += stride) {
+    emit(base, 1);
+    if (base + stride < count) emit(base + stride, 0);
+    emit(base, 2);
   }
 }
 

@@ -24,14 +24,17 @@ void buildRingAllGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
   // send's copy into the slot; a source just written reads faster, or its
   // place against the slot's is kinder, we did not tell which).
   if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, block(pos), count);
-  forPieces(count, chunk, [&](size_t off, size_t len) {
-    // The others pass through our output on their way round.
-    add(plan, Prim::Send, BufId::Output, block(pos) + off, BufId::Output, 0, len, next);
-    for (int k = 1; k < n - 1; ++k)
-      add(plan, Prim::RecvCopySend, BufId::Output, block(pos - k) + off, BufId::Output, block(pos - k) + off, len,
-          next, prev);
-    add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, block(pos - (n - 1)) + off, len, -1, prev);
-  });
+  forPiecesSendingAhead(
+      count, chunk,
+      [&](size_t off, size_t len) { add(plan, Prim::Send, BufId::Output, block(pos) + off, BufId::Output, 0, len, next); },
+      [&](size_t off, size_t len) {  // the others pass through our output on their way round
+        for (int k = 1; k < n - 1; ++k)
+          add(plan, Prim::RecvCopySend, BufId::Output, block(pos - k) + off, BufId::Output, block(pos - k) + off, len,
+              next, prev);
+      },
+      [&](size_t off, size_t len) {
+        add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, block(pos - (n - 1)) + off, len, -1, prev);
+      });
 }
 
 void buildBruckAllGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
@@ -69,15 +72,21 @@ void buildRingReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   const size_t count = req.desc.count;
   auto block = [&](int ringIndex) { return size_t(g.at(ringIndex)) * count; };
-  forPieces(count, chunk, [&](size_t off, size_t len) {
-    // The block of the rank at ring place p is summed from place p+1
-    // around to p, which keeps it.
-    add(plan, Prim::Send, BufId::Input, block(pos - 1) + off, BufId::Output, 0, len, next);
-    for (int j = 2; j < n; ++j)
-      add(plan, Prim::RecvReduceSend, BufId::Input, block(pos - j) + off, BufId::Output, 0, len, next, prev);
-    Step& last = add(plan, Prim::RecvReduce, BufId::Input, block(pos) + off, BufId::Output, off, len, -1, prev);
-    last.finalReduce = true;
-  });
+  // The block of the rank at ring place p is summed from place p+1 around
+  // to p, which keeps it.
+  forPiecesSendingAhead(
+      count, chunk,
+      [&](size_t off, size_t len) {
+        add(plan, Prim::Send, BufId::Input, block(pos - 1) + off, BufId::Output, 0, len, next);
+      },
+      [&](size_t off, size_t len) {
+        for (int j = 2; j < n; ++j)
+          add(plan, Prim::RecvReduceSend, BufId::Input, block(pos - j) + off, BufId::Output, 0, len, next, prev);
+      },
+      [&](size_t off, size_t len) {
+        add(plan, Prim::RecvReduce, BufId::Input, block(pos) + off, BufId::Output, off, len, -1, prev).finalReduce =
+            true;
+      });
 }
 
 void buildLinearGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
