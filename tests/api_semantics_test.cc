@@ -1381,6 +1381,20 @@ int argumentsBody(int rank, int n, const gyreUniqueId& id, const char* transport
   expectInvalid(gyreAllToAllv(s, sc.data(), huge.data(), r, rc.data(), rd.data(), gyreFloat32, comm, nullptr),
                 "alltoallv displacement overflow", "overflows");
 
+  // Counts whose bytes overflow the address space: one block, and the n
+  // blocks of AllGather's output and ReduceScatter's input.
+  const size_t tooMany = SIZE_MAX / 4 + 1, perRankTooMany = (size_t(PTRDIFF_MAX) / 4) / size_t(n) + 1;
+  expectInvalid(gyreAllReduce(s, r, tooMany, gyreFloat32, gyreSum, comm, nullptr), "allreduce count overflow",
+                "count " + std::to_string(tooMany) + " of float32 overflows the address space");
+  expectInvalid(gyreBroadcast(s, r, size_t(PTRDIFF_MAX) / 8 + 1, gyreFloat64, me, comm, nullptr),
+                "broadcast count overflow", "overflows the address space");
+  expectInvalid(gyreAllGather(s, r, perRankTooMany, gyreFloat32, comm, nullptr), "allgather count x ranks overflow",
+                "times " + std::to_string(n) + " ranks overflows the address space");
+  expectInvalid(gyreReduceScatter(s, r, perRankTooMany, gyreFloat32, gyreSum, comm, nullptr),
+                "reducescatter count x ranks overflow", "overflows the address space");
+  expectInvalid(gyreAllToAll(s, r, perRankTooMany, gyreFloat32, comm, nullptr), "alltoall count x ranks overflow",
+                "overflows the address space");
+
   // Data types, requests.
   expectInvalid(gyreBroadcast(s, r, c, static_cast<gyreDataType_t>(99), 0, comm, nullptr), "broadcast datatype 99",
                 "datatype 99");

@@ -35,13 +35,15 @@ void checkRank(int r, int nranks, const char* what) {
 
 size_t bytesOf(size_t count, size_t blocks, gyreDataType_t t, const char* what) {
   const size_t elem = kernels::dtypeSize(static_cast<kernels::DType>(t));
-  const size_t limit = static_cast<size_t>(PTRDIFF_MAX) / elem;
-  if (count > limit || (blocks && count > limit / blocks))
+  // Overflow-checked products, not divisions: this runs on every call.
+  size_t elems = 0, bytes = 0;
+  if (__builtin_mul_overflow(count, blocks, &elems) || __builtin_mul_overflow(elems, elem, &bytes) ||
+      bytes > static_cast<size_t>(PTRDIFF_MAX))
     throwError(gyreInvalidArgument, std::string(what) + " " + std::to_string(count) + " of " +
                                         kernels::dtypeName(static_cast<kernels::DType>(t)) +
                                         (blocks > 1 ? " times " + std::to_string(blocks) + " ranks" : std::string()) +
                                         " overflows the address space");
-  return count * blocks * elem;
+  return bytes;
 }
 
 void requireBuffer(const void* p, size_t bytes, const char* name) {
