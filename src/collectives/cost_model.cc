@@ -154,7 +154,13 @@ size_t pipelinePieceBytes(const CallShape& s, const CostModel& m) {
 
 double costChainBroadcast(const CallShape& s, const CostModel& m) {
   const Terms t = terms(s, m);
-  return chain(s.nranks - 1, double(s.bytes), double(chainPieceBytes(s, m)), t.beta, t.alpha);
+  // With more ranks on the host than cores, the n-1 hops' copies (two each,
+  // where direct's readers make one) share the cores: 4 ranks on 2 cores,
+  // 64 KiB-8 MiB, the chain was 1.8-3.1x behind direct in tuner-sweeps runs
+  // 5 and 7 and at most 1.36x ahead of it in run 6.
+  const bool crowded = s.hosts == 1 && s.cores > 0 && s.perHost > s.cores;
+  const double sharing = crowded ? double(s.nranks - 1) / s.cores : 1.0;
+  return chain(s.nranks - 1, double(s.bytes), double(chainPieceBytes(s, m)), sharing * t.beta, t.alpha);
 }
 
 double costTreeBroadcast(const CallShape& s, const CostModel& m) {
@@ -166,13 +172,12 @@ double costTreeBroadcast(const CallShape& s, const CostModel& m) {
 double costDirectBroadcast(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  // Every other rank reads the root's buffer at once: with more ranks on
-  // the host than cores, their n-1 copies share the cores (gyre-algo-sweep,
-  // 4 ranks on 2 cores: the direct Broadcast never ahead of the chain, and
-  // 1.2x behind it at 512 KiB where the model without this picked it).
-  const bool crowded = s.hosts == 1 && s.cores > 0 && s.perHost > s.cores;
-  const double sharing = crowded ? double(s.nranks - 1) / s.cores : 1.0;
-  return 3 * t.alpha + t.readAlpha + sharing * double(s.bytes) * t.read;
+  // Every other rank reads the root's buffer at once: n-1 single copies.
+  // Crowded ranks share the cores for these too, but the chain's two copies
+  // per hop lose more (costChainBroadcast); replaying tuner-sweeps runs 5-7,
+  // pricing only the chain's sharing put 59 of the 78 crowded Broadcast
+  // sizes within 10% of the best, both 56, only direct's (before) 51.
+  return 3 * t.alpha + t.readAlpha + double(s.bytes) * t.read;
 }
 
 double costChainReduce(const CallShape& s, const CostModel& m) {
