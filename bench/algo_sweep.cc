@@ -19,7 +19,7 @@
 // Prints a markdown table (bytes, each variant's time in us, the best fixed
 // one, auto / best, online / best) and, with --json, writes the numbers.
 //
-//   gyre-algo-sweep --replay [--cores C] FILE.json...
+//   gyre-algo-sweep --replay [--cores C] [--model TUNER_FILE] FILE.json...
 //
 // scores the tuner as built now against recorded sweeps, without running
 // anything: for each row, the algorithm the cost model picks for that call
@@ -77,7 +77,7 @@ struct Options {
                "usage: gyre-algo-sweep <allreduce|broadcast|reduce|allgather|reducescatter|alltoall>\n"
                "         [--ranks N] [--bind] [-b MIN] [-e MAX] [-f FACTOR] [--rounds R]\n"
                "         [--target-ms T] [-R 0|1] [--json FILE]\n"
-               "       gyre-algo-sweep --replay [--cores C] FILE.json...\n",
+               "       gyre-algo-sweep --replay [--cores C] [--model TUNER_FILE] FILE.json...\n",
                why);
   std::exit(2);
 }
@@ -291,10 +291,11 @@ int runRank(const Options& o, int rank, gyreComm_t world) {
 // A communicator as the tuner sees it, for replays: one host, n ranks.
 class ReplayEnv final : public gyre::collectives::PlanEnv {
  public:
-  ReplayEnv(int n, int cores) : n_(n) {
+  ReplayEnv(int n, int cores, const gyre::collectives::CostModel& model) : n_(n) {
     world_ = gyre::collectives::Group::all(0, n);
     tuning_.perHost = n;
     tuning_.cores = cores;
+    tuning_.model = model;
   }
   const gyre::collectives::TuningParams& tuning() const override { return tuning_; }
   int rank() const override { return 0; }
@@ -314,10 +315,20 @@ class ReplayEnv final : public gyre::collectives::PlanEnv {
 int replay(int argc, char** argv) {
   int cores = 2, within = 0, rows = 0;
   std::vector<std::string> files;
+  gyre::collectives::CostModel model;  // built in, unless --model names a tuner file
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--cores" && i + 1 < argc) cores = std::atoi(argv[++i]);
-    else files.push_back(a);
+    if (a == "--cores" && i + 1 < argc) {
+      cores = std::atoi(argv[++i]);
+    } else if (a == "--model" && i + 1 < argc) {
+      try {
+        model = gyre::collectives::CostModel::load(argv[++i]);
+      } catch (const std::exception& e) {
+        usage(e.what());
+      }
+    } else {
+      files.push_back(a);
+    }
   }
   if (files.empty() || cores < 1) usage("--replay needs recorded JSON files");
   for (const std::string& f : files) {
@@ -330,7 +341,7 @@ int replay(int argc, char** argv) {
     const std::string op = j.at("op");
     const int n = j.at("ranks");
     const std::vector<std::string> variants = j.at("variants");
-    ReplayEnv env(n, cores);
+    ReplayEnv env(n, cores, model);
     gyre::collectives::OpKind kind{};
     bool known = false;
     for (const auto& a : gyre::collectives::algorithms())

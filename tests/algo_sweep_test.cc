@@ -88,6 +88,19 @@ TEST(AlgoSweep, ReplayScoresTheModelsPicksAgainstARecording) {
             std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("total: 1 of 2"), std::string::npos) << o.out;
+  // --model: the same recording against a tuner file in which reducing is
+  // very slow, so the ring, which reduces half the vector where recursive
+  // doubling reduces all of it, takes 8 B too, the recording's worst there.
+  const std::string model = testing::TempDir() + "/gyre-sweep-replay.model";
+  std::ofstream(model) << "reduce.bandwidth_gbps = 0.000001\n";
+  const gyre::test::Outcome tuned = sweep({"--replay", "--model", model, path});
+  ASSERT_EQ(tuned.exitCode, 0) << tuned.describe();
+  EXPECT_NE(tuned.out.find("at 0 of 2 sizes 8:ring(5.00; recursive_doubling)"), std::string::npos) << tuned.out;
+  std::ofstream(model) << "local.bandwidth_gbps = fast\n";
+  const gyre::test::Outcome badModel = sweep({"--replay", "--model", model, path});
+  EXPECT_EQ(badModel.exitCode, 2) << badModel.describe();
+  EXPECT_NE(badModel.err.find("local.bandwidth_gbps"), std::string::npos) << badModel.describe();
+  std::remove(model.c_str());
   std::ofstream(path) << "{not json";
   const gyre::test::Outcome bad = sweep({"--replay", path});
   EXPECT_EQ(bad.exitCode, 2) << bad.describe();
