@@ -26,9 +26,11 @@ struct Terms {
 // scheduled (it sleeps instead of spinning): measured on 2 cores, a step of
 // 4 ranks costs about ten times one of 2, so each step's latency is scaled by
 // 5x the oversubscription.
+bool crowded(const CallShape& s) { return s.cores > 0 && s.perHost > s.cores; }
+
 Terms terms(const CallShape& s, const CostModel& m) {
   const LinkCost& link = s.hosts > 1 ? m.network : m.local;
-  const double crowding = s.cores > 0 && s.perHost > s.cores ? 5.0 * s.perHost / s.cores : 1.0;
+  const double crowding = crowded(s) ? 5.0 * s.perHost / s.cores : 1.0;
   return Terms{link.latencyUs * crowding, link.usPerByte(), 1e-3 / m.reduceGBps,
                1e-3 / (s.mappedReads ? m.mappedReadGBps : m.readGBps), s.mappedReads ? 0.0 : m.readLatencyUs * crowding,
                std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk)};
@@ -158,8 +160,7 @@ double costChainBroadcast(const CallShape& s, const CostModel& m) {
   // where direct's readers make one) share the cores: 4 ranks on 2 cores,
   // 64 KiB-8 MiB, the chain was 1.8-3.1x behind direct in tuner-sweeps runs
   // 5 and 7 and at most 1.36x ahead of it in run 6.
-  const bool crowded = s.hosts == 1 && s.cores > 0 && s.perHost > s.cores;
-  const double sharing = crowded ? double(s.nranks - 1) / s.cores : 1.0;
+  const double sharing = s.hosts == 1 && crowded(s) ? double(s.nranks - 1) / s.cores : 1.0;
   return chain(s.nranks - 1, double(s.bytes), double(chainPieceBytes(s, m)), sharing * t.beta, t.alpha);
 }
 

@@ -65,7 +65,12 @@ void forEachCandidate(const CallRequest& req, const PlanEnv& env, F&& f) {
 // ranks, which then cannot talk. The choice rests on what every rank shares:
 // blockwise decides per block, from a size both its ends know
 // (alltoallv_blockwise.cc), and is pairwise where peers cannot be read.
-const char* allToAllvChoice(const PlanEnv& env) { return env.canReadPeerMemory() ? "blockwise" : "pairwise"; }
+const Algorithm* allToAllvChoice(const PlanEnv& env) {
+  // Every call with new counts comes here: no search by name.
+  static const Algorithm* const blockwise = findAlgorithm(OpKind::AllToAllv, "blockwise");
+  static const Algorithm* const pairwise = findAlgorithm(OpKind::AllToAllv, "pairwise");
+  return env.canReadPeerMemory() ? blockwise : pairwise;
+}
 
 // For the log (rank 0): blockwise's threshold, and what either way would
 // cost at this rank's average block.
@@ -125,11 +130,7 @@ const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
   const size_t small = env.tuning().smallMessageBytes;
   if (req.desc.kind == OpKind::AllReduce && small && req.bytes() <= small)
     return findAlgorithm(OpKind::AllReduce, "recursive_doubling");
-  if (req.desc.kind == OpKind::AllToAllv) {  // every call with new counts comes here: no search by name
-    static const Algorithm* const blockwise = findAlgorithm(OpKind::AllToAllv, "blockwise");
-    static const Algorithm* const pairwise = findAlgorithm(OpKind::AllToAllv, "pairwise");
-    return std::strcmp(allToAllvChoice(env), "blockwise") == 0 ? blockwise : pairwise;
-  }
+  if (req.desc.kind == OpKind::AllToAllv) return allToAllvChoice(env);
   const Algorithm* best = nullptr;
   double bestUs = kNotApplicable;
   // Ties go to the first registered (the simplest).

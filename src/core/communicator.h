@@ -161,15 +161,14 @@ class Communicator final : public collectives::ExecContext, public collectives::
     // AllToAllv: its four arrays (sendcounts, sdispls, recvcounts, rdispls),
     // which its plan follows; a loop of calls with the same arrays (fixed
     // shapes, the Ulysses exchange) reuses it like any other call.
-    std::vector<size_t> vcounts;
-    int nranks = 0;
+    std::vector<size_t> vcounts;  // 4 x nranks, or empty
     bool matches(const collectives::CallRequest& r) const {
       if (!valid || desc.kind != r.desc.kind || desc.count != r.desc.count || desc.dtype != r.desc.dtype ||
           desc.redop != r.desc.redop || desc.root != r.desc.root || elemSize != r.elemSize || inPlace != r.inPlace)
         return false;
       if (!r.sendCounts) return vcounts.empty();
       if (vcounts.empty()) return false;
-      const size_t n = static_cast<size_t>(nranks), bytes = n * sizeof(size_t);
+      const size_t n = vcounts.size() / 4, bytes = n * sizeof(size_t);
       const size_t* arrays[4] = {r.sendCounts, r.sendDispls, r.recvCounts, r.recvDispls};
       for (size_t a = 0; a < 4; ++a)
         if (std::memcmp(vcounts.data() + a * n, arrays[a], bytes) != 0) return false;
@@ -180,7 +179,6 @@ class Communicator final : public collectives::ExecContext, public collectives::
       desc = r.desc;
       elemSize = r.elemSize;
       inPlace = r.inPlace;
-      nranks = n;
       vcounts.clear();
       if (r.sendCounts)
         for (const size_t* a : {r.sendCounts, r.sendDispls, r.recvCounts, r.recvDispls})
