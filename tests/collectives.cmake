@@ -7,3 +7,5 @@ gyre_test(tuner_test tuner_test.cc)
 gyre_test(shared_memory_test shared_memory_test.cc)
 # AllToAllv with rank-dependent totals, the blockwise algorithm, mismatched counts.
 gyre_test(alltoallv_blockwise_test alltoallv_blockwise_test.cc)
+# The executor's lanes: the order messages move in (stand-in connections).
+gyre_test(executor_test executor_test.cc)

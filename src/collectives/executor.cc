@@ -35,8 +35,14 @@ class Runner {
   Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx) : plan_(plan), args_(args), ctx_(ctx) {}
   const Plan& plan() const { return plan_; }
 
-  // Runs the lane's steps until one cannot go on; true if anything moved.
-  bool advance(LaneState& l) {
+  // Runs the lane's steps until one cannot go on, or (oneMessage) until it
+  // has sent or received one message; true if anything moved. Beside other
+  // lanes a lane moves one message per pass: run to its end, a send lane
+  // kept our peers' FIFOs full while the messages they had sent us waited,
+  // and the two directions took turns instead of flowing together (2 ranks,
+  // AllToAll, 16-64 MiB: 1.3x slower). Local copies and reductions do not
+  // count: they wait for nobody.
+  bool advance(LaneState& l, bool oneMessage) {
     bool moved = false;
     while (l.next < l.end) {
       Outcome o = Outcome::Blocked;
@@ -54,7 +60,8 @@ class Runner {
       moved = true;
       l.phase = 0;
       l.partial = false;
-      ++l.next;
+      const Prim done = plan_.steps[l.next++].prim;
+      if (oneMessage && done != Prim::Copy && done != Prim::Reduce) return true;
     }
     return moved;
   }
@@ -328,7 +335,7 @@ void runLanes(Runner& runner, LaneState* lanes, size_t nlanes, ExecContext& ctx)
     for (size_t i = 0; i < nlanes; ++i) {
       LaneState& l = lanes[i];
       if (l.next >= l.end) continue;
-      moved |= runner.advance(l);
+      moved |= runner.advance(l, nlanes > 1);
       open |= l.next < l.end;
     }
     return moved || !open;
