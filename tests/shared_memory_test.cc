@@ -1,14 +1,19 @@
 // gyreMemAlloc's shared allocations and a peer's mappings of them: what a
 // reader maps must be the writer's current allocation, never a stale or
 // foreign one, and anything it cannot map falls back (nullptr), never crashes.
+// And the kernel's reads of a peer's plain memory, at every kind of distance.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "gyre/gyre.h"
+#include "kernels/cpu/reduce.h"
 #include "transport/shm/peer_mappings.h"
+#include "transport/shm/process_reader.h"
 #include "transport/shm/shared_allocation.h"
 
 namespace gyre::transport::shm {
@@ -117,6 +122,69 @@ TEST(SharedMemory, GyreMemAllocGivesSharedMemoryAndFreesEither) {
   ASSERT_EQ(gyreMemAlloc(&p, 0), gyreSuccess);  // a zero size still frees
   EXPECT_EQ(gyreMemFree(p), gyreSuccess);
   EXPECT_EQ(gyreMemFree(nullptr), gyreSuccess);
+}
+
+
+// A forked child holds a copy of our memory at the same addresses until we
+// let it go: a peer whose plain (malloc'd) memory we read through the kernel.
+struct Holder {
+  pid_t pid = -1;
+  int release = -1;
+  Holder() {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      close(fds[1]);
+      alarm(30);  // a hard bound if the parent goes away
+      char c;
+      _exit(read(fds[0], &c, 1) < 0 ? 1 : 0);
+    }
+    close(fds[0]);
+    release = fds[1];
+  }
+  void letGo() {
+    if (release < 0) return;
+    close(release);
+    release = -1;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "holder status " << status;
+  }
+  ~Holder() { letGo(); }
+};
+
+TEST(ProcessReader, ReadsExactlyAtEveryDistanceBouncingOnlyWhereTheKernelCrawls) {
+  constexpr size_t kMax = (1u << 20) + 4096;
+  std::vector<unsigned char> theirs(kMax + 4096);
+  for (size_t i = 0; i < theirs.size(); ++i) theirs[i] = static_cast<unsigned char>(i * 29 + 3);
+  Holder peer;
+  ASSERT_GT(peer.pid, 0);
+  ProcessReader reader(peer.pid);
+  uint64_t bounced = 0;
+  for (size_t bytes : {size_t{100}, size_t{4095}, size_t{4096}, size_t{300001}, size_t{1} << 20}) {
+    for (size_t distance : {0, 1, 8, 31, 32, 63, 64, 100, 2048, 4095}) {
+      SCOPED_TRACE(testing::Message() << bytes << " bytes at distance " << distance);
+      const unsigned char* from = theirs.data() + 40;
+      std::vector<unsigned char> ours(bytes + 2 * 4096 + 64, 0xa5);
+      const uintptr_t want = (reinterpret_cast<uintptr_t>(from) + distance) & 4095;
+      unsigned char* to = ours.data() + 4096 + ((want - reinterpret_cast<uintptr_t>(ours.data() + 4096)) & 4095);
+      const bool crawls = kernels::repMovsbCrawls(to, from);
+      ASSERT_EQ(crawls, distance >= 1 && distance <= 63);
+      ASSERT_EQ(reader.read(to, reinterpret_cast<uint64_t>(from), bytes), 0);
+      ASSERT_EQ(std::memcmp(to, from, bytes), 0);
+      for (unsigned char* p = ours.data(); p < to; ++p) ASSERT_EQ(*p, 0xa5) << "before the copy";
+      for (unsigned char* p = to + bytes; p < ours.data() + ours.size(); ++p) ASSERT_EQ(*p, 0xa5) << "after the copy";
+      if (crawls && bytes >= ProcessReader::kBounceMinBytes) bounced += bytes;
+      EXPECT_EQ(reader.bouncedBytes(), bounced);
+    }
+  }
+  // Nothing there to read, bounced or not: an error, never a crash.
+  unsigned char sink[8192];
+  EXPECT_NE(reader.read(sink, 8, sizeof sink), 0);
+  EXPECT_NE(reader.read(sink + 16, 4096 + 24, 5000), 0);
+  peer.letGo();
+  EXPECT_EQ(reader.read(sink, reinterpret_cast<uint64_t>(theirs.data()), 64), ESRCH);
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ const char* isaName(Isa isa);  // "scalar", "avx2", "avx512"
 using ReduceFn = void (*)(const void* a, const void* b, void* out0, void* out1, size_t count,
                           uint32_t divisor);
 using Copy2Fn = void (*)(void* dst0, void* dst1, const void* src, size_t bytes);
+// A copy by vector loads and aligned stores: what copy() uses where memcpy's
+// `rep movsb` crawls (repMovsbCrawls in reduce.h).
+using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 
 // The column after the four ops is the b == nullptr form with a divisor.
 inline constexpr int kOpCopy = kNumOps;
@@ -30,6 +33,7 @@ struct KernelTable {
   // out1); extra = 1 handles both, so the common case carries no checks.
   ReduceFn reduce[kNumDTypes][kNumOps + 1][2];
   Copy2Fn copy2;
+  CopyFn copy;
 };
 
 // The table for one instruction set, or nullptr when it is not compiled in or

@@ -158,10 +158,11 @@ constexpr void fillRow(detail::ReduceFn (&row)[kNumOps + 1][2]) {
 // The vector type of each dtype, in DType order (gyreDataType_t's).
 template <class I8, class U8, class I32, class U32, class I64, class U64, class F16, class F32,
           class F64, class BF16>
-constexpr detail::KernelTable makeTable(detail::Isa isa, detail::Copy2Fn copy2) {
+constexpr detail::KernelTable makeTable(detail::Isa isa, detail::Copy2Fn copy2, detail::CopyFn copy) {
   detail::KernelTable t{};
   t.isa = isa;
   t.copy2 = copy2;
+  t.copy = copy;
   fillRow<I8>(t.reduce[static_cast<int>(DType::Int8)]);
   fillRow<U8>(t.reduce[static_cast<int>(DType::Uint8)]);
   fillRow<I32>(t.reduce[static_cast<int>(DType::Int32)]);

@@ -4,6 +4,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kernels/cpu/half.h"
 
 #define GYRE_KERNELS_ISA scalar
@@ -101,10 +105,31 @@ void copy2(void* dst0, void* dst1, const void* src, size_t bytes) {
   }
 }
 
+// One destination without `rep movsb`: the x86-64 baseline's 16-byte
+// registers (a plain loop could be turned back into a memcpy call by the
+// compiler). rep movsb's crawl is x86's; elsewhere memcpy is the loop.
+void copy(void* dst, const void* src, size_t bytes) {
+#if defined(__SSE2__)
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    __m128i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16 * k));
+    for (int k = 0; k < 4; ++k) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16 * k), v[k]);
+  }
+  for (; i + 16 <= bytes; i += 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+  if (i < bytes) std::memcpy(d + i, s + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
 constexpr detail::KernelTable kTable =
     makeTable<IntV<int8_t>, IntV<uint8_t>, IntV<int32_t>, IntV<uint32_t>, IntV<int64_t>,
               IntV<uint64_t>, HalfV<&halfToFloat, &floatToHalf>, FloatV<float>, FloatV<double>,
-              HalfV<&bfloat16ToFloat, &floatToBfloat16>>(detail::Isa::Scalar, &copy2);
+              HalfV<&bfloat16ToFloat, &floatToBfloat16>>(detail::Isa::Scalar, &copy2, &copy);
 
 }  // namespace
 }  // namespace gyre::kernels::scalar

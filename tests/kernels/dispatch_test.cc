@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -34,6 +35,7 @@ TEST(Dispatch, EveryCompiledTableIsComplete) {
 #endif
   for (const detail::KernelTable* t : tables) {
     EXPECT_NE(t->copy2, nullptr);
+    EXPECT_NE(t->copy, nullptr);
     for (const auto& row : t->reduce) {
       for (const auto& column : row) {
         EXPECT_NE(column[0], nullptr);
@@ -169,6 +171,46 @@ TEST_P(CopyTest, CopiesEveryByteAndNothingElse) {
       copy(d2.data() + 2 * offset, from, bytes);
       ASSERT_TRUE(landed(d2, 2 * offset, from, bytes, 0xa5));
     }
+  }
+}
+
+// Where rep movsb crawls (the destination 1-63 bytes past the source,
+// modulo 4 KiB), copy() takes the ISA's register loop: both must be exact at
+// every distance around those, at sizes on either side of copy()'s 1 KiB
+// switch and of the loops' register widths.
+TEST_P(CopyTest, CopiesAtEveryDistanceWithinAPage) {
+  constexpr size_t kGuard = 64;
+  std::vector<size_t> distances;
+  for (size_t d = 0; d <= 130; ++d) distances.push_back(d);
+  for (size_t d = 4030; d < 4096; ++d) distances.push_back(d);
+  for (size_t bytes : {1, 31, 32, 33, 63, 64, 65, 1023, 1024, 4099, 70001}) {
+    std::vector<unsigned char> src(bytes + 4096);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 37 + 11);
+    for (size_t srcOffset : {0, 24}) {
+      const unsigned char* from = src.data() + srcOffset;
+      for (size_t d : distances) {
+        SCOPED_TRACE(::testing::Message() << bytes << " bytes, source at " << srcOffset << ", distance " << d);
+        // dst - src == d (mod 4096) wherever the vectors landed.
+        std::vector<unsigned char> dst(bytes + 2 * 4096 + kGuard, 0xa5);
+        const uintptr_t want = (reinterpret_cast<uintptr_t>(from) + d) & 4095;
+        const size_t at = 4096 + ((want - reinterpret_cast<uintptr_t>(dst.data() + 4096)) & 4095);
+        ASSERT_EQ(((reinterpret_cast<uintptr_t>(dst.data() + at) - reinterpret_cast<uintptr_t>(from)) & 4095), d);
+        table().copy(dst.data() + at, from, bytes);
+        ASSERT_TRUE(landed(dst, at, from, bytes, 0xa5)) << "the ISA's loop";
+        std::fill(dst.begin(), dst.end(), 0xa5);
+        copy(dst.data() + at, from, bytes);
+        ASSERT_TRUE(landed(dst, at, from, bytes, 0xa5)) << "copy()";
+      }
+    }
+  }
+}
+
+TEST(PublicApi, RepMovsbCrawlsOneToSixtyThreeBytesPastTheSourceModuloAPage) {
+  alignas(4096) static unsigned char page[3 * 4096];
+  const unsigned char* src = page + 4096 + 40;
+  for (int d = -200; d <= 4200; ++d) {
+    const size_t m = static_cast<size_t>((d % 4096 + 4096) % 4096);
+    EXPECT_EQ(repMovsbCrawls(src + d, src), m >= 1 && m <= 63) << "distance " << d;
   }
 }
 

@@ -1,7 +1,5 @@
 #include "transport/shm/shm_connection.h"
 
-#include <sys/uio.h>
-
 #include <cerrno>
 #include <cstring>
 
@@ -65,18 +63,7 @@ bool ShmConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
 SharedMemoryKey ShmConnection::shareKey(const void* p) { return shm::sharedKeyFor(p); }
 
 void ShmConnection::readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes) {
-  auto* to = static_cast<unsigned char*>(dst);
-  size_t done = 0;
-  while (done < bytes) {
-    iovec local{to + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(remoteAddress + done), bytes - done};
-    ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    const int err = n < 0 ? errno : EFAULT;
+  if (const int err = reader_.read(dst, remoteAddress, bytes)) {
     if (err == ESRCH)
       throw ConnectionError(gyreRemoteError, peer_, "rank " + std::to_string(peer_) + " exited");
     throw ConnectionError(gyreInvalidUsage, peer_,

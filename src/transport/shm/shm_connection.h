@@ -3,6 +3,7 @@
 #pragma once
 
 #include "transport/shm/peer_mappings.h"
+#include "transport/shm/process_reader.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/transport.h"
 
@@ -16,11 +17,11 @@ class ShmConnection final : public Connection {
                 shm::Fifo out, shm::Fifo in)
       : transport_(transport),
         peer_(peer),
-        peerPid_(peerPid),
         peerHeader_(peerHeader),
         out_(out),
         in_(in),
-        mappings_(peerPid) {}
+        mappings_(peerPid),
+        reader_(peerPid) {}
 
   Transport& transport() override;
   int peer() const override { return peer_; }
@@ -43,7 +44,6 @@ class ShmConnection final : public Connection {
  private:
   ShmTransport& transport_;
   int peer_;
-  int peerPid_;
   shm::SegmentHeader* peerHeader_;
   shm::Fifo out_;  // in the peer's segment
   shm::Fifo in_;   // in ours
@@ -51,6 +51,7 @@ class ShmConnection final : public Connection {
   uint64_t knownConsumed_ = 0;  // the peer's consumed count, as last read
   uint64_t received_ = 0;
   shm::PeerMappings mappings_;
+  shm::ProcessReader reader_;
 };
 
 }  // namespace gyre::transport
