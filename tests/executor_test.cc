@@ -53,6 +53,9 @@ class RecordingConnection : public transport::Connection {
   std::vector<std::string>& log_;
   NullTransport& t_;
   unsigned char payload_[64] = {};
+
+ public:
+  const unsigned char* payload() const { return payload_; }
 };
 
 class RecordingContext final : public collectives::ExecContext {
@@ -65,6 +68,7 @@ class RecordingContext final : public collectives::ExecContext {
     throw std::runtime_error("waited");
   }
   std::vector<std::string> log;
+  const RecordingConnection& to(int peer) const { return peer == 1 ? a_ : b_; }
 
  private:
   NullTransport t_;
@@ -140,6 +144,21 @@ TEST(ExecutorLanes, ASingleLaneKeepsItsOrder) {
   RecordingContext ctx;
   collectives::execute(f.plan, f.args, ctx);
   EXPECT_EQ(joined(ctx.log), "S1 S1 R2 S1 R2");
+}
+
+// CopySend: the source lands in dst and in the peer's buffer from one step,
+// one message.
+TEST(ExecutorLanes, CopySendWritesTheOutputAndSendsTheSameBytes) {
+  Fixture f;
+  for (int i = 0; i < 16; ++i) f.in[i] = float(i + 1);
+  collectives::add(f.plan, Prim::CopySend, BufId::Input, 2, BufId::Output, 5, 4, 1);
+  RecordingContext ctx;
+  collectives::execute(f.plan, f.args, ctx);
+  EXPECT_EQ(joined(ctx.log), "S1");
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(f.out[i], i >= 5 && i < 9 ? float(i - 2) : 0.0f) << i;
+  float sent[4];
+  std::memcpy(sent, ctx.to(1).payload(), sizeof sent);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(sent[i], float(i + 3)) << i;
 }
 
 }  // namespace

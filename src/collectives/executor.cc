@@ -201,6 +201,25 @@ class Runner {
         }
         return out.trySendFrom(dst, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
       }
+      case Prim::CopySend: {
+        // Our own block into our output and to the next rank: one read of
+        // the input instead of a copy and then a send that reads it again
+        // (from memory, once the output is too large for cache).
+        Connection& out = ctx_.connection(s.sendPeer);
+        if (out.prefersDirect()) {  // the socket reads the copy, in cache
+          if (l.phase == 0) {
+            reduce(dst, nullptr, src, nullptr, s, 1, false);
+            l.phase = 1;
+            l.partial = true;
+          }
+          return out.trySendFrom(dst, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
+        }
+        void* room = out.trySendBuffer(bytes);
+        if (!room) return blocked(l, out, Waiting::ForRoom);
+        reduce(dst, room, src, nullptr, s, 1, s.dst == BufId::Output);
+        out.sendCommit(bytes, tag);
+        return Outcome::Done;
+      }
       case Prim::SendAddresses: {
         Connection& out = ctx_.connection(s.sendPeer);
         const PeerAddresses where{reinterpret_cast<uint64_t>(src), reinterpret_cast<uint64_t>(dst), s.count,

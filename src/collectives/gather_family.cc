@@ -18,15 +18,15 @@ void buildRingAllGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   const size_t count = req.desc.count;
   auto block = [&](int ringIndex) { return size_t(g.at(ringIndex)) * count; };
-  // Our block goes into our output first and leaves from there: sending it
-  // from the input instead (before or after the copy) measured 1.15-1.3x
-  // slower at 2 ranks, 8-32 KiB, out of place (perf: the time is in the
-  // send's copy into the slot; a source just written reads faster, or its
-  // place against the slot's is kinder, we did not tell which).
-  if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, block(pos), count);
+  // Out of place, each piece of our block goes into our output and to the
+  // next rank in one pass over the input (CopySend); in place it is already
+  // there and leaves from the output.
   forPiecesSendingAhead(
       count, chunk,
-      [&](size_t off, size_t len) { add(plan, Prim::Send, BufId::Output, block(pos) + off, BufId::Output, 0, len, next); },
+      [&](size_t off, size_t len) {
+        if (req.inPlace) add(plan, Prim::Send, BufId::Output, block(pos) + off, BufId::Output, 0, len, next);
+        else add(plan, Prim::CopySend, BufId::Input, off, BufId::Output, block(pos) + off, len, next);
+      },
       [&](size_t off, size_t len) {  // the others pass through our output on their way round
         for (int k = 1; k < n - 1; ++k)
           add(plan, Prim::RecvCopySend, BufId::Output, block(pos - k) + off, BufId::Output, block(pos - k) + off, len,

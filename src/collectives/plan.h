@@ -30,6 +30,7 @@ enum class Prim : uint8_t {
   RecvReduceSend,      // next <- recv (+) src
   RecvReduceCopySend,  // dst = recv (+) src, and next <- the same
   RecvCopySend,        // dst = recv, and next <- the same
+  CopySend,            // dst = src, and next <- the same, from one read of src
   // Single copy within a host (the shared-memory transport's cross-process
   // reads): peers first tell each other where their buffers are.
   SendAddresses,  // peer <- (address of src, address of dst, count): where it may read us

@@ -36,10 +36,11 @@ void buildChainBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   if (next >= 0) plan.addPeer(next);
   const size_t chunk = chainPieceElems(req, env.chunkBytes(plan.peers));
   const size_t count = req.desc.count;
-  if (pos == 0 && !req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1);
+  if (pos == 0 && next < 0 && !req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1);
   forPieces(count, chunk, [&](size_t off, size_t len) {
-    if (pos == 0)  // the root sends from its input: no wait for the copy
-      add(plan, Prim::Send, BufId::Input, off, BufId::Output, off, len, next, -1);
+    if (pos == 0 && next < 0) return;  // alone: the copy was all
+    if (pos == 0)  // the root sends each piece as it copies it: one read of the input
+      add(plan, req.inPlace ? Prim::Send : Prim::CopySend, BufId::Input, off, BufId::Output, off, len, next, -1);
     else if (next >= 0)
       add(plan, Prim::RecvCopySend, BufId::Output, off, BufId::Output, off, len, next, prev);
     else
@@ -56,12 +57,15 @@ void buildTreeBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t chunk = env.chunkBytes(plan.peers) / req.elemSize;
   const size_t count = req.desc.count;
   const bool isRoot = t.parent < 0;
-  if (isRoot && !req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1);
+  // Out of place, the root copies each piece as it sends it to its first
+  // child (one read of the input); alone, it only copies.
+  const bool copySend = isRoot && !req.inPlace && t.nchildren > 0;
+  if (isRoot && !req.inPlace && !copySend) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, count, -1, -1);
   const BufId from = isRoot ? BufId::Input : BufId::Output;
   forPieces(count, chunk, [&](size_t off, size_t len) {
     if (!isRoot) add(plan, Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, t.parent);
     for (int i = 0; i < t.nchildren; ++i)
-      add(plan, Prim::Send, from, off, BufId::Output, off, len, t.children[i], -1);
+      add(plan, i == 0 && copySend ? Prim::CopySend : Prim::Send, from, off, BufId::Output, off, len, t.children[i], -1);
   });
 }
 
