@@ -119,6 +119,11 @@ class FakeEnv final : public collectives::PlanEnv {
   int hostIndex(int) const override { return 0; }
   size_t chunkBytes(std::span<const int>) override { return chunk_; }
   bool canReadPeerMemory() const override { return canRead_; }
+  // As the communicator sets it for one host over shared memory.
+  void cutPairwisePiecesAsOneHost(int slots) {
+    tuning_.pairwisePieceBytes = collectives::pairwisePieceBytes(nranks_, slots);
+    tuning_.blockwiseReadBytes = collectives::blockwiseThresholdOf(*this);
+  }
 
  private:
   int rank_, nranks_;
@@ -274,6 +279,38 @@ TEST(BlockwisePlan, BothEndsOfEveryBlockAgreeOnEveryMessage) {
         EXPECT_GT(reads, 0) << n << " ranks: no block read";
       }
     }
+}
+
+// On a host of 3 or more ranks pairwise and blockwise cut their blocks into
+// the smaller pieces that keep the host's FIFOs in cache, and both ends of
+// every block cut them alike.
+TEST(PairwisePieces, OneHostOfManyRanksCutsSmallerPiecesAlikeAtBothEnds) {
+  for (int n : {2, 3, 4, 8}) {
+    const size_t piece = collectives::pairwisePieceBytes(n, 8);
+    Counts counts(n, std::vector<size_t>(n));
+    for (int s = 0; s < n; ++s)
+      for (int d = 0; d < n; ++d) counts[s][d] = 100000 + 4099 * size_t(s) + 7 * size_t(d);  // 400-500 KB blocks
+    for (const char* algo : {"pairwise", "blockwise"}) {
+      std::vector<Plan> plans;
+      for (int r = 0; r < n; ++r) {
+        FakeEnv env(r, n, false, false);
+        env.cutPairwisePiecesAsOneHost(8);
+        RankCall c = callOf(counts, r, 4);
+        plans.emplace_back();
+        collectives::findAlgorithm(OpKind::AllToAllv, algo)->build(c.req, env, plans.back());
+      }
+      size_t largest = 0;
+      for (int p = 0; p < n; ++p)
+        for (int q = 0; q < n; ++q) {
+          if (p == q) continue;
+          const std::vector<Message> sent = messages(plans[p], q, true), taken = messages(plans[q], p, false);
+          EXPECT_EQ(sent, taken) << algo << ", " << n << " ranks, " << p << " -> " << q;
+          for (const Message& m : sent) largest = std::max(largest, m.count * 4);
+        }
+      if (n == 2) EXPECT_EQ(largest, size_t{256} << 10) << algo << ": 2 ranks keep the link's pieces";
+      else EXPECT_EQ(largest, piece) << algo << ", " << n << " ranks";
+    }
+  }
 }
 
 // Without reads (TCP, or cross-process reads forbidden), blockwise is

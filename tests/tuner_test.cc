@@ -235,6 +235,25 @@ TEST(TunerChoice, ChainPiecesShrinkAsTheChainGrows) {
   EXPECT_EQ(collectives::chainPieceBytes(s, eight.tuning().model), 4096u);
 }
 
+// Pairwise AllToAll's pieces on one host: the host's FIFOs (ranks^2 x slots
+// x piece) within 16 MiB, a power of two, 16 KiB at least.
+TEST(TunerChoice, PairwisePiecesKeepTheHostsFifosWithinTheCacheBudget) {
+  EXPECT_EQ(collectives::pairwisePieceBytes(1, 8), SIZE_MAX);
+  EXPECT_EQ(collectives::pairwisePieceBytes(2, 8), SIZE_MAX);
+  EXPECT_EQ(collectives::pairwisePieceBytes(3, 8), size_t{128} << 10);
+  EXPECT_EQ(collectives::pairwisePieceBytes(4, 8), size_t{128} << 10);
+  EXPECT_EQ(collectives::pairwisePieceBytes(4, 16), size_t{64} << 10);
+  EXPECT_EQ(collectives::pairwisePieceBytes(8, 8), size_t{32} << 10);
+  EXPECT_EQ(collectives::pairwisePieceBytes(64, 64), size_t{16} << 10);
+  for (int n = 3; n <= 16; ++n)
+    for (int slots : {2, 8, 64}) {
+      const size_t p = collectives::pairwisePieceBytes(n, slots);
+      EXPECT_EQ(p & (p - 1), 0u) << n << " ranks, " << slots << " slots";
+      EXPECT_TRUE(p == (size_t{16} << 10) || size_t(n) * n * slots * p <= (size_t{16} << 20)) << n << ", " << slots;
+      EXPECT_GT(size_t(n) * n * slots * 2 * p, size_t{16} << 20) << n << ", " << slots << ": not the largest";
+    }
+}
+
 TEST(TunerChoice, EstimatesAreListedForTheLog) {
   FakeEnv env(4, 1, false);
   CallRequest req;

@@ -61,6 +61,7 @@ struct CallShape {
   int cores = 0;         // CPUs the busiest host's ranks share (0: unknown)
   size_t localChunk = 256 * 1024;    // largest message a shared-memory link carries
   size_t networkChunk = 256 * 1024;  // the same for TCP
+  size_t pairwisePiece = SIZE_MAX;   // pairwise AllToAll(v)'s pieces, at most (pairwisePieceBytes)
 };
 
 // Microseconds for a call of this shape, or kNotApplicable.
@@ -100,6 +101,22 @@ double costOnlyChoice(const CallShape&, const CostModel&);  // operations with o
 // are mapped), never on a call's counts, so both ends of every block decide
 // alike.
 size_t blockwiseReadThreshold(const CallShape& s, const CostModel& m);
+
+// The largest piece of pairwise AllToAll(v) (and blockwise) within one host
+// of perHost ranks whose FIFOs have `slots` slots; SIZE_MAX for no limit.
+// Those algorithms run every exchange at once, so a call touches all
+// perHost x (perHost - 1) FIFOs of the host, each as far as its slots times
+// the piece, and beyond the cache every byte crossing is a copy through
+// memory twice. The piece is the largest power of two (16 KiB at least)
+// with perHost^2 x slots x piece within 16 MiB, the kernels' streaming
+// footprint (half this host's L3): 2 ranks keep any piece, 3 and 4 get 128
+// KiB, 8 get 32 KiB (with 8 slots). On the 2 cores, against 256 KiB pieces,
+// they measured 1.1-1.8x (3 ranks, 768 KiB-48 MiB), 1.15-3x (4 ranks, 1-32
+// MiB; level at 64 MiB) and 1.1-2.8x (8 ranks, 2-32 MiB) faster, where
+// half those pieces lost again at the larger sizes (a FIFO holds less, so
+// an exchange waits on its peer more often). Only for communicators on one
+// host over shared memory: elsewhere the links' own pieces stand.
+size_t pairwisePieceBytes(int perHost, int slots);
 
 // The chain's best piece size (bytes): more pieces fill the pipeline sooner,
 // each costs a message's latency.

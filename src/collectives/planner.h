@@ -28,6 +28,9 @@ struct TuningParams {
   // their sender's buffer (SIZE_MAX: none); blockwiseThresholdOf, set with
   // the model.
   size_t blockwiseReadBytes = SIZE_MAX;
+  // Pairwise AllToAll(v) and blockwise pieces, at most (pairwisePieceBytes
+  // in cost_model.h; SIZE_MAX: the links' own).
+  size_t pairwisePieceBytes = SIZE_MAX;
 };
 
 // What planning needs from the communicator.

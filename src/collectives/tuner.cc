@@ -122,6 +122,7 @@ CallShape callShape(const CallRequest& req, const PlanEnv& env) {
   s.mappedReads = s.canRead && t.mappedBuffers && !reduces;
   s.localChunk = t.localChunk;
   s.networkChunk = t.networkChunk;
+  s.pairwisePiece = t.pairwisePieceBytes;
   return s;
 }
 

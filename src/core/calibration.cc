@@ -174,6 +174,9 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   commonChunk_ = SIZE_MAX;
   if (tuning_.perHost > 1) commonChunk_ = std::min(commonChunk_, tuning_.localChunk);
   if (tuning_.hosts > 1) commonChunk_ = std::min(commonChunk_, tuning_.networkChunk);
+  tuning_.pairwisePieceBytes = tuning_.hosts == 1 && config_.transport != TransportChoice::Tcp
+                                   ? collectives::pairwisePieceBytes(tuning_.perHost, config_.shmSlots)
+                                   : SIZE_MAX;
 
   if (!config_.tunerFile.empty()) {
     // Loaded in makeShell; SharedSettings made sure every rank has the same.
