@@ -65,7 +65,8 @@ void buildTreeBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   forPieces(count, chunk, [&](size_t off, size_t len) {
     if (!isRoot) add(plan, Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, t.parent);
     for (int i = 0; i < t.nchildren; ++i)
-      add(plan, i == 0 && copySend ? Prim::CopySend : Prim::Send, from, off, BufId::Output, off, len, t.children[i], -1);
+      add(plan, i == 0 && copySend ? Prim::CopySend : Prim::Send, from, off, BufId::Output, off, len,
+          t.children[i], -1);
   });
 }
 
