@@ -47,15 +47,13 @@ class RecordingConnection : public transport::Connection {
     return true;
   }
   transport::ProgressResult progress(bool) override { return {}; }
+  const unsigned char* payload() const { return payload_; }  // what the last buffered send wrote
 
  private:
   int peer_;
   std::vector<std::string>& log_;
   NullTransport& t_;
   unsigned char payload_[64] = {};
-
- public:
-  const unsigned char* payload() const { return payload_; }
 };
 
 class RecordingContext final : public collectives::ExecContext {

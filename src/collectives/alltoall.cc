@@ -14,8 +14,7 @@ template <class SendAt, class RecvAt>
 void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, RecvAt recvAt, bool variable) {
   const int n = env.nranks(), me = env.rank();
   for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
-  const size_t piece = std::min(env.chunkBytes(plan.peers), env.tuning().pairwisePieceBytes);
-  const size_t chunk = std::max<size_t>(1, piece / req.elemSize);
+  const size_t chunk = pairwisePieceElems(req, env, plan.peers);
   BufId from = BufId::Input;
   // Before the lanes (the prologue): the in-place copy.
   if (req.inPlace) {

@@ -65,8 +65,7 @@ void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t esz = req.elemSize;
   const size_t *sc = req.sendCounts, *sd = req.sendDispls, *rc = req.recvCounts, *rd = req.recvDispls;
   for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
-  // Connects them; pairwise's pieces (cost_model.h, pairwisePieceBytes).
-  const size_t chunk = std::max<size_t>(1, std::min(env.chunkBytes(plan.peers), env.tuning().pairwisePieceBytes) / esz);
+  const size_t chunk = pairwisePieceElems(req, env, plan.peers);  // connects them
   const size_t threshold = env.tuning().blockwiseReadBytes;  // the same on every rank
   auto isRead = [&](size_t count) { return count * esz >= threshold; };
 

@@ -258,14 +258,14 @@ double costPairwiseAllToAll(const CallShape& s, const CostModel& m) {
   const int n = s.nranks;
   // The n-1 exchanges run side by side (a lane each), so their latencies
   // overlap: measured, 4 ranks take about twice one exchange, not three times.
-  const size_t chunk = std::min(t.chunk, std::max<size_t>(1, s.pairwisePiece));
+  const size_t chunk = std::min(t.chunk, s.pairwisePiece);
   return (1 + (n - 2) / 2.0) * pieces(s.bytes, chunk) * t.alpha + (n - 1) * double(s.bytes) * t.beta;
 }
 
 size_t pairwisePieceBytes(int perHost, int slots) {
-  constexpr size_t kBudget = size_t{16} << 20, kFloor = size_t{16} << 10;
-  const size_t per = size_t(std::max(perHost, 1)) * size_t(std::max(perHost, 1)) * size_t(std::max(slots, 1));
   if (perHost <= 2) return SIZE_MAX;
+  constexpr size_t kBudget = size_t{16} << 20, kFloor = size_t{16} << 10;
+  const size_t per = size_t(perHost) * size_t(perHost) * size_t(std::max(slots, 1));
   size_t piece = kFloor;
   while (piece * 2 * per <= kBudget) piece *= 2;
   return piece;
