@@ -200,6 +200,42 @@ TEST(TunerChoice, CrowdedBroadcastReadsDirectlyInTheMiddle) {
   EXPECT_EQ(choose(roomy, OpKind::Broadcast, 1u << 20), "chain");
 }
 
+// Beyond the cache (the root's buffer and the outputs past read.cache_mib)
+// the readers' copies come cold and the chain, whose pieces stay in cache,
+// wins again (4 ranks on 2 cores, 64-256 MiB: 1.4-1.8x in sweeps 7-9).
+// Without the slowdown direct would keep them; mapped buffers are plain
+// streaming copies and keep their rate.
+TEST(TunerChoice, CrowdedBroadcastBeyondTheCacheGoesBackToTheChain) {
+  FakeEnv crowded(4, 1, true);
+  crowded.params().cores = 2;
+  for (size_t bytes : {size_t{64} << 20, size_t{256} << 20})
+    EXPECT_EQ(choose(crowded, OpKind::Broadcast, bytes), "chain") << bytes;
+  crowded.params().model = CostModel::parse("read.cold_slowdown = 1\n", "no slowdown");
+  EXPECT_EQ(choose(crowded, OpKind::Broadcast, size_t{256} << 20), "direct");
+  crowded.params().model = CostModel::parse("read.cache_mib = 4096\n", "a large cache");
+  EXPECT_EQ(choose(crowded, OpKind::Broadcast, size_t{256} << 20), "direct");
+  FakeEnv mapped(4, 1, true);
+  mapped.params().cores = 2;
+  mapped.params().mappedBuffers = true;
+  EXPECT_EQ(choose(mapped, OpKind::Broadcast, size_t{256} << 20), "direct");
+}
+
+// Crowded steps cost 12x the oversubscription (a 4-rank step on 2 cores,
+// 20-30 times one of 2 ranks at 32-128 KiB): the algorithms with fewer
+// steps keep 32 KiB, where the ring's 2(n-1) or n-1 steps lost by
+// 1.3-1.7x in most sweeps; with a core each the ring has it.
+TEST(TunerChoice, CrowdedRanksTakeFewerStepsAtMiddleSizes) {
+  FakeEnv crowded(4, 1, false);
+  crowded.params().cores = 2;
+  EXPECT_EQ(choose(crowded, OpKind::AllReduce, 32u << 10), "recursive_doubling");
+  EXPECT_EQ(choose(crowded, OpKind::ReduceScatter, 8u << 10), "recursive_halving");
+  FakeEnv roomy(4, 1, false);
+  roomy.params().cores = 4;
+  EXPECT_NE(choose(roomy, OpKind::AllReduce, 32u << 10), "recursive_doubling");
+  EXPECT_NE(choose(roomy, OpKind::ReduceScatter, 8u << 10), "recursive_halving");
+}
+
+
 // Recursive-doubling AllGather: pairwise swaps, ahead of Bruck's shifted
 // rounds and the ring at latency-bound sizes with 4 ranks (gyre-algo-sweep);
 // the ring's even pieces for large ones; one exchange either way at 2.

@@ -19,21 +19,38 @@ namespace {
 struct Terms {
   double alpha, beta, gamma, read, readAlpha;
   size_t chunk;
+  double cacheBytes, readCold;  // reads' cost per byte beyond the cache
+  // Single-copy reads' cost per byte in a call that touches `footprint`
+  // distinct bytes on the host: the share beyond the cache reads cold.
+  double readFor(double footprint) const {
+    const double cold = footprint > cacheBytes ? 1.0 - cacheBytes / footprint : 0.0;
+    return read + cold * (readCold - read);
+  }
 };
 
 // Flat algorithms run over the slowest link their ranks span. With more
 // ranks than cores on a host, a message also waits for its receiver to be
-// scheduled (it sleeps instead of spinning): measured on 2 cores, a step of
-// 4 ranks costs about ten times one of 2, so each step's latency is scaled by
-// 5x the oversubscription.
+// scheduled (it sleeps instead of spinning), so each step's latency is
+// scaled by 12x the oversubscription. On the 2 cores a step of 4 ranks
+// costs about ten times one of 2 for the smallest messages, but 20-30 times
+// at 32-128 KiB (tuner-sweeps runs 7-9: ring steps of 3-8 us against
+// 0.2-0.4), the sizes where fewer steps trade against fewer bytes.
+// Replaying runs 5-9 with 5, 8, 12 and 20 times the oversubscription put
+// 1338, 1352, 1355 and 1355 of their 1560 sizes within 10% of the best.
 bool crowded(const CallShape& s) { return s.cores > 0 && s.perHost > s.cores; }
 
 Terms terms(const CallShape& s, const CostModel& m) {
   const LinkCost& link = s.hosts > 1 ? m.network : m.local;
-  const double crowding = crowded(s) ? 5.0 * s.perHost / s.cores : 1.0;
-  return Terms{link.latencyUs * crowding, link.usPerByte(), 1e-3 / m.reduceGBps,
-               1e-3 / (s.mappedReads ? m.mappedReadGBps : m.readGBps), s.mappedReads ? 0.0 : m.readLatencyUs * crowding,
-               std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk)};
+  const double crowding = crowded(s) ? 12.0 * s.perHost / s.cores : 1.0;
+  const double read = 1e-3 / (s.mappedReads ? m.mappedReadGBps : m.readGBps);
+  return Terms{link.latencyUs * crowding,
+               link.usPerByte(),
+               1e-3 / m.reduceGBps,
+               read,
+               s.mappedReads ? 0.0 : m.readLatencyUs * crowding,
+               std::max<size_t>(1, s.hosts > 1 ? s.networkChunk : s.localChunk),
+               m.cacheMiB * double(1 << 20),
+               s.mappedReads ? read : read * m.readColdSlowdown};
 }
 
 double pieces(size_t bytes, size_t chunk) { return std::max(1.0, std::ceil(double(bytes) / double(chunk))); }
@@ -110,7 +127,8 @@ double costDirectAllReduce(const CallShape& s, const CostModel& m) {
   const double S = double(s.bytes);
   // Addresses out, reads of every peer's slice, the reduced slices read
   // back by everyone, then "done".
-  return 3 * t.alpha + 2.0 * (n - 1) * t.readAlpha + 2.0 * (n - 1) / n * S * t.read + double(n - 1) / n * S * t.gamma;
+  return 3 * t.alpha + 2.0 * (n - 1) * t.readAlpha + 2.0 * (n - 1) / n * S * t.readFor(2.0 * n * S) +
+         double(n - 1) / n * S * t.gamma;
 }
 
 double costDoubleTreeAllReduce(const CallShape& s, const CostModel& m) {
@@ -177,8 +195,11 @@ double costDirectBroadcast(const CallShape& s, const CostModel& m) {
   // Crowded ranks share the cores for these too, but the chain's two copies
   // per hop lose more (costChainBroadcast); replaying tuner-sweeps runs 5-7,
   // pricing only the chain's sharing put 59 of the 78 crowded Broadcast
-  // sizes within 10% of the best, both 56, only direct's (before) 51.
-  return 3 * t.alpha + t.readAlpha + double(s.bytes) * t.read;
+  // sizes within 10% of the best, both 56, only direct's (before) 51. The
+  // call touches the root's buffer and n-1 outputs; once that is beyond the
+  // cache the reads come cold, and the chain, whose pieces pass through
+  // FIFOs in cache, wins: 4 ranks, 64-256 MiB, 1.4-1.8x in runs 7-9.
+  return 3 * t.alpha + t.readAlpha + double(s.bytes) * t.readFor(double(s.nranks) * double(s.bytes));
 }
 
 double costChainReduce(const CallShape& s, const CostModel& m) {
@@ -230,7 +251,8 @@ double costDoublingAllGather(const CallShape& s, const CostModel& m) {
 double costDirectAllGather(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  return 3 * t.alpha + (s.nranks - 1) * (t.readAlpha + double(s.bytes) * t.read);
+  const double n = s.nranks, b = double(s.bytes);
+  return 3 * t.alpha + (n - 1) * (t.readAlpha + b * t.readFor(n * (n + 1) * b));
 }
 
 double costRingReduceScatter(const CallShape& s, const CostModel& m) {
@@ -250,7 +272,8 @@ double costHalvingReduceScatter(const CallShape& s, const CostModel& m) {
 double costDirectReduceScatter(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  return 3 * t.alpha + (s.nranks - 1) * (t.readAlpha + double(s.bytes) * (t.read + t.gamma));
+  const double n = s.nranks, b = double(s.bytes);
+  return 3 * t.alpha + (n - 1) * (t.readAlpha + b * (t.readFor(n * (n + 1) * b) + t.gamma));
 }
 
 double costPairwiseAllToAll(const CallShape& s, const CostModel& m) {
@@ -282,7 +305,8 @@ double costBruckAllToAll(const CallShape& s, const CostModel& m) {
 double costDirectAllToAll(const CallShape& s, const CostModel& m) {
   if (!s.canRead) return kNotApplicable;
   const Terms t = terms(s, m);
-  return 3 * t.alpha + (s.nranks - 1) * (t.readAlpha + double(s.bytes) * t.read);
+  const double n = s.nranks, b = double(s.bytes);
+  return 3 * t.alpha + (n - 1) * (t.readAlpha + b * t.readFor(2 * n * n * b));
 }
 
 double costOnlyChoice(const CallShape&, const CostModel&) { return 0; }
@@ -320,6 +344,9 @@ const Field kFields[] = {
     {"read.latency_us", &CostModel::readLatencyUs, nullptr, nullptr, "one single-copy read's fixed cost"},
     {"read.mapped_bandwidth_gbps", &CostModel::mappedReadGBps, nullptr, nullptr,
      "copies from a peer's mapped gyreMemAlloc buffer (GYRE_MAPPED_BUFFERS=1)"},
+    {"read.cache_mib", &CostModel::cacheMiB, nullptr, nullptr, "what a call may touch on a host with reads in cache"},
+    {"read.cold_slowdown", &CostModel::readColdSlowdown, nullptr, nullptr,
+     "single-copy reads beyond that cost this many times as much"},
 };
 
 double& fieldOf(CostModel& m, const Field& f) { return f.plain ? m.*f.plain : (m.*f.link).*f.inLink; }

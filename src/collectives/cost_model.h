@@ -36,6 +36,14 @@ struct CostModel {
   // A peer's gyreMemAlloc buffer, mapped: a plain copy from it (the mapping
   // is made once and cached, so no fixed cost per read).
   double mappedReadGBps = 6.0;
+  // Reads through the kernel of data beyond the cache: when the distinct
+  // bytes a call touches on the host exceed cacheMiB, that share of the
+  // reads costs readColdSlowdown times as much (from DRAM, each page pinned
+  // as it is copied). 4 ranks on the 2 cores, direct Broadcast: 3.8 GB/s a
+  // reader at 2 MiB, 2.4 at 256 MiB (tuner-sweeps runs 7-9). Mapped reads
+  // are plain streaming copies and keep their rate.
+  double cacheMiB = 32;
+  double readColdSlowdown = 1.6;
   std::string source = "built-in";  // "built-in", "calibrated", or the file it came from
 
   // The file format: "key = value" lines, '#' comments.
