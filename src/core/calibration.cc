@@ -212,10 +212,12 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   }
   if (rank_ == 0)
     GYRE_INFO("tuner model (%s): local %.2fus %.2fGB/s, network %.2fus %.2fGB/s, reduce %.2fGB/s, read %.2fus "
-              "%.2fGB/s, mapped read %.2fGB/s (%s); %d host(s), up to %d rank(s) per host, %d core(s)",
+              "%.2fGB/s (%.2fx slower beyond %.0f MiB), mapped read %.2fGB/s (%s); %d host(s), up to %d rank(s) "
+              "per host, %d core(s)",
               tuning_.model.source.c_str(), tuning_.model.local.latencyUs, tuning_.model.local.gbps,
               tuning_.model.network.latencyUs, tuning_.model.network.gbps, tuning_.model.reduceGBps,
-              tuning_.model.readLatencyUs, tuning_.model.readGBps, tuning_.model.mappedReadGBps,
+              tuning_.model.readLatencyUs, tuning_.model.readGBps, tuning_.model.readColdSlowdown,
+              tuning_.model.cacheMiB, tuning_.model.mappedReadGBps,
               tuning_.mappedBuffers ? "GYRE_MAPPED_BUFFERS=1: used" : "unused", tuning_.hosts, tuning_.perHost, tuning_.cores);
 }
 
