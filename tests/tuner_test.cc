@@ -235,7 +235,6 @@ TEST(TunerChoice, CrowdedRanksTakeFewerStepsAtMiddleSizes) {
   EXPECT_NE(choose(roomy, OpKind::ReduceScatter, 8u << 10), "recursive_halving");
 }
 
-
 // Recursive-doubling AllGather: pairwise swaps, ahead of Bruck's shifted
 // rounds and the ring at latency-bound sizes with 4 ranks (gyre-algo-sweep);
 // the ring's even pieces for large ones; one exchange either way at 2.
