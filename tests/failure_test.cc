@@ -367,6 +367,11 @@ TEST(BadArguments, UnknownAlgorithmIsRefusedAtInitListingTheValidOnes) {
   setenv("GYRE_ALGO", "allreduce:ring@0-1K,bogus@1K-", 1);
   EXPECT_EQ(gyreCommInitRank(&comm, 1, id, 0), gyreInvalidArgument);
   EXPECT_TRUE(contains(gyreGetLastError(nullptr), "bogus")) << gyreGetLastError(nullptr);
+  for (const char* empty : {"allreduce:ring@5-2", "allreduce:ring@64K-64K", "ring@1M-1K"}) {
+    setenv("GYRE_ALGO", empty, 1);
+    EXPECT_EQ(gyreCommInitRank(&comm, 1, id, 0), gyreInvalidArgument) << empty;
+    EXPECT_TRUE(contains(gyreGetLastError(nullptr), "is empty")) << gyreGetLastError(nullptr);
+  }
   setenv("GYRE_ALGO", "teleport:ring", 1);
   EXPECT_EQ(gyreCommInitRank(&comm, 1, id, 0), gyreInvalidArgument);
   EXPECT_TRUE(contains(gyreGetLastError(nullptr), "teleport")) << gyreGetLastError(nullptr);

@@ -12,7 +12,7 @@ import ctypes
 import numpy as np
 
 from ._errors import InvalidArgument
-from ._types import address, as_array, op_code
+from ._types import SIZE_MAX, address, as_array, c_int, integer, op_code
 
 
 class Call:
@@ -82,6 +82,7 @@ def allreduce(x, op, out, dtype):
 
 
 def broadcast(x, root, out, dtype):
+    root = c_int(root, "root")
     if out is None:
         a, code = as_array(x, "x", dtype, writable=True)
         return Call("gyreBroadcast", "gyreIbroadcast", [address(a), address(a), a.size, code, root], [x, a], x)
@@ -95,6 +96,7 @@ def broadcast(x, root, out, dtype):
 
 
 def reduce(comm, x, op, root, out, dtype):
+    root = c_int(root, "root")
     on_root = comm.rank == root
     a, code = as_array(x, "x", dtype, writable=out is None and on_root)
     if out is None:
@@ -133,12 +135,16 @@ def alltoall(comm, x, out, dtype):
 
 def _counts(values, n, what):
     try:
-        vals = [int(v) for v in values]
-    except (TypeError, ValueError):
+        given = list(values)
+    except TypeError:
         raise InvalidArgument(f"{what} must be a sequence of {n} non-negative integers") from None
-    if len(vals) != n or any(v < 0 for v in vals):
-        raise InvalidArgument(f"{what} must be {n} non-negative integers (one per rank), not {list(values)!r}")
-    return vals
+    if len(given) != n:
+        raise InvalidArgument(f"{what} must be {n} non-negative integers (one per rank), not {given!r}")
+    # 2.5 or "3" would have been truncated or parsed by int(): they are errors, like 2**64.
+    try:
+        return [integer(v, f"{what}[{j}]", 0, SIZE_MAX, "a size_t") for j, v in enumerate(given)]
+    except InvalidArgument as e:
+        raise InvalidArgument(f"{what} must be {n} non-negative integers (one per rank): {e}") from None
 
 
 def _extent(counts, displs):
@@ -173,6 +179,7 @@ def alltoallv(comm, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype):
 
 
 def gather(comm, x, root, out, dtype):
+    root = c_int(root, "root")
     a, code = as_array(x, "x", dtype)
     n = comm.size
     o, result = None, None
@@ -182,6 +189,7 @@ def gather(comm, x, root, out, dtype):
 
 
 def scatter(comm, x, root, out, dtype):
+    root = c_int(root, "root")
     n = comm.size
     a = o = None
     if comm.rank == root or out is None:
@@ -199,11 +207,13 @@ def scatter(comm, x, root, out, dtype):
 
 
 def send(x, peer, dtype):
+    peer = c_int(peer, "peer")
     a, code = as_array(x, "x", dtype)
     return Call("gyreSend", "gyreIsend", [address(a), a.size, code, peer], [x, a], None)
 
 
 def recv(out, peer, dtype):
+    peer = c_int(peer, "peer")
     o, code = as_array(out, "out", dtype, writable=True)
     return Call("gyreRecv", "gyreIrecv", [address(o), o.size, code, peer], [out, o], out)
 

@@ -7,7 +7,7 @@ import weakref
 from . import _calls
 from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
 from ._lib import CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR, UNIQUE_ID_BYTES, Config, UniqueId, lib
-from ._types import Op, scalar_bytes
+from ._types import Op, c_int, scalar_bytes
 
 
 def _config(timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
@@ -18,7 +18,11 @@ def _config(timeout_ms=None, transport=None, algo=None, name=None, tuner_online=
     cfg.size = ctypes.sizeof(Config)
     cfg.magic = CONFIG_MAGIC
     cfg.version = CONFIG_VERSION
-    cfg.timeoutMs = CONFIG_UNDEF_INT if timeout_ms is None else int(timeout_ms)
+    if timeout_ms is not None:
+        timeout_ms = c_int(timeout_ms, "timeout_ms")
+        if timeout_ms < 0:
+            raise InvalidArgument(f"timeout_ms {timeout_ms} must be >= 0 (0: no timeout)")
+    cfg.timeoutMs = CONFIG_UNDEF_INT if timeout_ms is None else timeout_ms
     # The struct only points at these bytes; the library copies them while
     # the call runs, and the struct is used for that one call.
     cfg.transport = transport.encode() if transport is not None else None
@@ -339,13 +343,11 @@ class Comm:
     def split(self, color, key=None, *, timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
         """Ranks giving the same color form a new communicator, ordered by key (default: this
         rank), then by rank. color None: this rank joins none and gets None. Collective."""
-        c = SPLIT_NOCOLOR if color is None else color
-        if not isinstance(c, int) or isinstance(c, bool):
-            raise InvalidArgument(f"color {color!r} is not an int or None")
-        k = self.rank if key is None else key
+        c = SPLIT_NOCOLOR if color is None else c_int(color, "color")
+        k = self.rank if key is None else c_int(key, "key")
         cfg = _config(timeout_ms, transport, algo, name, tuner_online)
         child = ctypes.c_void_p()
-        check(lib.gyreCommSplit(self._handle(), c, int(k), ctypes.byref(child), _ref(cfg)))
+        check(lib.gyreCommSplit(self._handle(), c, k, ctypes.byref(child), _ref(cfg)))
         return Comm(child) if child.value else None
 
 
@@ -377,7 +379,8 @@ def init_rank(size, unique_id, rank, *, timeout_ms=None, transport=None, algo=No
     ctypes.memmove(ctypes.byref(uid), raw, UNIQUE_ID_BYTES)
     cfg = _config(timeout_ms, transport, algo, name, tuner_online)
     handle = ctypes.c_void_p()
-    check(lib.gyreCommInitRankConfig(ctypes.byref(handle), int(size), uid, int(rank), _ref(cfg)))
+    size, rank = c_int(size, "size"), c_int(rank, "rank")
+    check(lib.gyreCommInitRankConfig(ctypes.byref(handle), size, uid, rank, _ref(cfg)))
     return Comm(handle)
 
 

@@ -7,10 +7,35 @@ where gyre's count is derived from it. Everything the library checks itself
 """
 
 import enum
+import operator
 
 import numpy as np
 
 from ._errors import InvalidArgument
+
+
+C_INT_MIN, C_INT_MAX = -(2**31), 2**31 - 1
+SIZE_MAX = 2**64 - 1
+
+
+def integer(value, what, lo, hi, kind):
+    """value as an integer argument in [lo, hi]: a Python or numpy integer (not a bool, a
+    float or a string), else InvalidArgument naming it. ctypes would truncate a large one
+    silently and raise its own ArgumentError for a string."""
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidArgument(f"{what} {value!r} is a bool, not an integer")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise InvalidArgument(f"{what} {value!r} is not an integer") from None
+    if not lo <= v <= hi:
+        raise InvalidArgument(f"{what} {v} is outside the range of {kind} ({lo} to {hi})")
+    return v
+
+
+def c_int(value, what):
+    """An int argument of the C ABI (a root, a peer, a color, a key, a rank count...)."""
+    return integer(value, what, C_INT_MIN, C_INT_MAX, "a C int")
 
 
 class Op(enum.IntEnum):

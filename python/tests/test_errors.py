@@ -123,6 +123,54 @@ def test_not_a_buffer_and_bad_ops(comm):
         comm.split("red")
 
 
+@pytest.mark.parametrize("bad", [2**40, -(2**31) - 1, 2**31, "0", 1.0, True, None])
+def test_integer_arguments_are_checked_not_truncated(comm, bad):
+    """ctypes would truncate 2**40 to 0 (a valid root) and raise its own
+    ArgumentError for "0": both are gyre.InvalidArgument naming the argument,
+    raised before any rank sends anything."""
+    x = np.zeros(4, np.float32)
+    with raises(gyre.InvalidArgument, f"root {bad!r}" if not isinstance(bad, int) or isinstance(bad, bool)
+                else f"root {bad}"):
+        comm.broadcast(x, root=bad)
+    for call in (lambda: comm.reduce(x, root=bad), lambda: comm.gather(x, root=bad),
+                 lambda: comm.scatter(np.zeros(4 * comm.size, np.float32), root=bad), lambda: comm.ibroadcast(x, root=bad)):
+        with raises(gyre.InvalidArgument, "root"):
+            call()
+    for call in (lambda: comm.send(x, peer=bad), lambda: comm.recv(x, peer=bad), lambda: comm.isend(x, peer=bad)):
+        with raises(gyre.InvalidArgument, "peer"):
+            call()
+    if bad is not None:  # color None is GYRE_SPLIT_NOCOLOR
+        with raises(gyre.InvalidArgument, "color"):
+            comm.split(bad)
+        with raises(gyre.InvalidArgument, "key"):
+            comm.split(0, key=bad)
+        with raises(gyre.InvalidArgument, "timeout_ms"):
+            comm.split(0, timeout_ms=bad)
+        with raises(gyre.InvalidArgument, "size"):
+            gyre.init_rank(bad, bytes(128), 0)
+        with raises(gyre.InvalidArgument, "rank"):
+            gyre.init_rank(2, bytes(128), bad)
+    comm.barrier()  # nothing was sent: every rank is still in step
+
+
+def test_numpy_integers_are_integers(comm):
+    x = np.full(4, comm.rank, np.float32)
+    comm.broadcast(x, root=np.int64(0))
+    assert (x == 0).all()
+    child = comm.split(np.int32(0), key=np.uint8(comm.size - 1 - comm.rank))
+    assert child.rank == comm.size - 1 - comm.rank
+    child.close()
+
+
+def test_counts_are_integers(comm):
+    n = comm.size
+    x = np.zeros(n, np.float32)
+    for bad, what in [([1.5] * n, "sendcounts[0] 1.5"), (["1"] * n, "sendcounts[0] '1'"),
+                      ([2**64] * n, "sendcounts[0] 18446744073709551616 is outside")]:
+        with raises(gyre.InvalidArgument, what):
+            comm.alltoallv(x, bad, [1] * n)
+
+
 def test_library_errors_carry_its_message(comm):
     """Errors the library finds (Python does not repeat its checks)."""
     n = comm.size

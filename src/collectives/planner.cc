@@ -123,6 +123,11 @@ AlgoOverrides::AlgoOverrides(const std::string& spec) {
           throwError(gyreInvalidArgument, "GYRE_ALGO: size range '" + range + "' must look like 0-64K or 64K-");
         if (dash > 0) lo = core::parseSize(trim(range.substr(0, dash)), "GYRE_ALGO size");
         if (dash + 1 < range.size()) hi = core::parseSize(trim(range.substr(dash + 1)), "GYRE_ALGO size");
+        // [lo, hi): a range that holds no size would be a rule that silently never applies.
+        if (lo >= hi)
+          throwError(gyreInvalidArgument, "GYRE_ALGO: size range '" + trim(range) +
+                                              "' is empty (the lower bound must be below the upper; "
+                                              "ranges include the lower bound, not the upper)");
       }
       bool matched = false;
       for (const Algorithm& a : kAlgorithms) {

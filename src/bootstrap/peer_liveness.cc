@@ -1,0 +1,78 @@
+#include "bootstrap/peer_liveness.h"
+
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/log.h"
+
+namespace gyre::bootstrap {
+
+PeerLiveness::~PeerLiveness() {
+  for (const Watched& w : watched_)
+    if (w.fd >= 0) ::close(w.fd);
+}
+
+void PeerLiveness::watch(int rank, int pid) {
+  if (watches(rank)) return;
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    if (errno == ESRCH) {  // it announced itself in the rendezvous and is gone now
+      watched_.push_back({rank, pid, -1});
+      return;
+    }
+    // Another PID namespace, or an old kernel: fall back to connection
+    // errors and timeouts for this peer.
+    GYRE_INFO("cannot watch rank %d (pid %d) for exit; relying on timeouts", rank, pid);
+    return;
+  }
+  watched_.push_back({rank, pid, fd});
+}
+
+bool PeerLiveness::watches(int rank) const {
+  for (const Watched& w : watched_)
+    if (w.rank == rank) return true;
+  return false;
+}
+
+bool PeerLiveness::isDead(int rank) const {
+  for (const Watched& w : watched_) {
+    if (w.rank != rank) continue;
+    if (w.fd < 0) return true;
+    pollfd p{w.fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  return false;
+}
+
+std::vector<int> PeerLiveness::dead() const {
+  std::vector<int> out;
+  for (const Watched& w : watched_)
+    if (isDead(w.rank)) out.push_back(w.rank);
+  return out;
+}
+
+bool PeerLiveness::isStopped(int rank) const {
+  for (const Watched& w : watched_) {
+    if (w.rank != rank || w.fd < 0) continue;
+    // /proc/<pid>/stat: "pid (comm) S ...": the state follows the last ')'
+    // (comm may itself hold parentheses).
+    char path[64], buf[512];
+    std::snprintf(path, sizeof(path), "/proc/%d/stat", w.pid);
+    FILE* f = std::fopen(path, "re");
+    if (!f) return false;
+    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char* close = std::strrchr(buf, ')');
+    return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+  }
+  return false;
+}
+
+}  // namespace gyre::bootstrap
