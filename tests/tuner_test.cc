@@ -404,6 +404,26 @@ TEST(OnlineTuner, MeasuresAgainAfterTheRetunePeriodAndEachClassApart) {
   EXPECT_EQ(settledCalls, 3 * batch) << "three trials' worth of calls, then measured again";
 }
 
+TEST(OnlineTuner, ALongRetunePeriodNeverWrapsRoundToAShortOne) {
+  // GYRE_TUNER_RETUNE accepts up to 2^63-1 trials; times a batch of many
+  // calls it used to wrap round to a few, measuring again almost at once.
+  FakeEnv env(4, 1, false);
+  const CallRequest small = request(OpKind::AllReduce, 1 << 10);
+  OnlineTuner probe(1);
+  std::vector<OnlineTuner::Pick> picks = runTrials(probe, small, env, [](int c) { return 1.0 + c; });
+  int candidates = 0;
+  for (const OnlineTuner::Pick& p : picks) candidates = std::max(candidates, p.candidate + 1);
+  const uint64_t batch = picks.size() / (size_t(candidates) * OnlineTuner::kTrials);
+  ASSERT_GE(batch, 2u);
+  // The smallest period whose product with the batch passes 2^64: it wrapped to under one batch.
+  const uint64_t retune = UINT64_MAX / batch + 1;
+  ASSERT_LE(retune, uint64_t(INT64_MAX));
+  OnlineTuner t(retune);
+  picks = runTrials(t, small, env, [](int c) { return 1.0 + c; });
+  t.settle(picks.back(), t.localMedians(picks.back()));
+  for (int i = 0; i < 100000; ++i) ASSERT_EQ(t.pick(small, env).candidate, -1) << "call " << i;
+}
+
 TEST(OnlineTuner, LeavesToTheModelWhatItCannotMeasureTheSameOnEveryRank) {
   FakeEnv env(4, 1, true);
   OnlineTuner t(1000);

@@ -44,7 +44,11 @@ OnlineTuner::Pick OnlineTuner::pick(const CallRequest& req, PlanEnv& env) {
     }
   }
   if (c.chosen) {
-    if (c.candidates.size() > 1 && retuneBatches_ && ++c.callsSinceSettled > retuneBatches_ * c.batch) {
+    // Saturating: GYRE_TUNER_RETUNE accepts up to 2^63-1 trials, whose
+    // product with a batch would wrap round to a small number of calls.
+    uint64_t due = 0;
+    if (__builtin_mul_overflow(retuneBatches_, uint64_t(c.batch), &due)) due = UINT64_MAX;
+    if (c.candidates.size() > 1 && retuneBatches_ && ++c.callsSinceSettled > due) {
       startMeasuring(c);
     } else {
       return Pick{c.chosen, key, -1};

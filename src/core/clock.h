@@ -17,9 +17,15 @@ inline int64_t nowNs() {
 class Deadline {
  public:
   Deadline() = default;  // never expires
+  // Saturates: a timeout too long to represent (GYRE_TIMEOUT_MS accepts up
+  // to 292 years) is a deadline at the end of time, never an overflow into
+  // the past.
   static Deadline afterMs(int64_t ms) {
     Deadline d;
-    if (ms > 0) d.at_ = nowNs() + ms * 1'000'000;
+    if (ms <= 0) return d;
+    const int64_t now = nowNs();
+    constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+    d.at_ = ms > (kEnd - now) / 1'000'000 ? kEnd : now + ms * 1'000'000;
     return d;
   }
   static Deadline never() { return Deadline(); }
