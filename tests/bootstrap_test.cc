@@ -261,6 +261,14 @@ RootServer::Options loopbackRoot() {
   return o;
 }
 
+// The same on the interface a job would choose: ranks whose root is on
+// loopback stay on loopback, so the data listener tests need this one.
+RootServer::Options nicRoot() {
+  RootServer::Options o = loopbackRoot();
+  o.bind = o.advertise = chooseInterface("", AF_INET).addr;
+  return o;
+}
+
 TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
   const RootServer::Options o = loopbackRoot();
   auto root = RootServer::start(o);
@@ -291,7 +299,7 @@ TEST(RootServer, RefusesAConnectionWithoutTheSecret) {
 // Two ranks in this process, on "different hosts" (host hashes 1 and 2), after
 // the rendezvous; `dataIf` names each one's openDataListener argument.
 std::vector<std::unique_ptr<Bootstrap>> twoRanks(const std::string (&dataIf)[2]) {
-  const RootServer::Options o = loopbackRoot();
+  const RootServer::Options o = nicRoot();
   auto root = RootServer::start(o);
   std::vector<std::unique_ptr<Bootstrap>> b(2);
   std::string errors[2];
@@ -402,10 +410,11 @@ TEST(DataListener, StaysOnTheBootstrapListenerWhenItShould) {
   EXPECT_EQ(b->dataInterface(), "lo 127.0.0.1");
   // Without it: an interface that does not exist, or the bootstrap's own.
   if (chooseInterface("", AF_INET).loopback) GTEST_SKIP() << "no interface but loopback";
+  const RootServer::Options onNic = nicRoot();
   for (const std::string& nic : {std::string("nosuchif9"), std::string(), other}) {
-    auto root2 = RootServer::start(o);
+    auto root2 = RootServer::start(onNic);
     Bootstrap::Params q = p;
-    q.id = UniqueIdContents{root2->address(), o.secret};
+    q.id = UniqueIdContents{root2->address(), onNic.secret};
     q.ifname = "";
     auto c = Bootstrap::create(q);
     c->openDataListener(nic, Deadline::afterMs(5000));

@@ -137,8 +137,14 @@ GYRE_API gyreResult_t gyreGetVersion(int* version);
  * GYRE_ROOT_EXTERNAL=1 says a launcher (gyrerun) already serves it. */
 GYRE_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
 
+/* The most ranks a communicator can have (2^20). Every rank is handed a table
+ * of all ranks at creation (a few hundred bytes each), so a larger nranks is
+ * refused as an invalid argument before anything is allocated for it. */
+#define GYRE_MAX_RANKS (1 << 20)
+
 /* Collective over nranks processes: each calls it with the same id and its own
- * rank in [0, nranks). Blocks until all have arrived or the timeout expires. */
+ * rank in [0, nranks), 1 <= nranks <= GYRE_MAX_RANKS. Blocks until all have
+ * arrived or the timeout expires. */
 GYRE_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
                                        int rank);
 GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks,

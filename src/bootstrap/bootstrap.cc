@@ -1,14 +1,16 @@
 #include "bootstrap/bootstrap.h"
 
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <thread>
 
 #include "bootstrap/interfaces.h"
 #include "bootstrap/rendezvous_protocol.h"
-#include "core/error.h"
 #include "core/log.h"
 #include "topology/host_identity.h"
 
@@ -16,22 +18,19 @@ namespace gyre::bootstrap {
 
 const uint64_t kMemoryProbe = 0x4779726550726f62ull;  // "GyreProb"
 
+uint64_t pidNamespaceId() {
+  struct stat st {};
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return (static_cast<uint64_t>(st.st_dev) << 32) ^ static_cast<uint64_t>(st.st_ino);
+}
+
 namespace {
 
-constexpr uint32_t kConnMagic = 0x4759434e;  // "GYCN"
-
-struct ConnHello {
-  uint32_t magic;
-  uint32_t kind;
-  int32_t fromRank;
-  uint32_t tag;
-  uint8_t secret[32];
-};
-
-struct AbortNoticeHeader {
-  int32_t originRank;
-  uint32_t messageBytes;
-};
+// The longest a wait goes without looking at its peers (notices, exits).
+constexpr int kPollCapMs = 20;
+// A ring connection closed or a local peer exited: how long to look for the
+// notice it may have sent first (it names the real cause).
+constexpr int64_t kNoticeGraceNs = 100'000'000;
 
 // What openDataListener exchanges: a rank's data listener (family 0: none).
 struct DataListenerInfo {
@@ -52,9 +51,11 @@ const char* kindName(uint32_t kind) {
 
 // Connects to the root, introduces this rank, waits for the full table.
 std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& self) {
+  const std::string who = "the rendezvous root at " + p.id.root.str() +
+                          (p.id.rankZeroHostsRoot ? " (hosted by rank 0)" : "");
   int backoffMs = 1;
   for (;;) {
-    Socket s = Socket::connectTo(p.id.root, p.deadline, "the rendezvous root");
+    Socket s = Socket::connectTo(p.id.root, p.deadline, who);
     Hello h{};
     h.magic = kHelloMagic;
     h.version = kProtocolVersion;
@@ -63,7 +64,8 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
     h.nranks = p.nranks;
     h.rank = p.rank;
     h.infoBytes = sizeof(PeerInfo);
-    const std::string who = "the rendezvous root at " + p.id.root.str();
+    const int64_t leftMs = p.deadline.isNever() ? 0 : std::max<int64_t>(1, p.deadline.remainingNs() / 1'000'000);
+    h.timeoutMs = static_cast<uint32_t>(std::min<int64_t>(leftMs, UINT32_MAX));
     s.sendAll(&h, sizeof(h), p.deadline, who);
     s.sendAll(&self, sizeof(self), p.deadline, who);
     Reply r{};
@@ -71,22 +73,35 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
       s.recvAll(&r, sizeof(r), p.deadline, who);
     } catch (const Error& e) {
       if (e.code() == gyreTimeout)
-        throwError(gyreTimeout, "rank " + std::to_string(p.rank) +
-                                    ": not every rank reached the rendezvous at " +
-                                    p.id.root.str() + " before the timeout");
+        throwError(gyreTimeout, "rank " + std::to_string(p.rank) + ": the rendezvous at " + p.id.root.str() +
+                                    " did not complete before the timeout, and the root never said why");
+      if (p.id.rankZeroHostsRoot && p.rank != 0)
+        throw PeerFailed(gyreRemoteError, 0, who + " closed the connection: rank 0, which hosts it, exited or failed",
+                         false);
       throw;
     }
     if (r.magic != kReplyMagic) throwError(gyreRemoteError, who + " sent a malformed reply");
-    std::string message(r.messageBytes, '\0');
-    if (r.messageBytes) s.recvAll(message.data(), message.size(), p.deadline, who);
-    if (r.status == ReplyStatus::Retry) {
-      if (p.deadline.expired())
-        throwError(gyreTimeout, "rendezvous at " + p.id.root.str() + " timed out: " + message);
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
-      backoffMs = std::min(backoffMs * 2, 100);
-      continue;
+    std::string message(std::min<uint32_t>(r.messageBytes, 64 * 1024), '\0');
+    if (!message.empty()) s.recvAll(message.data(), message.size(), p.deadline, who);
+    switch (r.status) {
+      case ReplyStatus::Ok:
+        break;
+      case ReplyStatus::Retry:
+        if (p.deadline.expired())
+          throwError(gyreTimeout, "rendezvous at " + p.id.root.str() + " timed out: " + message);
+        std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
+        backoffMs = std::min(backoffMs * 2, 100);
+        continue;
+      case ReplyStatus::PeerLeft:
+        // The root told every rank of the round: nobody needs telling again.
+        throw PeerFailed(gyreRemoteError, r.culprit, "rendezvous failed: " + message, true);
+      case ReplyStatus::TimedOut:
+        throwError(gyreTimeout, "rank " + std::to_string(p.rank) + ": " + message);
+      case ReplyStatus::Refused:
+        throwError(gyreInvalidUsage, "rank " + std::to_string(p.rank) + ": " + who + " refused it: " + message);
+      default:
+        throwError(gyreInvalidUsage, "rendezvous failed: " + message);
     }
-    if (r.status != ReplyStatus::Ok) throwError(gyreInvalidUsage, "rendezvous failed: " + message);
     if (r.nranks != p.nranks || r.infoBytes != sizeof(PeerInfo))
       throwError(gyreRemoteError, who + " sent a table of the wrong shape");
     std::vector<PeerInfo> table(static_cast<size_t>(p.nranks));
@@ -97,19 +112,28 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
 
 }  // namespace
 
-std::unique_ptr<Bootstrap> Bootstrap::prepare(const Params& p, int rootFamily) {
+std::unique_ptr<Bootstrap> Bootstrap::prepare(const Params& p, const SockAddr& likeAddress) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = p.rank;
   b->nranks_ = p.nranks;
   b->secret_ = p.id.secret;
 
-  NetInterface nic = chooseInterface(p.ifname, p.family ? p.family : rootFamily);
+  // Bound to the interface's own address, not every interface: what reaches
+  // the listener came the way the job's ranks come.
+  NetInterface nic = p.ifname.empty() && likeAddress.isLoopback()
+                         ? loopbackInterface(likeAddress.family())
+                         : chooseInterface(p.ifname, p.family ? p.family : likeAddress.family());
   b->ifnameSpec_ = p.ifname;
   b->interface_ = nic.name;
-  b->listener_ = Socket::listenOn(SockAddr::any(nic.addr.family(), 0));
+  b->listener_ = Socket::listenOn(nic.addr);
   b->listener_.setNonBlocking(true);
-  SockAddr advertised = nic.addr;
-  advertised.setPort(b->listener_.localAddr().port());
+  const SockAddr advertised = b->listener_.localAddr();
+  // Ranks of one host meet on loopback, which only this host can reach.
+  if (!nic.loopback) {
+    b->localListener_ = Socket::listenOn(SockAddr::loopback(nic.addr.family(), 0));
+    b->localListener_.setNonBlocking(true);
+    b->self_.loopbackPort = b->localListener_.localAddr().port();
+  }
 
   PeerInfo& self = b->self_;
   self.rank = p.rank;
@@ -120,13 +144,22 @@ std::unique_ptr<Bootstrap> Bootstrap::prepare(const Params& p, int rootFamily) {
   topology::cpuMask(self.cpuMask);
   self.probeAddress = reinterpret_cast<uint64_t>(&kMemoryProbe);
   std::strncpy(self.hostName, topology::hostName().c_str(), sizeof(self.hostName) - 1);
+  self.pidNamespace = pidNamespaceId();
+  const Secret key = randomSecret();
+  std::memcpy(self.sessionKey, key.data(), key.size());
   GYRE_INFO("rank %d: bootstrap on %s via %s", p.rank, advertised.str().c_str(), nic.name.c_str());
   return b;
 }
 
 std::unique_ptr<Bootstrap> Bootstrap::create(const Params& p) {
-  std::unique_ptr<Bootstrap> b = prepare(p, p.id.root.family());
-  b->complete(rendezvous(p, b->self_), p.deadline);
+  std::unique_ptr<Bootstrap> b = prepare(p, p.id.root);
+  std::vector<PeerInfo> table = rendezvous(p, b->self_);
+  try {
+    b->complete(std::move(table), p.deadline);
+  } catch (const Error& e) {
+    b->reportFailure(e);
+    throw;
+  }
   return b;
 }
 
@@ -134,6 +167,16 @@ void Bootstrap::complete(std::vector<PeerInfo> table, Deadline deadline) {
   peers_ = std::move(table);
   for (int r = 0; r < nranks_; ++r)
     if (peers_[r].rank != r) throwError(gyreInternalError, "bootstrap table out of order");
+  Secret session{};
+  for (const PeerInfo& i : peers_)
+    for (size_t k = 0; k < session.size(); ++k) session[k] ^= i.sessionKey[k];
+  secret_ = session;
+  // Local peers are watched from now on: one that exits is named at once,
+  // wherever this rank waits. A pid means the same process here only within
+  // one pid namespace.
+  for (int r = 0; r < nranks_; ++r)
+    if (r != rank_ && sameHost(r) && self_.pidNamespace != 0 && peers_[r].pidNamespace == self_.pidNamespace)
+      liveness_.watch(r, peers_[r].pid);
   if (nranks_ > 1) {
     int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
     // Connect first (never blocks on the peer), then accept.
@@ -145,14 +188,12 @@ void Bootstrap::complete(std::vector<PeerInfo> table, Deadline deadline) {
 Bootstrap::~Bootstrap() = default;
 
 std::string Bootstrap::describe(int peer) const {
-  const PeerInfo& i = peers_[peer];
-  return "rank " + std::to_string(peer) + " (pid " + std::to_string(i.pid) + " on " +
-         std::string(i.hostName, strnlen(i.hostName, sizeof(i.hostName))) + ")";
+  return "rank " + std::to_string(peer) + " (" + describeProcess(peers_[peer]) + ")";
 }
 
 SockAddr Bootstrap::peerAddress(int peer) const {
-  SockAddr a = SockAddr::unpack(peers_[peer].listenAddr);
-  if (sameHost(peer)) return SockAddr::loopback(a.family(), a.port());  // loopback within a host
+  const SockAddr a = SockAddr::unpack(peers_[peer].listenAddr);
+  if (sameHost(peer) && peers_[peer].loopbackPort) return SockAddr::loopback(a.family(), peers_[peer].loopbackPort);
   return a;
 }
 
@@ -165,6 +206,8 @@ void Bootstrap::openDataListener(const std::string& ifname, Deadline deadline) {
     why = "no NIC from the topology";
   } else if (ifname == interface_) {
     why = "it is on the topology's NIC already";
+  } else if (boot.isLoopback()) {
+    why = "the job lives on loopback (its root is there)";
   } else {
     std::optional<NetInterface> nic;
     for (const NetInterface& i : listInterfaces(boot.family()))
@@ -195,6 +238,9 @@ void Bootstrap::openDataListener(const std::string& ifname, Deadline deadline) {
   allGather(all.data(), sizeof(DataListenerInfo), deadline);
   dataAddrs_.clear();
   for (const DataListenerInfo& i : all) dataAddrs_.push_back(SockAddr::unpack(i.addr));
+  std::vector<IncomingConnections::Arrival> early = std::move(early_);
+  early_.clear();
+  for (IncomingConnections::Arrival& a : early) file(a);
   if (dataListener_.valid())
     GYRE_INFO("rank %d: tcp data on %s (port %u; the topology's NIC; bootstrap on %s)", rank_,
               dataInterface().c_str(), dataAddrs_[static_cast<size_t>(rank_)].port(), interface_.c_str());
@@ -204,7 +250,7 @@ void Bootstrap::openDataListener(const std::string& ifname, Deadline deadline) {
 
 bool Bootstrap::viaDataListener(int owner, int peer) const {
   if (owner == peer || static_cast<size_t>(owner) >= dataAddrs_.size()) return false;
-  if (peers_[owner].hostHash == peers_[peer].hostHash) return false;  // loopback within a host
+  if (peers_[owner].hostHash == peers_[peer].hostHash) return false;  // the bootstrap listener within a host
   return dataAddrs_[static_cast<size_t>(owner)].family() != 0;
 }
 
@@ -220,7 +266,21 @@ std::string Bootstrap::dataInterface() const {
 
 Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline deadline) {
   const SockAddr addr = kind == ConnKind::Data ? dataAddress(peer) : peerAddress(peer);
-  Socket s = Socket::connectTo(addr, deadline, describe(peer));
+  Socket s;
+  try {
+    // Its listener was up before it joined the table: a refusal means it is gone.
+    s = Socket::connectTo(addr, deadline, describe(peer), true, [&] { checkPeers(peer); });
+  } catch (const ConnectionRefused&) {
+    const bool exited = liveness_.isDead(peer);
+    throw PeerFailed(gyreRemoteError, peer,
+                     describe(peer) + (exited ? " exited" : " refuses connections at " + addr.str() +
+                                                                ": its process is gone or its communicator "
+                                                                "was destroyed"),
+                     false);
+  } catch (const Error& e) {
+    if (e.code() == gyreTimeout) throwError(gyreTimeout, std::string(e.what()) + timeoutSuffix());
+    throw;
+  }
   ConnHello h{};
   h.magic = kConnMagic;
   h.kind = static_cast<uint32_t>(kind);
@@ -231,81 +291,194 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
   return s;
 }
 
-bool Bootstrap::acceptOne(const Socket& listener, Deadline handshakeDeadline) {
-  Socket s = listener.tryAccept();
-  if (!s.valid()) return false;
-  ConnHello h{};
-  try {
-    s.recvAll(&h, sizeof(h), handshakeDeadline, "a connecting process");
-  } catch (const Error& e) {
-    GYRE_WARN("rank %d: dropped a connection that did not introduce itself: %s", rank_, e.what());
-    return true;
-  }
+void Bootstrap::pumpListeners() {
+  if (listener_.valid()) incoming_.acceptFrom(listener_, false);
+  if (localListener_.valid()) incoming_.acceptFrom(localListener_, false);
+  if (dataListener_.valid()) incoming_.acceptFrom(dataListener_, true);
+  if (!incoming_.open()) return;
+  for (IncomingConnections::Arrival& a : incoming_.advance()) file(a);
+}
+
+void Bootstrap::file(IncomingConnections::Arrival& a) {
+  const ConnHello& h = a.hello;
   Secret got;
   std::memcpy(got.data(), h.secret, got.size());
-  if (h.magic != kConnMagic || !secretsEqual(got, secret_) || h.fromRank < 0 ||
-      h.fromRank >= nranks_) {
-    GYRE_WARN("rank %d: refused a connection without this communicator's secret", rank_);
-    return true;
+  if (h.magic != kConnMagic || !secretsEqual(got, secret_)) {
+    ++refusals_.badSecret;
+    refusals_.lastFrom = a.from;
+    GYRE_WARN("rank %d: refused a connection from %s without this communicator's secret", rank_, a.from.c_str());
+    return;
+  }
+  if (peers_.empty() || h.fromRank < 0 || h.fromRank >= nranks_ || h.fromRank == rank_) {
+    ++refusals_.badClaim;
+    refusals_.lastFrom = a.from;
+    GYRE_WARN("rank %d: refused a connection from %s claiming rank %d", rank_, a.from.c_str(), h.fromRank);
+    return;
+  }
+  // A data connection can arrive while this rank is still learning where
+  // data connections belong (a faster peer is done with openDataListener):
+  // it is judged once that is known.
+  if (h.kind == static_cast<uint32_t>(ConnKind::Data) && dataAddrs_.size() != static_cast<size_t>(nranks_)) {
+    early_.push_back(std::move(a));
+    return;
   }
   // Each connection only where its peer was told to make it: data from
   // another host on the data listener (when this rank has one), all else on
   // the bootstrap listener.
-  const bool onData = &listener == &dataListener_;
-  if (onData !=
+  if (a.onDataListener !=
       (h.kind == static_cast<uint32_t>(ConnKind::Data) && viaDataListener(rank_, h.fromRank))) {
-    GYRE_WARN("rank %d: refused a %s connection from %s on the %s listener", rank_,
-              kindName(h.kind), describe(h.fromRank).c_str(), onData ? "data" : "bootstrap");
-    return true;
+    ++refusals_.badClaim;
+    refusals_.lastFrom = a.from;
+    GYRE_WARN("rank %d: refused a %s connection from %s on the %s listener", rank_, kindName(h.kind),
+              describe(h.fromRank).c_str(), a.onDataListener ? "data" : "bootstrap");
+    return;
   }
   if (h.kind == static_cast<uint32_t>(ConnKind::AbortNotice)) {
-    AbortNoticeHeader n{};
-    try {
-      s.recvAll(&n, sizeof(n), handshakeDeadline, describe(h.fromRank));
-      std::string msg(std::min<uint32_t>(n.messageBytes, 4096), '\0');
-      s.recvAll(msg.data(), msg.size(), handshakeDeadline, describe(h.fromRank));
-      notices_.emplace_back(n.originRank, msg);
-    } catch (const Error&) {
-      notices_.emplace_back(h.fromRank, describe(h.fromRank) + " failed");
+    AbortNotice n;
+    n.reporter = h.fromRank;
+    if (a.hasNotice) {
+      const auto inRange = [&](int r) { return r >= 0 && r < nranks_; };
+      n.origin = inRange(a.notice.originRank) ? a.notice.originRank : h.fromRank;
+      n.waitingOn = inRange(a.notice.waitingOn) ? a.notice.waitingOn : -1;
+      n.message = a.noticeText;
+    } else {
+      n.origin = h.fromRank;
+      n.message = describe(h.fromRank) + " failed";
     }
-    return true;
+    notices_.push_back(std::move(n));
+    return;
   }
-  pending_[{h.fromRank, h.kind, h.tag}] = std::move(s);
-  return true;
+  pending_[{h.fromRank, h.kind, h.tag}] = std::move(a.sock);
+}
+
+void Bootstrap::waitForEvents(std::vector<pollfd> fds, Deadline deadline, int capMs) {
+  if (listener_.valid()) fds.push_back({listener_.fd(), POLLIN, 0});
+  if (localListener_.valid()) fds.push_back({localListener_.fd(), POLLIN, 0});
+  if (dataListener_.valid()) fds.push_back({dataListener_.fd(), POLLIN, 0});
+  incoming_.addPollFds(fds);
+  ::poll(fds.data(), fds.size(), deadline.pollMs(capMs));
+}
+
+void Bootstrap::throwNotice(const AbortNotice& n) const {
+  std::string msg = n.origin == n.reporter ? describe(n.origin) + " failed: " + n.message
+                                           : n.message + " (reported by rank " + std::to_string(n.reporter) + ")";
+  throw PeerFailed(gyreRemoteError, n.origin, msg, true);
+}
+
+void Bootstrap::checkPeers(int onlyPeer) {
+  pumpListeners();
+  if (!notices_.empty()) throwNotice(notices_.front());
+  auto deadNow = [&] {
+    if (onlyPeer < 0) return liveness_.dead();
+    return liveness_.isDead(onlyPeer) ? std::vector<int>{onlyPeer} : std::vector<int>{};
+  };
+  if (deadNow().empty()) return;
+  // It may have reported why before it exited; or it failed because another
+  // did, whose news is on its way.
+  const int64_t graceEnd = nowNs() + kNoticeGraceNs;
+  do {
+    pumpListeners();
+    if (!notices_.empty()) throwNotice(notices_.front());
+    waitForEvents({}, Deadline::afterMs(1), 1);
+  } while (nowNs() < graceEnd);
+  // No word from anyone: name every rank seen gone (which went first, a
+  // pidfd cannot tell).
+  const std::vector<int> dead = deadNow();
+  std::string who;
+  for (size_t i = 0; i < dead.size(); ++i)
+    who += (i == 0 ? "" : i + 1 == dead.size() ? " and " : ", ") + describe(dead[i]);
+  throw PeerFailed(gyreRemoteError, dead.front(), who + (dead.size() == 1 ? " exited" : " have exited"), false);
+}
+
+void Bootstrap::ringPeerClosed(int peer) {
+  const int64_t graceEnd = nowNs() + kNoticeGraceNs;
+  do {
+    pumpListeners();
+    if (!notices_.empty()) throwNotice(notices_.front());
+    if (liveness_.isDead(peer)) break;
+    waitForEvents({}, Deadline::afterMs(1), 1);
+  } while (nowNs() < graceEnd);
+  throw PeerFailed(gyreRemoteError, peer,
+                   describe(peer) + (liveness_.isDead(peer) ? " exited" : " closed its bootstrap connection (it exited or failed)"),
+                   false);
+}
+
+std::string Bootstrap::timeoutSuffix() const {
+  std::string s;
+  if (const std::string r = refusals_.describe(); !r.empty()) s += "; meanwhile this rank " + r;
+  if (const size_t open = incoming_.open())
+    s += "; " + std::to_string(open) + (open == 1 ? " connection" : " connections") +
+         " to this rank had sent no complete hello yet";
+  return s;
 }
 
 Socket Bootstrap::acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline deadline) {
   auto key = std::make_tuple(peer, static_cast<uint32_t>(kind), tag);
   for (;;) {
+    pumpListeners();
     auto it = pending_.find(key);
     if (it != pending_.end()) {
       Socket s = std::move(it->second);
       pending_.erase(it);
       return s;
     }
-    if (!notices_.empty())
-      throwError(gyreRemoteError, "rank " + std::to_string(notices_.front().first) +
-                                      " failed while connecting: " + notices_.front().second);
-    if (acceptOne(listener_, Deadline::afterMs(5000))) continue;
-    if (dataListener_.valid() && acceptOne(dataListener_, Deadline::afterMs(5000))) continue;
+    checkPeers(peer);
     if (deadline.expired())
-      throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out waiting for " +
-                                  describe(peer) + " to connect" +
+      throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out waiting for " + describe(peer) +
+                                  " to connect" +
                                   (kind == ConnKind::Data && viaDataListener(rank_, peer)
                                        ? " to this rank's data listener on " + dataInterface()
-                                       : std::string()));
-    pollfd p[2] = {{listener_.fd(), POLLIN, 0}, {dataListener_.fd(), POLLIN, 0}};
-    ::poll(p, dataListener_.valid() ? 2 : 1, deadline.pollMs(100));
+                                       : std::string()) +
+                                  timeoutSuffix());
+    waitForEvents({}, deadline, kPollCapMs);
   }
 }
 
 void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
   auto* base = static_cast<uint8_t*>(data);
+  const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
   for (int step = 0; step < nranks_ - 1; ++step) {
-    int sendBlock = (rank_ - step + nranks_) % nranks_;
-    int recvBlock = (rank_ - step - 1 + nranks_) % nranks_;
-    sendRecv(ringNext_, base + size_t(sendBlock) * bytes, bytes, ringPrev_,
-             base + size_t(recvBlock) * bytes, bytes, deadline, "the bootstrap ring");
+    const int sendBlock = (rank_ - step + nranks_) % nranks_;
+    const int recvBlock = (rank_ - step - 1 + nranks_) % nranks_;
+    const uint8_t* out = base + size_t(sendBlock) * bytes;
+    uint8_t* in = base + size_t(recvBlock) * bytes;
+    size_t sent = 0, received = 0;
+    while (sent < bytes || received < bytes) {
+      bool moved = false;
+      if (sent < bytes) {
+        size_t n = 0;
+        try {
+          n = ringNext_.sendSome(out + sent, bytes - sent, describe(next));
+        } catch (const Error&) {
+          ringPeerClosed(next);
+        }
+        sent += n;
+        moved |= n > 0;
+      }
+      if (received < bytes) {
+        size_t n = 0;
+        try {
+          n = ringPrev_.recvSome(in + received, bytes - received, describe(prev));
+        } catch (const Error&) {
+          ringPeerClosed(prev);
+        }
+        received += n;
+        moved |= n > 0;
+      }
+      if (moved) continue;
+      // (A next rank that closes once it has all it needs from us is no
+      // failure: the exchange can end sooner there than here.)
+      checkPeers();
+      if (deadline.expired())
+        throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out in an exchange around the bootstrap ring" +
+                                    (received < bytes ? ", waiting for " + describe(prev)
+                                                      : ", waiting for room at " + describe(next)) +
+                                    timeoutSuffix());
+      std::vector<pollfd> fds;
+      if (sent < bytes) fds.push_back({ringNext_.fd(), POLLOUT, 0});
+      if (received < bytes) fds.push_back({ringPrev_.fd(), POLLIN, 0});
+      waitForEvents(std::move(fds), deadline, kPollCapMs);
+    }
   }
 }
 
@@ -314,16 +487,23 @@ void Bootstrap::barrier(Deadline deadline) {
   allGather(token.data(), 1, deadline);
 }
 
-void Bootstrap::notifyAbort(int originRank, const std::string& message) {
-  // Short, parallel-ish attempts: a dead peer must not delay the others long.
+void Bootstrap::notifyAbort(int originRank, const std::string& message, int waitingOn) {
+  // Short attempts: a dead peer must not delay the others long.
   Deadline deadline = Deadline::afterMs(1000);
-  for (int r = 0; r < nranks_; ++r) {
+  const std::string text = message.substr(0, kMaxNoticeBytes);
+  for (int r = 0; r < nranks_ && r < static_cast<int>(peers_.size()); ++r) {
     if (r == rank_) continue;
     try {
-      Socket s = connectTo(r, ConnKind::AbortNotice, 0, Deadline::afterMs(200));
-      AbortNoticeHeader n{originRank, static_cast<uint32_t>(message.size())};
+      Socket s = Socket::connectTo(peerAddress(r), Deadline::afterMs(200), describe(r), true);
+      ConnHello h{};
+      h.magic = kConnMagic;
+      h.kind = static_cast<uint32_t>(ConnKind::AbortNotice);
+      h.fromRank = rank_;
+      std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
+      AbortNoticeHeader n{originRank, static_cast<uint32_t>(text.size()), waitingOn, 0};
+      s.sendAll(&h, sizeof(h), deadline, describe(r));
       s.sendAll(&n, sizeof(n), deadline, describe(r));
-      s.sendAll(message.data(), message.size(), deadline, describe(r));
+      s.sendAll(text.data(), text.size(), deadline, describe(r));
     } catch (const Error&) {
       // The peer may be the dead one; nothing more to do.
     }
@@ -331,11 +511,24 @@ void Bootstrap::notifyAbort(int originRank, const std::string& message) {
   }
 }
 
-std::optional<std::pair<int, std::string>> Bootstrap::pollAbortNotice() {
-  while (acceptOne(listener_, Deadline::afterMs(1000))) {
+void Bootstrap::reportFailure(const Error& e) {
+  if (peers_.empty()) return;  // before the table: the root tells the round
+  if (const auto* pf = dynamic_cast<const PeerFailed*>(&e)) {
+    if (!pf->fromNotice()) notifyAbort(pf->origin(), e.what());
+    return;
   }
+  notifyAbort(rank_, e.what());
+}
+
+std::optional<std::pair<int, std::string>> Bootstrap::pollAbortNotice() {
+  pumpListeners();
   if (notices_.empty()) return std::nullopt;
-  return notices_.front();
+  return std::make_pair(notices_.front().origin, notices_.front().message);
+}
+
+const std::vector<AbortNotice>& Bootstrap::notices() {
+  pumpListeners();
+  return notices_;
 }
 
 }  // namespace gyre::bootstrap

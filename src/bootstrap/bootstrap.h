@@ -10,9 +10,17 @@
 // exchanges every rank's data address; connectTo/acceptFrom then route Data
 // connections between hosts through it, with the same verification. The
 // transport above keeps asking for (peer, Data, lane) and never knows.
+//
+// Every wait here watches the other ranks while it waits: connections are
+// accepted and read side by side (a silent one delays nobody), an abort
+// notice from a peer ends the wait naming the rank where the failure began,
+// and so does a local peer's exit (pidfd), a closed ring connection, or a
+// peer whose listener refuses connections (it was listening when it joined:
+// refusal means its process is gone).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,28 +28,38 @@
 #include <tuple>
 #include <vector>
 
+#include "bootstrap/conn_protocol.h"
+#include "bootstrap/incoming.h"
+#include "bootstrap/peer_info.h"
+#include "bootstrap/peer_liveness.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/unique_id.h"
+#include "core/error.h"
 
 namespace gyre::bootstrap {
 
-// What each rank tells every other at rendezvous. Fixed size, plain bytes.
-struct PeerInfo {
-  int32_t rank;
-  int32_t pid;
-  uint64_t hostHash;
-  uint8_t listenAddr[SockAddr::kPackedBytes];
-  int32_t cpus;  // CPUs the rank may run on
-  uint32_t reserved;
-  char hostName[64];
-  uint64_t probeAddress;  // a known value in this process, to test reading its memory
-  uint64_t cpuMask[16];   // topology::cpuMask: which CPUs it may run on
+// A failure that began at another rank (it exited, closed on us, or told us
+// it failed): `origin` names it. fromNotice: the news came as that rank's (or
+// a witness's) notice, which every rank was sent already.
+class PeerFailed : public Error {
+ public:
+  PeerFailed(gyreResult_t code, int origin, std::string message, bool fromNotice)
+      : Error(code, std::move(message)), origin_(origin), fromNotice_(fromNotice) {}
+  int origin() const { return origin_; }
+  bool fromNotice() const { return fromNotice_; }
+
+ private:
+  int origin_;
+  bool fromNotice_;
 };
 
-// The value at PeerInfo::probeAddress in every gyre process.
-extern const uint64_t kMemoryProbe;
-
-enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3 };
+// A peer's report that this communicator failed.
+struct AbortNotice {
+  int origin = -1;     // where the failure began
+  int reporter = -1;   // who sent it
+  int waitingOn = -1;  // a timeout: the rank the reporter's wait was stuck on
+  std::string message;
+};
 
 class Bootstrap {
  public:
@@ -51,6 +69,7 @@ class Bootstrap {
     int rank = 0;
     int nranks = 1;
     Deadline deadline;
+    int64_t timeoutMs = 0;  // the deadline's length, told to the root (0: none)
     std::string ifname;
     int family = 0;
     uint64_t hostHash = 0;
@@ -59,10 +78,14 @@ class Bootstrap {
   // Rendezvous through the root named by params.id, then the ring.
   static std::unique_ptr<Bootstrap> create(const Params& params);
   // Without a root (a split): the listener and this rank's info first, then
-  // complete() with a table the caller exchanged some other way.
-  static std::unique_ptr<Bootstrap> prepare(const Params& params, int rootFamily);
+  // complete() with a table the caller exchanged some other way. The
+  // listener goes on `likeAddress`'s interface when it is loopback (a job
+  // whose root is on loopback lives on one host), else on the chosen NIC.
+  static std::unique_ptr<Bootstrap> prepare(const Params& params, const SockAddr& likeAddress);
   void complete(std::vector<PeerInfo> table, Deadline deadline);
   const PeerInfo& self() const { return self_; }
+  // The secret connections between ranks present: the rendezvous secret
+  // until complete(), then every rank's session key combined.
   const Secret& secret() const { return secret_; }
   ~Bootstrap();
 
@@ -86,8 +109,8 @@ class Bootstrap {
   // rank keep using the bootstrap listener.
   void openDataListener(const std::string& ifname, Deadline deadline);
   // Where `peer` is reached for data connections from this rank: its data
-  // listener's address when it has one and is on another host (ranks of one
-  // host meet on loopback), else the bootstrap listener's.
+  // listener's address when it has one and is on another host, else the
+  // bootstrap listener's.
   SockAddr dataAddress(int peer) const;
   // The interface this rank's data connections arrive on: "eth1 10.2.0.1".
   std::string dataInterface() const;
@@ -99,24 +122,47 @@ class Bootstrap {
   Socket acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
 
   // Best effort, bounded: tell every peer this communicator failed.
-  void notifyAbort(int originRank, const std::string& message);
+  // waitingOn: for a timeout, the rank this rank's wait was stuck on.
+  void notifyAbort(int originRank, const std::string& message, int waitingOn = -1);
+  // After a failure of this rank's own making (or seen first here): tells
+  // the peers, unless the news came from them already.
+  void reportFailure(const Error& e);
   // A notice received from a peer, if one is pending (non-blocking).
   std::optional<std::pair<int, std::string>> pollAbortNotice();
+  // Every notice received so far (after taking in what is pending).
+  const std::vector<AbortNotice>& notices();
+  // Throws PeerFailed if a peer reported a failure or a local peer exited
+  // (onlyPeer >= 0: only that peer's exit counts; the others may have
+  // finished and left). Non-blocking; what every wait here calls.
+  void checkPeers(int onlyPeer = -1);
+  const PeerLiveness& liveness() const { return liveness_; }
+  // What this rank's listeners turned away so far (for timeout messages).
+  const Refusals& refusals() const { return refusals_; }
 
  private:
-  Bootstrap() = default;
+  Bootstrap() : incoming_(refusals_) {}
   SockAddr peerAddress(int peer) const;
   // Whether data connections between this rank and `peer` that `owner`
   // accepts go through owner's data listener.
   bool viaDataListener(int owner, int peer) const;
-  // Accepts one pending connection on `listener` (the bootstrap's or the
-  // data listener) and files it; returns false if none.
-  bool acceptOne(const Socket& listener, Deadline handshakeDeadline);
+  // Accepts and reads whatever is pending on the listeners; files the
+  // connections that introduced themselves properly, refuses the rest.
+  void pumpListeners();
+  void file(IncomingConnections::Arrival& a);
+  // poll() on the listeners, the open handshakes, the ring and `extra` for
+  // at most capMs (or the deadline).
+  void waitForEvents(std::vector<pollfd> extra, Deadline deadline, int capMs);
+  [[noreturn]] void throwNotice(const AbortNotice& n) const;
+  // A ring neighbour's socket closed: names it (after a moment's look for
+  // the notice it may have sent first).
+  [[noreturn]] void ringPeerClosed(int peer);
+  std::string timeoutSuffix() const;  // what was refused, for timeout messages
 
   int rank_ = 0;
   int nranks_ = 1;
   Secret secret_{};
-  Socket listener_;
+  Socket listener_;       // on the chosen interface's address
+  Socket localListener_;  // on loopback, for ranks of this host (unless listener_ is there already)
   std::string ifnameSpec_;  // GYRE_SOCKET_IFNAME: when set, it chose every interface
   std::string interface_;   // the bootstrap listener's interface
   Socket dataListener_;     // invalid: data connections come to listener_
@@ -125,8 +171,12 @@ class Bootstrap {
   Socket ringNext_, ringPrev_;
   PeerInfo self_{};
   std::vector<PeerInfo> peers_;
+  Refusals refusals_;
+  IncomingConnections incoming_;
   std::map<std::tuple<int, uint32_t, uint32_t>, Socket> pending_;
-  std::vector<std::pair<int, std::string>> notices_;
+  std::vector<IncomingConnections::Arrival> early_;  // data connections before openDataListener is done
+  std::vector<AbortNotice> notices_;
+  PeerLiveness liveness_;
 };
 
 }  // namespace gyre::bootstrap

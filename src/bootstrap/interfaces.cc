@@ -80,8 +80,14 @@ NetInterface chooseInterface(const std::string& spec, int family) {
         (rank(i) == rank(*best) && i.addr.family() == AF_INET && best->addr.family() != AF_INET))
       best = &i;
   if (best) return *best;
+  return loopbackInterface(family);
+}
+
+NetInterface loopbackInterface(int family) {
   NetInterface lo;
   lo.name = "lo";
+  for (const NetInterface& i : listInterfaces(family == AF_INET6 ? AF_INET6 : AF_INET))
+    if (i.loopback) lo.name = i.name;
   lo.addr = SockAddr::loopback(family == AF_INET6 ? AF_INET6 : AF_INET, 0);
   lo.loopback = true;
   return lo;

@@ -28,5 +28,7 @@ bool interfaceMatches(const std::string& spec, const std::string& name);
 // first non-loopback interface (docker/virbr bridges last), else loopback.
 // Throws Error(gyreInvalidArgument) when a non-empty spec matches nothing.
 NetInterface chooseInterface(const std::string& spec, int family);
+// The loopback interface of a family (127.0.0.1 or ::1).
+NetInterface loopbackInterface(int family);
 
 }  // namespace gyre::bootstrap

@@ -55,28 +55,28 @@ LaunchEnv detectLaunchEnv() {
     e.source = "gyre";
     if (!env("GYRE_RANK") || !env("GYRE_WORLD_SIZE"))
       throwError(gyreInvalidUsage, "GYRE_RANK and GYRE_WORLD_SIZE must be set together");
-    e.nranks = envInt("GYRE_WORLD_SIZE", 1, 1 << 24);
+    e.nranks = envInt("GYRE_WORLD_SIZE", 1, GYRE_MAX_RANKS);
     e.rank = envInt("GYRE_RANK", 0, e.nranks - 1);
-    if (env("GYRE_LOCAL_RANK")) e.localRank = envInt("GYRE_LOCAL_RANK", 0, 1 << 24);
-    if (env("GYRE_LOCAL_SIZE")) e.localSize = envInt("GYRE_LOCAL_SIZE", 1, 1 << 24);
+    if (env("GYRE_LOCAL_RANK")) e.localRank = envInt("GYRE_LOCAL_RANK", 0, GYRE_MAX_RANKS);
+    if (env("GYRE_LOCAL_SIZE")) e.localSize = envInt("GYRE_LOCAL_SIZE", 1, GYRE_MAX_RANKS);
     if (!env("GYRE_COMM_ID"))
       throwError(gyreInvalidUsage,
                  "GYRE_RANK is set but GYRE_COMM_ID (host:port of the rendezvous root) is not");
   } else if (env("RANK") && env("WORLD_SIZE") && env("MASTER_ADDR") && env("MASTER_PORT")) {
     e.source = "torchrun";
-    e.nranks = envInt("WORLD_SIZE", 1, 1 << 24);
+    e.nranks = envInt("WORLD_SIZE", 1, GYRE_MAX_RANKS);
     e.rank = envInt("RANK", 0, e.nranks - 1);
-    if (env("LOCAL_RANK")) e.localRank = envInt("LOCAL_RANK", 0, 1 << 24);
-    if (env("LOCAL_WORLD_SIZE")) e.localSize = envInt("LOCAL_WORLD_SIZE", 1, 1 << 24);
+    if (env("LOCAL_RANK")) e.localRank = envInt("LOCAL_RANK", 0, GYRE_MAX_RANKS);
+    if (env("LOCAL_WORLD_SIZE")) e.localSize = envInt("LOCAL_WORLD_SIZE", 1, GYRE_MAX_RANKS);
     if (const char* run = env("TORCHELASTIC_RUN_ID")) jobIdentity = run;
   } else if (env("OMPI_COMM_WORLD_RANK") && env("OMPI_COMM_WORLD_SIZE")) {
     e.source = "openmpi";
-    e.nranks = envInt("OMPI_COMM_WORLD_SIZE", 1, 1 << 24);
+    e.nranks = envInt("OMPI_COMM_WORLD_SIZE", 1, GYRE_MAX_RANKS);
     e.rank = envInt("OMPI_COMM_WORLD_RANK", 0, e.nranks - 1);
     if (env("OMPI_COMM_WORLD_LOCAL_RANK"))
-      e.localRank = envInt("OMPI_COMM_WORLD_LOCAL_RANK", 0, 1 << 24);
+      e.localRank = envInt("OMPI_COMM_WORLD_LOCAL_RANK", 0, GYRE_MAX_RANKS);
     if (env("OMPI_COMM_WORLD_LOCAL_SIZE"))
-      e.localSize = envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1 << 24);
+      e.localSize = envInt("OMPI_COMM_WORLD_LOCAL_SIZE", 1, GYRE_MAX_RANKS);
     const char* job = env("OMPI_MCA_ess_base_jobid");
     if (!job) job = env("PMIX_NAMESPACE");
     jobIdentity = job ? job : "";
@@ -90,9 +90,9 @@ LaunchEnv detectLaunchEnv() {
     }
   } else if (env("SLURM_PROCID") && env("SLURM_NTASKS")) {
     e.source = "slurm";
-    e.nranks = envInt("SLURM_NTASKS", 1, 1 << 24);
+    e.nranks = envInt("SLURM_NTASKS", 1, GYRE_MAX_RANKS);
     e.rank = envInt("SLURM_PROCID", 0, e.nranks - 1);
-    if (env("SLURM_LOCALID")) e.localRank = envInt("SLURM_LOCALID", 0, 1 << 24);
+    if (env("SLURM_LOCALID")) e.localRank = envInt("SLURM_LOCALID", 0, GYRE_MAX_RANKS);
     jobIdentity = std::string(env("SLURM_JOB_ID") ? env("SLURM_JOB_ID") : "") + "." +
                   (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "");
     const char* nodes =
@@ -117,11 +117,23 @@ LaunchEnv detectLaunchEnv() {
     e.rootAddress = std::string(env("MASTER_ADDR")) + ":" + env("MASTER_PORT");
   }
   if (const char* ext = env("GYRE_ROOT_EXTERNAL")) e.rootExternal = std::string(ext) == "1";
-  if (const char* s = env("GYRE_SECRET"))
+  const char* ompiKey = e.source == "openmpi" ? env("OMPI_MCA_orte_precondition_transports") : nullptr;
+  if (!ompiKey && e.source == "openmpi") ompiKey = env("OMPI_MCA_opal_precondition_transports");
+  if (const char* s = env("GYRE_SECRET")) {
     e.secret = parseSecretHex(s);
-  else
+    e.secretSource = "GYRE_SECRET";
+  } else if (ompiKey) {
+    // mpirun draws it at random for each job and hands it only to the job's
+    // processes: a secret nobody outside can compute.
+    e.secret = deriveSecret("openmpi-key|" + std::string(ompiKey) + "|" + e.rootAddress + "|" +
+                            std::to_string(e.nranks));
+    e.secretSource = "the Open MPI job's key";
+  } else {
     e.secret = deriveSecret(e.source + "|" + e.rootAddress + "|" + std::to_string(e.nranks) + "|" +
                             jobIdentity);
+    e.secretSource = "derived from public facts";
+    e.secretDerived = true;
+  }
   return e;
 }
 

@@ -8,6 +8,9 @@
 // (Open MPI on one host) loopback, (Slurm) the first node of the allocation,
 // with a port derived from the job id. Rank 0 hosts the root unless
 // GYRE_ROOT_EXTERNAL=1 says a launcher (gyrerun) already does.
+// The secret: GYRE_SECRET if set; else, under Open MPI, from the random key
+// mpirun gives each job (OMPI_MCA_orte_precondition_transports, private to
+// the job's processes); else derived from the job's public facts.
 #pragma once
 
 #include <string>
@@ -25,6 +28,10 @@ struct LaunchEnv {
   std::string rootAddress;  // host:port
   bool rootExternal = false;
   Secret secret{};
+  // Where the secret came from: "GYRE_SECRET", "the Open MPI job's key", or
+  // "derived from public facts" (a stranger could compute it).
+  std::string secretSource;
+  bool secretDerived = false;
 };
 
 // Throws Error(gyreInvalidUsage) naming what is missing or malformed.

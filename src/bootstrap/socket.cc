@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <thread>
 
@@ -164,7 +165,8 @@ bool isSelfConnection(const Socket& s) {
 
 }  // namespace
 
-Socket Socket::connectTo(const SockAddr& addr, Deadline deadline, const std::string& who) {
+Socket Socket::connectTo(const SockAddr& addr, Deadline deadline, const std::string& who,
+                         bool refusedIsFinal, const std::function<void()>& whileRetrying) {
   int backoffMs = 1;
   for (;;) {
     Socket s(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -186,12 +188,15 @@ Socket Socket::connectTo(const SockAddr& addr, Deadline deadline, const std::str
       s.setNonBlocking(false);
       return s;
     }
+    if (err == ECONNREFUSED && refusedIsFinal)
+      throw ConnectionRefused(gyreRemoteError, who + " refuses connections at " + addr.str());
     bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH ||
                  err == EHOSTUNREACH || err == ECONNRESET || err == EAGAIN || err == EINTR;
     if (!retry) throwSystemError("cannot connect to " + who + " at " + addr.str(), err);
     if (deadline.expired())
       throwError(gyreTimeout, "timed out connecting to " + who + " at " + addr.str() + " (" +
                                   std::strerror(err) + ")");
+    if (whileRetrying) whileRetrying();
     // The listener may not be up yet: back off, but never past the deadline.
     int64_t sleepNs = std::min<int64_t>(int64_t(backoffMs) * 1'000'000, deadline.remainingNs());
     std::this_thread::sleep_for(std::chrono::nanoseconds(sleepNs));
@@ -248,7 +253,9 @@ void Socket::setNoDelay() {
 }
 
 void Socket::setBufferBytes(size_t bytes) {
-  int v = static_cast<int>(bytes);
+  // The kernel takes an int (and caps it at net.core.[rw]mem_max): a larger
+  // GYRE_TCP_BUFFER_BYTES asks for the most, never a truncated number.
+  int v = bytes > size_t(INT_MAX) ? INT_MAX : static_cast<int>(bytes);
   setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
 }
@@ -271,6 +278,25 @@ size_t ioStep(int fd, bool sending, void* buf, size_t bytes, const std::string& 
 }
 
 }  // namespace
+
+size_t Socket::sendSome(const void* data, size_t bytes, const std::string& who) {
+  return ioStep(fd_, true, const_cast<void*>(data), bytes, who);
+}
+
+size_t Socket::recvSome(void* data, size_t bytes, const std::string& who) {
+  return ioStep(fd_, false, data, bytes, who);
+}
+
+bool Socket::peerClosed() const {
+  char b;
+  for (;;) {
+    ssize_t n = ::recv(fd_, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return true;
+    if (n > 0) return false;
+    if (errno == EINTR) continue;
+    return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+}
 
 void Socket::sendAll(const void* data, size_t bytes, Deadline deadline, const std::string& who) {
   Socket none;

@@ -7,9 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/clock.h"
+#include "core/error.h"
 
 namespace gyre::bootstrap {
 
@@ -37,6 +39,13 @@ struct SockAddr {
   static SockAddr unpack(const uint8_t in[kPackedBytes]);
 };
 
+// A connection attempt refused (nobody listens at the address), raised by
+// connectTo when the caller says refusal is final (gyreRemoteError).
+class ConnectionRefused : public Error {
+ public:
+  using Error::Error;
+};
+
 class Socket {
  public:
   Socket() = default;
@@ -61,7 +70,12 @@ class Socket {
   static Socket listenOn(const SockAddr& bindAddr, int backlog = 512);
   // Retries refused/unreachable connections until the deadline (the listener
   // may not be up yet); throws Error(gyreTimeout) naming `who` when it passes.
-  static Socket connectTo(const SockAddr& addr, Deadline deadline, const std::string& who);
+  // refusedIsFinal: a listener known to have been up refuses only when its
+  // process is gone, so a refusal throws ConnectionRefused at once.
+  // whileRetrying runs between attempts (it may throw to give up).
+  static Socket connectTo(const SockAddr& addr, Deadline deadline, const std::string& who,
+                          bool refusedIsFinal = false,
+                          const std::function<void()>& whileRetrying = {});
   Socket accept(Deadline deadline) const;
   // Non-blocking accept: an invalid socket when nothing is pending.
   Socket tryAccept() const;
@@ -76,6 +90,13 @@ class Socket {
   // Error(gyreRemoteError) naming `who`; an expired deadline Error(gyreTimeout).
   void sendAll(const void* data, size_t bytes, Deadline deadline, const std::string& who);
   void recvAll(void* data, size_t bytes, Deadline deadline, const std::string& who);
+  // Moves what it can now (0 when it would block); a closed or reset peer is
+  // Error(gyreRemoteError) naming `who`.
+  size_t sendSome(const void* data, size_t bytes, const std::string& who);
+  size_t recvSome(void* data, size_t bytes, const std::string& who);
+  // Without blocking: true when the peer has closed its end and nothing
+  // unread is left before the end (or the connection is reset).
+  bool peerClosed() const;
 
  private:
   int fd_ = -1;

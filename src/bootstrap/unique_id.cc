@@ -15,6 +15,7 @@ constexpr uint32_t kIdMagic = 0x47594944;  // "GYID"
 constexpr uint16_t kIdVersion = 1;
 constexpr uint16_t kFlagFromEnvironment = 1;
 constexpr uint16_t kFlagRankZeroHostsRoot = 2;
+constexpr uint16_t kFlagSecretDerived = 4;
 
 struct PackedId {
   uint32_t magic;
@@ -99,7 +100,8 @@ void encodeUniqueId(const UniqueIdContents& c, gyreUniqueId* out) {
   p.magic = kIdMagic;
   p.version = kIdVersion;
   p.flags = static_cast<uint16_t>((c.fromEnvironment ? kFlagFromEnvironment : 0) |
-                                  (c.rankZeroHostsRoot ? kFlagRankZeroHostsRoot : 0));
+                                  (c.rankZeroHostsRoot ? kFlagRankZeroHostsRoot : 0) |
+                                  (c.secretDerived ? kFlagSecretDerived : 0));
   c.root.pack(p.root);
   std::memcpy(p.secret, c.secret.data(), c.secret.size());
   std::memcpy(out->internal, &p, sizeof(p));
@@ -120,6 +122,7 @@ UniqueIdContents decodeUniqueId(const gyreUniqueId& id) {
   std::memcpy(c.secret.data(), p.secret, c.secret.size());
   c.fromEnvironment = (p.flags & kFlagFromEnvironment) != 0;
   c.rankZeroHostsRoot = (p.flags & kFlagRankZeroHostsRoot) != 0;
+  c.secretDerived = (p.flags & kFlagSecretDerived) != 0;
   return c;
 }
 

@@ -28,6 +28,9 @@ struct UniqueIdContents {
   // that asks gets the same id, and the root opens at init (below).
   bool fromEnvironment = false;
   bool rankZeroHostsRoot = false;  // else a launcher already serves it
+  // The secret was derived from public facts (no GYRE_SECRET): it keeps
+  // other jobs out, but a stranger could compute it (see root_server.h).
+  bool secretDerived = false;
 };
 
 void encodeUniqueId(const UniqueIdContents& c, gyreUniqueId* out);

@@ -36,30 +36,47 @@ std::atomic<uint64_t> envRounds{0};
 // lives as long as the caller keeps it (or for good, once keepAlive'd).
 std::shared_ptr<gyre::bootstrap::RootServer> startRankZeroRoot(const gyre::core::InitArgs& args) {
   gyre::bootstrap::RootServer::Options o;
-  o.bind = gyre::bootstrap::SockAddr::any(args.id.root.family(), args.id.root.port());
   o.advertise = args.id.root;
   o.secret = args.id.secret;
   o.expectRound = args.round;
   o.lifetimeMs = args.config.timeoutMs;
-  auto root = gyre::bootstrap::RootServer::start(o);
+  // A derived secret can be guessed: then no single hello may change the
+  // round (root_server.h), and rank 0 knows the job's size for it.
+  o.trustClaims = !args.id.secretDerived;
+  o.expectNranks = args.nranks;
+  // An earlier init's failed round may still linger on this address.
+  gyre::bootstrap::RootServer::releaseAddress(args.id.root);
+  // Only on the address the ranks were told (MASTER_ADDR=127.0.0.1 keeps it
+  // off the network); every interface only when that address is not one of
+  // this host's own (a name behind NAT, a service address).
+  std::shared_ptr<gyre::bootstrap::RootServer> root;
+  try {
+    o.bind = args.id.root;
+    root = gyre::bootstrap::RootServer::start(o);
+  } catch (const Error& e) {
+    o.bind = gyre::bootstrap::SockAddr::any(args.id.root.family(), args.id.root.port());
+    GYRE_INFO("rendezvous root: %s; listening on every interface at port %u instead", e.what(),
+              args.id.root.port());
+    root = gyre::bootstrap::RootServer::start(o);
+  }
   // A nonblocking init outlives the call that started it; the root must too.
   if (!args.config.blocking) gyre::bootstrap::RootServer::keepAlive(root);
   return root;
 }
 
-gyre::bootstrap::SockAddr rootListenAddress(const gyre::core::Config& cfg,
-                                            gyre::bootstrap::SockAddr& advertise) {
-  gyre::bootstrap::NetInterface nic =
-      gyre::bootstrap::chooseInterface(cfg.socketIfname, cfg.socketFamily);
-  advertise = nic.addr;
-  return gyre::bootstrap::SockAddr::any(nic.addr.family(), 0);
+// An init whose round failed leaves its rank-0 root to tell the ranks that
+// arrive later why, until its lifetime ends (or a new init takes the address).
+void lingerIfFailed(std::shared_ptr<gyre::bootstrap::RootServer>& root) {
+  if (root && !root->finished()) gyre::bootstrap::RootServer::keepAlive(std::move(root));
 }
 
 // An id around a one-round root that this process serves (on a thread)
 // until every rank has arrived.
 void hostedUniqueId(const gyre::core::Config& cfg, gyreUniqueId* uniqueId) {
   gyre::bootstrap::RootServer::Options o;
-  o.bind = rootListenAddress(cfg, o.advertise);
+  // On the interface the ranks will use, not every interface.
+  o.advertise = gyre::bootstrap::chooseInterface(cfg.socketIfname, cfg.socketFamily).addr;
+  o.bind = o.advertise;
   o.secret = gyre::bootstrap::randomSecret();
   o.persistent = false;
   o.expectRound = 0;
@@ -132,6 +149,7 @@ gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
       c.secret = secret && *secret
                      ? gyre::bootstrap::parseSecretHex(secret)
                      : gyre::bootstrap::deriveSecret(std::string("GYRE_COMM_ID|") + addr);
+      c.secretDerived = !(secret && *secret);
       c.fromEnvironment = true;
       const char* external = std::getenv("GYRE_ROOT_EXTERNAL");
       c.rankZeroHostsRoot = !(external && std::string(external) == "1");
@@ -147,9 +165,10 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
   return guarded("gyreCommInitRank", [&] {
     if (!comm) throwError(gyreInvalidArgument, "comm is NULL");
     *comm = nullptr;
-    if (nranks < 1)
-      throwError(gyreInvalidArgument,
-                 "nranks is " + std::to_string(nranks) + "; it must be at least 1");
+    if (nranks < 1 || nranks > GYRE_MAX_RANKS)
+      throwError(gyreInvalidArgument, "nranks is " + std::to_string(nranks) +
+                                          "; it must be from 1 to GYRE_MAX_RANKS (" +
+                                          std::to_string(GYRE_MAX_RANKS) + ")");
     if (rank < 0 || rank >= nranks)
       throwError(gyreInvalidArgument, "rank " + std::to_string(rank) + " is outside [0, " +
                                           std::to_string(nranks) + ")");
@@ -163,7 +182,12 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
       args.round = envRounds.fetch_add(1);
       if (rank == 0 && args.id.rankZeroHostsRoot) root = startRankZeroRoot(args);
     }
-    initComm(comm, args);
+    try {
+      initComm(comm, args);
+    } catch (const Error& e) {
+      if (e.code() != gyreInProgress) lingerIfFailed(root);
+      throw;
+    }
   });
 }
 
@@ -174,9 +198,10 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
 gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ncomms, const int* devlist) {
   return guarded("gyreCommInitAll", [&] {
     if (!comms) throwError(gyreInvalidArgument, "comms is NULL");
-    if (ncomms < 1)
-      throwError(gyreInvalidArgument,
-                 "ncomms is " + std::to_string(ncomms) + "; it must be at least 1");
+    if (ncomms < 1 || ncomms > GYRE_MAX_RANKS)
+      throwError(gyreInvalidArgument, "ncomms is " + std::to_string(ncomms) +
+                                          "; it must be from 1 to GYRE_MAX_RANKS (" +
+                                          std::to_string(GYRE_MAX_RANKS) + ")");
     if (devlist)
       throwError(gyreInvalidArgument, "devlist must be NULL: this gyre was built without CUDA");
     // Always a root of this process: GYRE_COMM_ID's address is for ranks in
@@ -218,11 +243,18 @@ gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm, gyreConfig_t* config) {
     args.round = envRounds.fetch_add(1);
     args.id.root = gyre::bootstrap::SockAddr::parse(env.rootAddress, args.config.socketFamily);
     args.id.secret = env.secret;
+    args.id.secretDerived = env.secretDerived;
+    args.id.rankZeroHostsRoot = !env.rootExternal;
     std::shared_ptr<gyre::bootstrap::RootServer> root;
     if (env.rank == 0 && !env.rootExternal) root = startRankZeroRoot(args);
-    GYRE_INFO("init from %s environment: rank %d of %d, root %s", env.source.c_str(), env.rank,
-              env.nranks, env.rootAddress.c_str());
-    initComm(comm, args);
+    GYRE_INFO("init from %s environment: rank %d of %d, root %s, secret %s", env.source.c_str(), env.rank,
+              env.nranks, env.rootAddress.c_str(), env.secretSource.c_str());
+    try {
+      initComm(comm, args);
+    } catch (const Error& e) {
+      if (e.code() != gyreInProgress) lingerIfFailed(root);
+      throw;
+    }
   });
 }
 

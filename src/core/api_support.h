@@ -64,16 +64,20 @@ gyreResult_t guarded(const char* fn, F&& body) {
     body();
     return gyreSuccess;
   } catch (const Error& e) {
-    setLastError(std::string(fn) + ": " + e.what());
+    setLastError(fn, e.what());
     return e.code();
   } catch (const std::bad_alloc&) {
-    setLastError(std::string(fn) + ": out of memory");
+    setLastError(fn, "out of memory");
     return gyreSystemError;
   } catch (const std::exception& e) {
-    setLastError(std::string(fn) + ": internal error: " + e.what());
+    try {
+      setLastError(fn, (std::string("internal error: ") + e.what()).c_str());
+    } catch (...) {
+      setLastError(fn, "internal error");
+    }
     return gyreInternalError;
   } catch (...) {
-    setLastError(std::string(fn) + ": internal error");
+    setLastError(fn, "internal error");
     return gyreInternalError;
   }
 }

@@ -92,6 +92,7 @@ bootstrap::Bootstrap::Params Communicator::bootstrapParams(int rank, int nranks,
   bp.rank = rank;
   bp.nranks = nranks;
   bp.deadline = deadline;
+  bp.timeoutMs = config.timeoutMs;
   bp.ifname = config.socketIfname;
   bp.family = config.socketFamily;
   bp.hostHash = topology::detectHostIdentity(config.hostId).hash;
@@ -105,8 +106,15 @@ std::unique_ptr<Communicator> Communicator::create(const InitArgs& args) {
   bp.id = args.id;
   bp.round = args.round;
   c->bootstrap_ = bootstrap::Bootstrap::create(bp);
-  c->setUpTransports(deadline);
-  c->setUpTuner(deadline, nullptr);
+  try {
+    c->setUpTransports(deadline);
+    c->setUpTuner(deadline, nullptr);
+  } catch (const Error& e) {
+    // The others may be waiting on this rank: tell them why it stops here
+    // (or pass on what it saw of another), rather than leave them to time out.
+    c->bootstrap_->reportFailure(e);
+    throw;
+  }
   GYRE_INFO("rank %d of %d ready", c->rank_, c->nranks_);
   return c;
 }
@@ -188,8 +196,6 @@ void Communicator::setUpTransports(Deadline deadline) {
                                             " is on another host than rank " +
                                             std::to_string(rank_));
   }
-  for (int r : local)
-    if (r != rank_) liveness_.watch(r, peers[r].pid);
 
   // More ranks than cores: spinning steals the CPU from the peer we wait on.
   // The CPUs this host's ranks may use between them: the union of their
@@ -273,7 +279,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited) {
   // exited normally; a failure elsewhere reaches us as a report.
   for (const WaitItem& w : awaited) {
     const int peer = w.conn->peer();
-    if (!liveness_.isDead(peer)) continue;
+    if (!bootstrap_->liveness().isDead(peer)) continue;
     if (auto n = bootstrap_->pollAbortNotice())
       throw PeerFailure(gyreRemoteError, n->first, n->second);
     throw PeerFailure(gyreRemoteError, peer, bootstrap_->describe(peer) + " exited");

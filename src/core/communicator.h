@@ -22,7 +22,6 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/operation.h"
-#include "core/peer_liveness.h"
 #include "gyre/gyre.h"
 
 namespace gyre::transport {
@@ -149,7 +148,6 @@ class Communicator final : public collectives::ExecContext, public collectives::
   std::unique_ptr<transport::TcpTransport> tcp_;
   std::vector<transport::Connection*> connections_;  // by peer; null until made
   std::vector<bool> useShm_;                         // by peer
-  PeerLiveness liveness_;
   collectives::Plan plan_;
   // The request plan_ was built for, to reuse it for the same call again.
   struct PlanCache {

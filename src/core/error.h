@@ -27,8 +27,10 @@ class Error : public std::runtime_error {
   throw Error(code, std::move(message));
 }
 
-// The calling thread's last error sentence (gyreGetLastError).
-void setLastError(const std::string& message);
+// The calling thread's last error sentence (gyreGetLastError). Never
+// throws, even when memory has run out (the sentence is then cut to size).
+void setLastError(const std::string& message) noexcept;
+void setLastError(const char* function, const char* what) noexcept;  // "function: what"
 const char* lastError();
 
 const char* resultString(gyreResult_t r);

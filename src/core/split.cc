@@ -49,8 +49,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
     // A secret only this split's members can compute.
     bp.id.secret = bootstrap::deriveSecret(bootstrap::secretHex(bootstrap_->secret()) + "/split/" +
                                            std::to_string(splitNo) + "/" + std::to_string(color));
-    const int family = bootstrap::SockAddr::unpack(bootstrap_->self().listenAddr).family();
-    child->bootstrap_ = bootstrap::Bootstrap::prepare(bp, family);
+    // The child listens where the parent does (loopback stays loopback).
+    child->bootstrap_ = bootstrap::Bootstrap::prepare(bp, bootstrap::SockAddr::unpack(bootstrap_->self().listenAddr));
     infos[rank_] = child->bootstrap_->self();
   } else {
     infos[rank_].rank = -1;
@@ -60,11 +60,16 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
 
   std::vector<bootstrap::PeerInfo> table;
   for (int r : members) table.push_back(infos[r]);
-  child->bootstrap_->complete(std::move(table), deadline);
-  child->setUpTransports(deadline);
-  // The child runs on the same machine: it keeps the parent's numbers
-  // unless it was given a file of its own.
-  child->setUpTuner(deadline, &tuning_.model);
+  try {
+    child->bootstrap_->complete(std::move(table), deadline);
+    child->setUpTransports(deadline);
+    // The child runs on the same machine: it keeps the parent's numbers
+    // unless it was given a file of its own.
+    child->setUpTuner(deadline, &tuning_.model);
+  } catch (const Error& e) {
+    child->bootstrap_->reportFailure(e);  // the child's other members may wait on this one
+    throw;
+  }
   log::setThreadRank(rank_);
   GYRE_INFO("rank %d: split %llu, color %d: rank %d of %d", rank_, static_cast<unsigned long long>(splitNo), color,
             childRank, child->nranks_);

@@ -1,0 +1,31 @@
+// Wire format of connections between ranks (after the rendezvous): every
+// connection opens with a ConnHello; an abort notice follows its hello with
+// an AbortNoticeHeader and the message.
+#pragma once
+
+#include <cstdint>
+
+namespace gyre::bootstrap {
+
+constexpr uint32_t kConnMagic = 0x4759434e;  // "GYCN"
+
+enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3 };
+
+struct ConnHello {
+  uint32_t magic;
+  uint32_t kind;  // ConnKind
+  int32_t fromRank;
+  uint32_t tag;
+  uint8_t secret[32];  // the session secret (PeerInfo::sessionKey)
+};
+
+struct AbortNoticeHeader {
+  int32_t originRank;     // the rank where the failure began
+  uint32_t messageBytes;  // at most kMaxNoticeBytes are kept
+  int32_t waitingOn;      // a timeout: the rank the reporter's wait was stuck on (-1: none)
+  uint32_t reserved;
+};
+
+constexpr uint32_t kMaxNoticeBytes = 4096;
+
+}  // namespace gyre::bootstrap
