@@ -33,7 +33,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 // byte for each of up to 64 waiters (any process may open it, once).
 struct Gate {
   int fd[2] = {-1, -1};
-  bool opened = false;
+  std::atomic<bool> opened{false};
   Gate() {
     if (pipe(fd) != 0) std::abort();
   }
@@ -41,8 +41,7 @@ struct Gate {
     for (int f : fd) close(f);
   }
   void open() {
-    if (opened) return;
-    opened = true;
+    if (opened.exchange(true)) return;
     const char bytes[64] = {};
     if (write(fd[1], bytes, sizeof(bytes)) != static_cast<ssize_t>(sizeof(bytes))) std::abort();
   }
@@ -81,13 +80,20 @@ TEST_P(Noise, SilentAndHalfHelloConnectionsDoNotHoldTheStart) {
     // starts, and its own listener gets the same.
     attacker = std::thread([&] {
       std::vector<bootstrap::Socket> held;
-      for (int r = 1; r < n; ++r)
-        for (const bootstrap::SockAddr& a : awaitListeners(pids[r], 1, 20000))
-          for (bootstrap::Socket& s : openNoise(a, 20, 2)) held.push_back(std::move(s));
+      try {
+        for (int r = 1; r < n; ++r)
+          for (const bootstrap::SockAddr& a : awaitListeners(pids[r], 1, 20000))
+            for (bootstrap::Socket& s : openNoise(a, 20, 2)) held.push_back(std::move(s));
+        attacked.store(true);
+      } catch (const std::exception& e) {
+        std::printf("attacker: %s\n", e.what());
+      }
       rankZero.open();
-      for (const bootstrap::SockAddr& a : awaitListeners(pids[0], 1, 20000))
-        for (bootstrap::Socket& s : openNoise(a, 20, 2)) held.push_back(std::move(s));
-      attacked.store(true);
+      try {  // best effort: rank 0 may be through already, its listeners closed
+        for (const bootstrap::SockAddr& a : awaitListeners(pids[0], 1, 20000))
+          for (bootstrap::Socket& s : openNoise(a, 20, 2)) held.push_back(std::move(s));
+      } catch (const std::exception&) {
+      }
       // Held until the job is done (they close with this thread's end).
       while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     });
@@ -196,7 +202,9 @@ TEST_P(DiedAfterRendezvous, EverySurvivorNamesItPromptly) {
     check.expect(comm == nullptr, "init fails");
     check.expect(contains(msg, "gyreCommInitRank") && contains(msg, "rank 1 (pid"), "names rank 1: " + msg);
     check.expect(!contains(msg, "timed out") && !contains(msg, "timeout"), "before the timeout: " + msg);
-    if (sameHost) check.expect(contains(msg, "exited"), "says it exited: " + msg);
+    check.expect(contains(msg, "exited") || contains(msg, "refuses connections") || contains(msg, "closed its") ||
+                     contains(msg, "dropped the connection"),
+                 "says it is gone: " + msg);
     return check.failures();
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();

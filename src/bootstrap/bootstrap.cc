@@ -271,12 +271,7 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
     // Its listener was up before it joined the table: a refusal means it is gone.
     s = Socket::connectTo(addr, deadline, describe(peer), true, [&] { checkPeers(peer); });
   } catch (const ConnectionRefused&) {
-    const bool exited = liveness_.isDead(peer);
-    throw PeerFailed(gyreRemoteError, peer,
-                     describe(peer) + (exited ? " exited" : " refuses connections at " + addr.str() +
-                                                                ": its process is gone or its communicator "
-                                                                "was destroyed"),
-                     false);
+    peerGone(peer, " refuses connections at " + addr.str() + ": its process is gone or its communicator was destroyed");
   } catch (const Error& e) {
     if (e.code() == gyreTimeout) throwError(gyreTimeout, std::string(e.what()) + timeoutSuffix());
     throw;
@@ -287,7 +282,12 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
   h.fromRank = rank_;
   h.tag = tag;
   std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
-  s.sendAll(&h, sizeof(h), deadline, describe(peer));
+  try {
+    s.sendAll(&h, sizeof(h), deadline, describe(peer));
+  } catch (const Error& e) {
+    if (e.code() == gyreTimeout) throw;
+    peerGone(peer, " dropped the connection as it was made: its process is gone or its communicator was destroyed");
+  }
   return s;
 }
 
@@ -390,17 +390,20 @@ void Bootstrap::checkPeers(int onlyPeer) {
   throw PeerFailed(gyreRemoteError, dead.front(), who + (dead.size() == 1 ? " exited" : " have exited"), false);
 }
 
-void Bootstrap::ringPeerClosed(int peer) {
+void Bootstrap::peerGone(int peer, const std::string& what) {
+  // A peer that failed told everyone why before it closed; one that failed
+  // because of another's news did not, but that news is on its way here.
   const int64_t graceEnd = nowNs() + kNoticeGraceNs;
   do {
     pumpListeners();
     if (!notices_.empty()) throwNotice(notices_.front());
-    if (liveness_.isDead(peer)) break;
     waitForEvents({}, Deadline::afterMs(1), 1);
   } while (nowNs() < graceEnd);
-  throw PeerFailed(gyreRemoteError, peer,
-                   describe(peer) + (liveness_.isDead(peer) ? " exited" : " closed its bootstrap connection (it exited or failed)"),
-                   false);
+  throw PeerFailed(gyreRemoteError, peer, describe(peer) + (liveness_.isDead(peer) ? " exited" : what), false);
+}
+
+void Bootstrap::ringPeerClosed(int peer) {
+  peerGone(peer, " closed its bootstrap connection (it exited or failed)");
 }
 
 std::string Bootstrap::timeoutSuffix() const {
@@ -466,16 +469,19 @@ void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
         moved |= n > 0;
       }
       if (moved) continue;
-      // (A next rank that closes once it has all it needs from us is no
-      // failure: the exchange can end sooner there than here.)
       checkPeers();
+      // The next rank sends nothing back: readable means it closed. That is
+      // a failure while it still needs something from us; after our last
+      // send it may finish (and close) before we do.
+      const bool nextNeedsMore = step < nranks_ - 2 || sent < bytes;
+      if (nextNeedsMore && ringNext_.peerClosed()) ringPeerClosed(next);
       if (deadline.expired())
         throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out in an exchange around the bootstrap ring" +
                                     (received < bytes ? ", waiting for " + describe(prev)
                                                       : ", waiting for room at " + describe(next)) +
                                     timeoutSuffix());
       std::vector<pollfd> fds;
-      if (sent < bytes) fds.push_back({ringNext_.fd(), POLLOUT, 0});
+      if (nextNeedsMore) fds.push_back({ringNext_.fd(), static_cast<short>(POLLIN | (sent < bytes ? POLLOUT : 0)), 0});
       if (received < bytes) fds.push_back({ringPrev_.fd(), POLLIN, 0});
       waitForEvents(std::move(fds), deadline, kPollCapMs);
     }
@@ -520,10 +526,17 @@ void Bootstrap::reportFailure(const Error& e) {
   notifyAbort(rank_, e.what());
 }
 
-std::optional<std::pair<int, std::string>> Bootstrap::pollAbortNotice() {
+std::optional<AbortNotice> Bootstrap::pollAbortNotice() {
+  if (notices_.empty() && !incoming_.open()) {
+    pollfd fds[3];
+    nfds_t n = 0;
+    for (const Socket* l : {&listener_, &localListener_, &dataListener_})
+      if (l->valid()) fds[n++] = {l->fd(), POLLIN, 0};
+    if (::poll(fds, n, 0) <= 0) return std::nullopt;  // nothing is knocking
+  }
   pumpListeners();
   if (notices_.empty()) return std::nullopt;
-  return std::make_pair(notices_.front().origin, notices_.front().message);
+  return notices_.front();
 }
 
 const std::vector<AbortNotice>& Bootstrap::notices() {

@@ -127,8 +127,9 @@ class Bootstrap {
   // After a failure of this rank's own making (or seen first here): tells
   // the peers, unless the news came from them already.
   void reportFailure(const Error& e);
-  // A notice received from a peer, if one is pending (non-blocking).
-  std::optional<std::pair<int, std::string>> pollAbortNotice();
+  // A notice received from a peer, if one is pending (non-blocking; one
+  // poll() when nothing is: cheap enough to ask before every call).
+  std::optional<AbortNotice> pollAbortNotice();
   // Every notice received so far (after taking in what is pending).
   const std::vector<AbortNotice>& notices();
   // Throws PeerFailed if a peer reported a failure or a local peer exited
@@ -153,8 +154,9 @@ class Bootstrap {
   // at most capMs (or the deadline).
   void waitForEvents(std::vector<pollfd> extra, Deadline deadline, int capMs);
   [[noreturn]] void throwNotice(const AbortNotice& n) const;
-  // A ring neighbour's socket closed: names it (after a moment's look for
-  // the notice it may have sent first).
+  // A peer is gone (`what` says how it showed): names it, after a moment's
+  // look for a notice that names the real cause.
+  [[noreturn]] void peerGone(int peer, const std::string& what);
   [[noreturn]] void ringPeerClosed(int peer);
   std::string timeoutSuffix() const;  // what was refused, for timeout messages
 

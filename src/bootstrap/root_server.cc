@@ -336,7 +336,20 @@ void RootLoop::introduced(ClientIt it) {
   }
   round.byRank[c.hello.rank] = &c;
   ++round.arrived;
-  if (round.arrived == round.nranks) completeRound(c.hello.round);
+  if (round.arrived < round.nranks) return;
+  // Full, unless a rank left and its goodbye is still unread: look first.
+  const uint64_t roundNo = c.hello.round;
+  for (int r = 0; r < round.nranks; ++r) {
+    Client* member = rounds_[roundNo].byRank[r];
+    if (!member || !member->sock.peerClosed()) continue;
+    for (auto m = clients_.begin(); m != clients_.end(); ++m)
+      if (&*m == member) {
+        left(m);
+        break;
+      }
+    if (!rounds_.count(roundNo)) return;  // it failed the round
+  }
+  if (rounds_[roundNo].arrived == rounds_[roundNo].nranks) completeRound(roundNo);
 }
 
 void RootLoop::serve(ClientIt it) {

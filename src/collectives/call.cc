@@ -22,6 +22,7 @@ const char* opKindName(OpKind k) {
     case OpKind::Scatter: return "scatter";
     case OpKind::Barrier: return "barrier";
     case OpKind::SendRecv: return "send/recv";
+    case OpKind::CommSplit: return "commsplit";
   }
   return "unknown operation";
 }
@@ -48,15 +49,16 @@ CallDesc fromTag(const transport::MessageTag& t) {
   return d;
 }
 
-std::string describeCall(const CallDesc& d) {
+std::string describeCall(const CallDesc& d, int receiver, bool expected) {
   const char* type = kernels::dtypeName(static_cast<kernels::DType>(d.dtype));
   std::string s;
   if (d.kind == OpKind::SendRecv) {
-    return "send #" + std::to_string(d.seq) + " of " + std::to_string(d.count) + " x " + type + " from rank " +
-           std::to_string(d.root);
+    return std::string(expected ? "recv #" : "send #") + std::to_string(d.seq) + " (" + std::to_string(d.count) +
+           " x " + type + " from rank " + std::to_string(d.root) +
+           (!expected && receiver >= 0 ? " to rank " + std::to_string(receiver) : std::string()) + ")";
   }
   s = std::string(opKindName(d.kind)) + " #" + std::to_string(d.seq) + " (";
-  if (d.kind == OpKind::Barrier) return s.substr(0, s.size() - 2);
+  if (d.kind == OpKind::Barrier || d.kind == OpKind::CommSplit) return s.substr(0, s.size() - 2);
   s += d.kind == OpKind::AllToAllv ? std::string("per-peer counts") : std::to_string(d.count) + " x " + type;
   if (d.kind == OpKind::AllToAllv) s += std::string(" of ") + type;
   if (d.kind == OpKind::AllReduce || d.kind == OpKind::Reduce || d.kind == OpKind::ReduceScatter)

@@ -24,6 +24,10 @@ enum class OpKind : uint8_t {
   Scatter,
   Barrier,
   SendRecv,  // a point-to-point message: root is the sender
+  // Not an operation of its own: the tag of gyreCommSplit's exchange (an
+  // AllGather), so that a rank calling something else meanwhile fails with
+  // a mismatch naming both calls instead of waiting out its timeout.
+  CommSplit,
 };
 
 const char* opKindName(OpKind k);
@@ -39,8 +43,10 @@ struct CallDesc {
 
 transport::MessageTag makeTag(const CallDesc& d);
 CallDesc fromTag(const transport::MessageTag& t);
-// "allreduce #7 (1000 x float32, sum)", "send #3 of 100 x int32 from rank 2"
-std::string describeCall(const CallDesc& d);
+// "allreduce #7 (1000 x float32, sum)"; a point-to-point message is
+// described from its receiver's side: "send #3 (100 x int32 from rank 2 to
+// rank 5)" as it arrived, "recv #3 (100 x int32 from rank 2)" as expected.
+std::string describeCall(const CallDesc& d, int receiver = -1, bool expected = false);
 
 // A call's power-of-two size class: 0 for 0 bytes, else k where
 // 2^(k-1) <= bytes < 2^k. The choice log and the online tuner's books are

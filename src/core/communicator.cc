@@ -25,17 +25,6 @@ constexpr int64_t kBlockSliceNs = 50 * kMs;   // longest sleep between health ch
 constexpr int64_t kHealthEveryNs = 10 * kMs;  // how often a blocked waiter checks peers
 constexpr int64_t kExitGraceNs = 20 * kMs;  // a dead peer's last messages: how long to look for them
 
-// A failure with the rank it started at, so every rank can name it.
-class PeerFailure : public Error {
- public:
-  PeerFailure(gyreResult_t code, int origin, std::string message)
-      : Error(code, std::move(message)), origin_(origin) {}
-  int origin() const { return origin_; }
-
- private:
-  int origin_;
-};
-
 // Settings every rank must agree on, compared at init.
 struct SharedSettings {
   int32_t transport;
@@ -240,6 +229,7 @@ void Communicator::setUpTransports(Deadline deadline) {
     connections_[r] = shm_->connection(r);
   }
   canReadPeers_ = wantShm && int(local.size()) == nranks_ && shm_->canReadPeers();
+  networkReports_ = !wantShm || int(local.size()) != nranks_;
   GYRE_INFO("rank %d: %zu rank(s) on this host, transport %s%s", rank_, local.size(),
             transportName(config_.transport),
             oversubscribed ? ", oversubscribed: short spins" : "");
@@ -273,17 +263,29 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited) {
   // Reports from failed peers first: they name where the failure began. A
   // peer that reported and then exited must not be blamed for it.
   if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
-  if (auto n = bootstrap_->pollAbortNotice())
-    throw PeerFailure(gyreRemoteError, n->first, n->second);
+  if (auto n = bootstrap_->pollAbortNotice()) {
+    // Another rank's wait ran out while this one waits too: the same stall.
+    // Its report names what it waited on; this rank's adds a link.
+    if (n->waitingOn >= 0 && !awaited.empty()) throw stalled(awaited, &*n);
+    throw PeerFailure(gyreRemoteError, n->origin, n->message);
+  }
   // Only the peers we wait on: others may have finished this operation and
   // exited normally; a failure elsewhere reaches us as a report.
   for (const WaitItem& w : awaited) {
     const int peer = w.conn->peer();
     if (!bootstrap_->liveness().isDead(peer)) continue;
-    if (auto n = bootstrap_->pollAbortNotice())
-      throw PeerFailure(gyreRemoteError, n->first, n->second);
+    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->origin, n->message);
     throw PeerFailure(gyreRemoteError, peer, bootstrap_->describe(peer) + " exited");
   }
+}
+
+void Communicator::checkReports() {
+  // Local peers raise a flag in shared memory (a load each); others report
+  // through the bootstrap listener (a poll(), only when some peer is not
+  // local or GYRE_TRANSPORT=tcp).
+  if (auto a = shm_->peerAbort()) throw fail(PeerFailure(gyreRemoteError, a->first, a->second));
+  if (!networkReports_) return;
+  if (auto n = bootstrap_->pollAbortNotice()) throw fail(PeerFailure(gyreRemoteError, n->origin, n->message));
 }
 
 std::string Communicator::describeWaits(std::span<const WaitItem> items) const {
@@ -299,6 +301,7 @@ std::string Communicator::describeWaits(std::span<const WaitItem> items) const {
 
 void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()> ready) {
   const int64_t start = nowNs();
+  waitStartNs_ = start;
   // Block on the transport of what we wait for; when a wait spans both,
   // block on one in short slices so the other is looked at too.
   transport::Transport& t = items.front().conn->transport();
@@ -350,11 +353,7 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
     int64_t slice = kBlockSliceNs;
     if (config_.timeoutMs > 0) {
       const int64_t left = config_.timeoutMs * kMs - (now - start);
-      if (left <= 0)
-        throw PeerFailure(gyreTimeout, rank_,
-                          "rank " + std::to_string(rank_) + " made no progress for " +
-                              std::to_string(config_.timeoutMs) + " ms waiting for " +
-                              describeWaits(items) + " (GYRE_TIMEOUT_MS)");
+      if (left <= 0) throw stalled(items, nullptr);
       slice = std::min(slice, left);
     }
     slice = std::min(slice, kHealthEveryNs);
@@ -372,8 +371,8 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
     // Name both sides: what the peer's message belongs to, and what this
     // rank's call expected.
     const auto got = collectives::fromTag(mm->got), want = collectives::fromTag(mm->expected);
-    sentence = bootstrap_->describe(mm->peer()) + " called " + collectives::describeCall(got) + " while rank " +
-               std::to_string(rank_) + " called " + collectives::describeCall(want);
+    sentence = bootstrap_->describe(mm->peer()) + " called " + collectives::describeCall(got, rank_) +
+               " while rank " + std::to_string(rank_) + " called " + collectives::describeCall(want, rank_, true);
     if (mm->got == mm->expected)
       sentence += " with a different size (" + std::to_string(mm->gotBytes) + " bytes sent, " +
                   std::to_string(mm->expectedBytes) + " expected)";
@@ -412,7 +411,7 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
     if (!peersNotified_) {
       peersNotified_ = true;
       shm_->raiseAbort(origin, sentence);
-      bootstrap_->notifyAbort(origin, sentence);
+      if (!stallReported_) bootstrap_->notifyAbort(origin, sentence);  // a stall was told with its wait already
       tcp_->shutdownAll();
     }
   }

@@ -31,6 +31,17 @@ class TcpTransport;
 
 namespace gyre::core {
 
+// A failure with the rank it started at, so every rank can name it.
+class PeerFailure : public Error {
+ public:
+  PeerFailure(gyreResult_t code, int origin, std::string message)
+      : Error(code, std::move(message)), origin_(origin) {}
+  int origin() const { return origin_; }
+
+ private:
+  int origin_;
+};
+
 struct InitArgs {
   bootstrap::UniqueIdContents id;
   uint64_t round = 0;
@@ -134,6 +145,18 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // Throws if this rank was aborted, a peer reported a failure, or a peer
   // we wait on has died.
   void checkHealth(std::span<const WaitItem> awaited);
+  // Before a call starts: a failure a peer reported since the last call
+  // fails this one (so a rank whose part of a mismatched call only sent
+  // fails in its next call at the latest).
+  void checkReports();
+  // A wait that ran out (GYRE_TIMEOUT_MS), or another rank's report that
+  // its own did (`report`) while this one waits too. Tells every rank what
+  // this wait is stuck on, looks a moment for their reports, and follows
+  // them from rank to rank to the one the wait is stuck behind (stall.cc).
+  PeerFailure stalled(std::span<const WaitItem> items, const bootstrap::AbortNotice* report);
+  // gyreCommSplit's exchanges: an AllGather through the transports, tagged
+  // as the split's own call (bytesPerRank at data + rank * bytesPerRank).
+  void exchangeForSplit(void* data, size_t bytesPerRank);
   // Records a failure that breaks the communicator and tells the peers;
   // returns the error to throw, its message naming the origin. failedPeer:
   // the peer whose connection broke, if known.
@@ -236,6 +259,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   mutable std::mutex failMu_;
   std::string failedMessage_;
   bool peersNotified_ = false;
+  bool stallReported_ = false;  // stalled() told the peers already (with the rank it waited on)
+  int64_t waitStartNs_ = 0;     // when the wait in progress began (waitUntil)
+  bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // all ranks local over shm, with cross-process reads

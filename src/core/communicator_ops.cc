@@ -179,6 +179,9 @@ void Communicator::executeCollective(Operation& op) {
   req.desc.count = op.kind == OpKind::AllToAllv ? 0 : op.count;
   req.desc.seq = ++collSeq_;
   req.elemSize = kernels::dtypeSize(dt);
+  opName_ = collectives::opKindName(op.kind);
+  opSeq_ = req.desc.seq;
+  checkReports();
   collectives::CallArgs args;
   args.dtype = dt;
   args.elemSize = req.elemSize;
@@ -273,6 +276,7 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
   if (messages.empty()) return;
   opName_ = "send/recv";
   opSeq_ = messages.front().send ? sendSeq_[messages.front().peer] : recvSeq_[messages.front().peer];
+  checkReports();
   try {
     planCache_.invalidate();
     collectives::buildPointToPoint(messages, *this, plan_);
@@ -282,6 +286,36 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
     args.elemSize = 1;
     args.extra = buffers.data();
     collectives::execute(plan_, args, *this);
+  } catch (const Error& e) {
+    throw fail(e);
+  }
+}
+
+void Communicator::exchangeForSplit(void* data, size_t bytesPerRank) {
+  ActiveScope active(activeCalls_);
+  collectives::CallRequest req;
+  req.desc.kind = OpKind::AllGather;
+  req.desc.dtype = static_cast<uint8_t>(gyreUint8);
+  req.desc.count = bytesPerRank;
+  req.desc.seq = ++collSeq_;  // a collective call like any other: every rank makes it here
+  req.elemSize = 1;
+  req.inPlace = true;
+  opName_ = collectives::opKindName(OpKind::CommSplit);
+  opSeq_ = req.desc.seq;
+  checkReports();
+  try {
+    collectives::CallArgs args;
+    args.dtype = kernels::DType::Uint8;
+    args.elemSize = 1;
+    args.output = data;
+    args.input = static_cast<unsigned char*>(data) + size_t(rank_) * bytesPerRank;
+    collectives::Plan plan;  // plan_ stays the user's last call's
+    collectives::planCall(req, *this, collectives::AlgoOverrides(), plan);
+    transport::MessageTag tag = collectives::makeTag(req.desc);
+    tag.op = static_cast<uint8_t>(OpKind::CommSplit);  // what a rank making another call is told
+    plan.tags.assign(1, tag);
+    args.scratch = plan.scratchElems ? scratch(plan.scratchElems) : nullptr;
+    collectives::execute(plan, args, *this);
   } catch (const Error& e) {
     throw fail(e);
   }

@@ -1,5 +1,5 @@
 // gyreCommSplit: a child communicator from the ranks that give one color,
-// ordered by key, without a new rendezvous: the parent's bootstrap carries
+// ordered by key, without a new rendezvous: the parent's transports carry
 // the exchange of colors, keys and the children's addresses.
 #include <algorithm>
 #include <cstring>
@@ -21,9 +21,11 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
   struct Choice {
     int32_t color, key;
   };
+  // Through the transports, tagged as the split: a rank that makes another
+  // call meanwhile fails with a mismatch naming both, on both sides.
   std::vector<Choice> choices(static_cast<size_t>(nranks_));
   choices[rank_] = Choice{color, key};
-  bootstrap_->allGather(choices.data(), sizeof(Choice), deadline);
+  exchangeForSplit(choices.data(), sizeof(Choice));
 
   // The child's members: same color, ordered by key, then by parent rank.
   std::vector<int> members;
@@ -37,8 +39,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
           ? -1
           : static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
 
-  // Each member's child listener goes round the parent's ring; everyone
-  // takes part, non-members with an empty entry.
+  // Each member's child listener goes to every rank; everyone takes part,
+  // non-members with an empty entry.
   std::unique_ptr<Communicator> child;
   std::vector<bootstrap::PeerInfo> infos(static_cast<size_t>(nranks_));
   std::memset(infos.data(), 0, infos.size() * sizeof(bootstrap::PeerInfo));
@@ -55,7 +57,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
   } else {
     infos[rank_].rank = -1;
   }
-  bootstrap_->allGather(infos.data(), sizeof(bootstrap::PeerInfo), deadline);
+  exchangeForSplit(infos.data(), sizeof(bootstrap::PeerInfo));
   if (!child) return nullptr;
 
   std::vector<bootstrap::PeerInfo> table;

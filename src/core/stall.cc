@@ -1,0 +1,107 @@
+// A wait that ran out, explained. With one rank stopped, every other rank
+// soon waits, directly or through others, for it; each timing-out rank used
+// to name only the rank it waited on itself (mostly a healthy one). Here
+// every stalled rank reports the rank its own wait is stuck on, and each
+// follows the reports from the rank it waits for to the end of the chain:
+// the rank that reported no wait of its own stopped making progress (and a
+// local one is checked for being stopped or gone), or a cycle says the
+// ranks' calls differ.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/communicator.h"
+
+namespace gyre::core {
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+struct Chain {
+  std::vector<int> path;  // from the rank waited for, each waiting on the next
+  bool cycle = false;
+};
+
+// Follows "rank r waits on w" from `from` while reports say where to go.
+Chain follow(int me, int from, const std::map<int, int>& waitsOn) {
+  Chain c;
+  int at = from;
+  for (;;) {
+    if (at == me || std::find(c.path.begin(), c.path.end(), at) != c.path.end()) {
+      c.path.push_back(at);
+      c.cycle = true;
+      return c;
+    }
+    c.path.push_back(at);
+    auto next = waitsOn.find(at);
+    if (next == waitsOn.end()) return c;
+    at = next->second;
+  }
+}
+
+}  // namespace
+
+PeerFailure Communicator::stalled(std::span<const WaitItem> items, const bootstrap::AbortNotice* report) {
+  const int waitedOn = items.front().conn->peer();
+  const int64_t waitedMs = report ? (nowNs() - waitStartNs_) / kMs : config_.timeoutMs;
+  std::string sentence = "rank " + std::to_string(rank_) + " made no progress for " + std::to_string(waitedMs) +
+                         " ms waiting for " + describeWaits(items);
+  sentence += report ? " when rank " + std::to_string(report->reporter) + "'s GYRE_TIMEOUT_MS (" +
+                           std::to_string(config_.timeoutMs) + " ms) ran out"
+                     : " (GYRE_TIMEOUT_MS)";
+  // Every stalled rank's report carries the rank its wait is stuck on; the
+  // others' timeouts run out at about the same moment, and each follows them.
+  bootstrap_->notifyAbort(rank_, sentence, waitedOn);
+  stallReported_ = true;
+
+  // A moment for the others' reports: up to a quarter of the timeout, at
+  // least 50 ms, at most a second; less once the chain's end is certain.
+  const int64_t grace = std::clamp<int64_t>(config_.timeoutMs / 4, 50, 1000) * kMs;
+  const int64_t end = nowNs() + grace;
+  std::map<int, int> waitsOn;  // reporter -> the rank its wait was stuck on
+  waitsOn[rank_] = waitedOn;
+  Chain chain;
+  for (;;) {
+    for (const bootstrap::AbortNotice& n : bootstrap_->notices()) {
+      // A failure of another kind (an exit, a mismatch) is the cause itself.
+      if (n.waitingOn < 0) return PeerFailure(gyreRemoteError, n.origin, n.message);
+      waitsOn[n.reporter] = n.waitingOn;
+    }
+    chain = follow(rank_, waitedOn, waitsOn);
+    const int last = chain.path.back();
+    const bool known = chain.cycle || bootstrap_->liveness().isStopped(last) || bootstrap_->liveness().isDead(last) ||
+                       static_cast<int>(waitsOn.size()) == nranks_ - 1;  // everyone but `last` reported
+    if (known || nowNs() >= end) break;
+    // Sleeping on the listeners' reports would need a wake-up; a few ms apart is plenty here.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+
+  const int last = chain.path.back();
+  std::string behind;
+  if (chain.cycle) {
+    behind = "; the ranks wait on each other in a cycle (" + std::to_string(rank_);
+    for (int r : chain.path) behind += " -> " + std::to_string(r);
+    behind += "): their calls likely differ";
+  } else {
+    const std::string who = bootstrap_->describe(last);
+    const std::string state = bootstrap_->liveness().isStopped(last) ? ", and it is stopped (SIGSTOP or a debugger)"
+                              : bootstrap_->liveness().isDead(last)  ? ", and it has exited"
+                                                                     : " (it is hung, busy outside gyre, or not making this call)";
+    if (last == waitedOn) {
+      behind = "; " + who + " stopped making progress: it reported no wait of its own" + state;
+    } else {
+      behind = "; the wait is stuck behind " + who + ", which stopped making progress (";
+      for (size_t i = 0; i + 1 < chain.path.size(); ++i)
+        behind += (i ? ", " : "") + std::string("rank ") + std::to_string(chain.path[i]) + " waits for rank " +
+                  std::to_string(chain.path[i + 1]);
+      behind += "; rank " + std::to_string(last) + " reported no wait of its own" + state + ")";
+    }
+  }
+  return PeerFailure(gyreTimeout, chain.cycle ? rank_ : last, sentence + behind);
+}
+
+}  // namespace gyre::core

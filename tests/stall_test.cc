@@ -1,0 +1,91 @@
+// A rank that stops making progress (SIGSTOP) while the others call: every
+// survivor times out, and each message names the rank it waited for and the
+// rank the wait is stuck behind, the stopped one, even for survivors that
+// wait on a healthy rank (before, only the stopped rank's neighbour named it).
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tests/support/multiprocess.h"
+
+namespace gyre::test {
+namespace {
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+struct Shared {
+  std::atomic<int> pids[8];
+  std::atomic<int> checked{0};  // survivors done with their checks
+};
+
+// where: "shm" and "tcp" on one host (a stopped local rank is seen stopped
+// in /proc); "hosts": tcp between ranks that claim different hosts (no pid
+// to look at: the chain of reports alone names it).
+class Stall : public testing::TestWithParam<const char*> {};
+
+TEST_P(Stall, EverySurvivorNamesTheRankTheWaitIsStuckBehind) {
+  const std::string where = GetParam();
+  const int n = 4, stopped = 2;
+  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  Shared* shared = new (mem) Shared();
+  RunOptions o;
+  o.timeoutSec = 60;
+  RunOutcome out = runRanks(
+      n,
+      [&](int rank, int nranks, const gyreUniqueId& id) {
+        shared->pids[rank].store(getpid());
+        if (where == "hosts") setenv("GYRE_HOSTID", ("stall-host-" + std::to_string(rank)).c_str(), 1);
+        Checker check(rank);
+        gyreComm_t comm = initRank(rank, nranks, id, where == "shm" ? "shm" : "tcp", 1000);
+        if (!comm) return 1;
+        std::vector<float> v(1 << 14, 1.0f);
+        // Everyone is set up before rank 2 stops.
+        if (!check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
+                            "a first allreduce"))
+          return 1;
+        if (rank == stopped) {
+          raise(SIGSTOP);  // stopped until rank 0 kills it
+          return 0;
+        }
+        gyreResult_t r = gyreSuccess;
+        for (int i = 0; i < 1000 && r == gyreSuccess; ++i)
+          r = gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
+        const std::string msg = gyreGetLastError(nullptr);
+        std::printf("rank %d: %s\n", rank, msg.c_str());
+        check.expect(r == gyreTimeout || r == gyreRemoteError, std::string("a timeout, got ") + gyreGetErrorString(r));
+        check.expect(contains(msg, "rank 2 (pid " + std::to_string(shared->pids[stopped].load())),
+                     "names the stopped rank: " + msg);
+        check.expect(contains(msg, "stopped making progress"), "says it stopped making progress: " + msg);
+        if (where != "hosts") check.expect(contains(msg, "it is stopped (SIGSTOP"), "sees it stopped: " + msg);
+        gyreCommDestroy(comm);
+        if (shared->checked.fetch_add(1) + 1 == nranks - 1) kill(shared->pids[stopped].load(), SIGKILL);
+        return check.failures();
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  for (const RankOutcome& r : out.ranks) {
+    if (r.rank == stopped) {
+      EXPECT_EQ(r.signal, SIGKILL) << out.describe();
+    } else {
+      EXPECT_EQ(r.exitCode, 0) << out.describe();
+    }
+  }
+  if (std::getenv("GYRE_TEST_SHOW")) std::printf("%s", out.describe().c_str());
+  munmap(mem, sizeof(Shared));
+}
+
+INSTANTIATE_TEST_SUITE_P(Where, Stall, testing::Values("shm", "tcp", "hosts"));
+
+}  // namespace
+}  // namespace gyre::test
