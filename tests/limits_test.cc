@@ -43,7 +43,8 @@ TEST(Ranks, MoreThanTheMaximumIsAnInvalidArgumentNamingIt) {
   for (int n : {GYRE_MAX_RANKS + 1, INT_MAX}) {
     EXPECT_EQ(gyreCommInitRank(&comm, n, id, 0), gyreInvalidArgument);
     const std::string msg = gyreGetLastError(nullptr);
-    EXPECT_TRUE(contains(msg, "GYRE_MAX_RANKS") && contains(msg, std::to_string(GYRE_MAX_RANKS))) << msg;
+    EXPECT_TRUE(contains(msg, "GYRE_MAX_RANKS") && contains(msg, std::to_string(GYRE_MAX_RANKS)))
+        << msg;
     EXPECT_EQ(comm, nullptr);
   }
   gyreComm_t comms[2];
@@ -66,7 +67,8 @@ constexpr bool kAddressSanitizer = false;
 TEST(Ranks, MemoryThatRunsOutIsASystemErrorNotTheOomKiller) {
   // The maximum, in a process whose address space is nearly full: the
   // allocation for the ranks fails, and init says so.
-  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer reserves address space that RLIMIT_AS would refuse";
+  if (kAddressSanitizer)
+    GTEST_SKIP() << "AddressSanitizer reserves address space that RLIMIT_AS would refuse";
   gyreUniqueId id;
   ASSERT_EQ(gyreGetUniqueId(&id), gyreSuccess);
   int out[2];
@@ -99,7 +101,8 @@ TEST(Ranks, MemoryThatRunsOutIsASystemErrorNotTheOomKiller) {
   close(out[1]);
   std::string got;
   char buf[512];
-  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;) got.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;)
+    got.append(buf, static_cast<size_t>(n));
   close(out[0]);
   int status = 0;
   waitpid(child, &status, 0);
@@ -126,9 +129,12 @@ TEST_P(SettingsAtTheirLimits, ACommunicatorWorks) {
     if (!check.expectOk(gyreCommInitRank(&comm, nranks, id, rank), "init")) return 1;
     std::vector<float> v(1000, 1.0f);
     for (int i = 0; i < 3; ++i)
-      check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr), "allreduce");
+      check.expectOk(
+          gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
+          "allreduce");
     check.expect(v[0] == 8.0f, "allreduce result");
-    check.expectOk(gyreBroadcast(v.data(), v.data(), v.size(), gyreFloat32, 1, comm, nullptr), "broadcast");
+    check.expectOk(gyreBroadcast(v.data(), v.data(), v.size(), gyreFloat32, 1, comm, nullptr),
+                   "broadcast");
     check.expectOk(gyreCommDestroy(comm), "destroy");
     return check.failures();
   });
@@ -137,16 +143,21 @@ TEST_P(SettingsAtTheirLimits, ACommunicatorWorks) {
 
 INSTANTIATE_TEST_SUITE_P(
     Largest, SettingsAtTheirLimits,
-    testing::Values(Limit{"timeout", {{"GYRE_TIMEOUT_MS", "9223372036854"}}},
-                    Limit{"timeout_tcp", {{"GYRE_TIMEOUT_MS", "9223372036854"}, {"GYRE_TRANSPORT", "tcp"}}},
-                    Limit{"spin_and_yield", {{"GYRE_SPIN_NS", "10000000000"}, {"GYRE_YIELD_NS", "10000000000"}}},
-                    Limit{"retune", {{"GYRE_TUNER_ONLINE", "1"}, {"GYRE_TUNER_RETUNE", "9223372036854775807"}}},
-                    Limit{"tcp_buffers", {{"GYRE_TRANSPORT", "tcp"}, {"GYRE_TCP_BUFFER_BYTES", "17179869183G"},
-                                          {"GYRE_TCP_CHUNK_BYTES", "64M"}, {"GYRE_NSOCKS_PERPEER", "16"}}},
-                    // Each at its largest alone: both at once ask /dev/shm for 8 GiB per rank.
-                    Limit{"shm_slots", {{"GYRE_SHM_SLOTS", "64"}, {"GYRE_SHM_SLOT_BYTES", "4K"}}},
-                    Limit{"shm_slot_bytes", {{"GYRE_SHM_SLOTS", "2"}, {"GYRE_SHM_SLOT_BYTES", "64M"}}},
-                    Limit{"small_messages", {{"GYRE_SMALL_MSG_BYTES", "17179869183G"}}}),
+    testing::Values(
+        Limit{"timeout", {{"GYRE_TIMEOUT_MS", "9223372036854"}}},
+        Limit{"timeout_tcp", {{"GYRE_TIMEOUT_MS", "9223372036854"}, {"GYRE_TRANSPORT", "tcp"}}},
+        Limit{"spin_and_yield",
+              {{"GYRE_SPIN_NS", "10000000000"}, {"GYRE_YIELD_NS", "10000000000"}}},
+        Limit{"retune", {{"GYRE_TUNER_ONLINE", "1"}, {"GYRE_TUNER_RETUNE", "9223372036854775807"}}},
+        Limit{"tcp_buffers",
+              {{"GYRE_TRANSPORT", "tcp"},
+               {"GYRE_TCP_BUFFER_BYTES", "17179869183G"},
+               {"GYRE_TCP_CHUNK_BYTES", "64M"},
+               {"GYRE_NSOCKS_PERPEER", "16"}}},
+        // Each at its largest alone: both at once ask /dev/shm for 8 GiB per rank.
+        Limit{"shm_slots", {{"GYRE_SHM_SLOTS", "64"}, {"GYRE_SHM_SLOT_BYTES", "4K"}}},
+        Limit{"shm_slot_bytes", {{"GYRE_SHM_SLOTS", "2"}, {"GYRE_SHM_SLOT_BYTES", "64M"}}},
+        Limit{"small_messages", {{"GYRE_SMALL_MSG_BYTES", "17179869183G"}}}),
     [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace

@@ -12,9 +12,9 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -49,30 +49,36 @@ gyreResult_t allReduce(gyreComm_t comm, size_t count = 4) {
 }
 
 const Case kCases[] = {
-    {"broadcast_root", 3,
+    {"broadcast_root",
+     3,
      [](gyreComm_t c, int r) {
        std::vector<float> v(1000, float(r));
        return gyreBroadcast(v.data(), v.data(), v.size(), gyreFloat32, r == 2 ? 1 : 0, c, nullptr);
      },
      {"root 0", "root 1"}},
-    {"alltoallv_counts", 3,
+    {"alltoallv_counts",
+     3,
      [](gyreComm_t c, int r) {
        // Rank 0 sends rank 1 two elements; rank 1 expects one.
        std::vector<size_t> sc(3, 1), rc(3, 1), sd = {0, 1, 3}, rd = {0, 1, 2};
        if (r == 0) sc[1] = 2;
        if (r != 0) sd = {0, 1, 2};
        std::vector<float> in(4, 1.0f), out(3);
-       return gyreAllToAllv(in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(), gyreFloat32, c, nullptr);
+       return gyreAllToAllv(in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(),
+                            gyreFloat32, c, nullptr);
      },
      {"alltoallv #1", "bytes sent", "expected"}},
-    {"send_recv_size", 2,
+    {"send_recv_size",
+     2,
      [](gyreComm_t c, int r) {
        std::vector<float> v(200, 1.0f);
        return r == 0 ? gyreSend(v.data(), 100, gyreFloat32, 1, c, nullptr)
                      : gyreRecv(v.data(), 200, gyreFloat32, 0, c, nullptr);
      },
-     {"called send #1 (100 x float32 from rank 0 to rank 1)", "called recv #1 (200 x float32 from rank 0)"}},
-    {"extra_call", 3,
+     {"called send #1 (100 x float32 from rank 0 to rank 1)",
+      "called recv #1 (200 x float32 from rank 0)"}},
+    {"extra_call",
+     3,
      [](gyreComm_t c, int r) {
        // Rank 0 makes a Barrier the others do not: its #1 meets their AllReduce #1.
        if (r == 0) {
@@ -82,7 +88,8 @@ const Case kCases[] = {
        return allReduce(c);
      },
      {"barrier #1", "allreduce #1"}},
-    {"extra_send", 2,
+    {"extra_send",
+     2,
      [](gyreComm_t c, int r) {
        // Rank 0 sends a message nobody receives, then both reduce.
        std::vector<float> v(16, 1.0f);
@@ -93,7 +100,8 @@ const Case kCases[] = {
        return allReduce(c);
      },
      {"called send #1 (16 x float32 from rank 0 to rank 1)", "called allreduce #1"}},
-    {"split_against_allreduce", 3,
+    {"split_against_allreduce",
+     3,
      [](gyreComm_t c, int r) {
        if (r == 2) return allReduce(c, 1000);
        gyreComm_t child = nullptr;
@@ -109,7 +117,8 @@ class CallMismatchGuarantee : public testing::TestWithParam<std::tuple<Case, con
 TEST_P(CallMismatchGuarantee, TheCallOrTheNextFailsOnEveryRankNamingBothCalls) {
   const Case& c = std::get<0>(GetParam());
   const char* transport = std::get<1>(GetParam());
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   Shared* shared = new (mem) Shared();
   RunOptions o;
@@ -134,7 +143,8 @@ TEST_P(CallMismatchGuarantee, TheCallOrTheNextFailsOnEveryRankNamingBothCalls) {
         shared->returned.fetch_add(1);
         // Every rank is back: each report went out before its call returned.
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (shared->returned.load() < nranks && std::chrono::steady_clock::now() < end) sched_yield();
+        while (shared->returned.load() < nranks && std::chrono::steady_clock::now() < end)
+          sched_yield();
         if (r == gyreSuccess) {
           // A call that needs nothing from its peers (a Send that fits in
           // the buffers): only the check as it starts can fail it.
@@ -158,7 +168,8 @@ TEST_P(CallMismatchGuarantee, TheCallOrTheNextFailsOnEveryRankNamingBothCalls) {
 INSTANTIATE_TEST_SUITE_P(Cases, CallMismatchGuarantee,
                          testing::Combine(testing::ValuesIn(kCases), testing::Values("shm", "tcp")),
                          [](const auto& p) {
-                           return std::string(std::get<0>(p.param).name) + "_" + std::get<1>(p.param);
+                           return std::string(std::get<0>(p.param).name) + "_" +
+                                  std::get<1>(p.param);
                          });
 
 }  // namespace

@@ -74,7 +74,8 @@ TEST(RankListeners, SilentAndHalfHelloConnectionsDelayNobody) {
   PreparedRanks r = prepare(n);
   std::vector<Socket> noise;
   for (int k = 0; k < n; ++k)
-    for (Socket& s : test::openNoise(SockAddr::unpack(r.table[k].listenAddr), 20, 2)) noise.push_back(std::move(s));
+    for (Socket& s : test::openNoise(SockAddr::unpack(r.table[k].listenAddr), 20, 2))
+      noise.push_back(std::move(s));
   const Deadline deadline = Deadline::afterMs(20000);
   std::vector<std::string> errors = onEveryRank(n, [&](int k) {
     r.b[k]->complete(r.table, deadline);
@@ -82,7 +83,9 @@ TEST(RankListeners, SilentAndHalfHelloConnectionsDelayNobody) {
     ranks[k] = k;
     r.b[k]->allGather(ranks.data(), sizeof(int32_t), deadline);
     for (int j = 0; j < n; ++j)
-      if (ranks[j] != j) throw std::runtime_error("allgather gave " + std::to_string(ranks[j]) + " at " + std::to_string(j));
+      if (ranks[j] != j)
+        throw std::runtime_error("allgather gave " + std::to_string(ranks[j]) + " at " +
+                                 std::to_string(j));
   });
   for (int k = 0; k < n; ++k) EXPECT_EQ(errors[k], "") << "rank " << k;
 }
@@ -118,7 +121,8 @@ TEST(RankListeners, TheRendezvousSecretAloneOpensNoConnection) {
   PreparedRanks r = prepare(n);
   Secret rendezvousSecret = randomSecret();
   const Deadline deadline = Deadline::afterMs(10000);
-  std::vector<std::string> errors = onEveryRank(n, [&](int k) { r.b[k]->complete(r.table, deadline); });
+  std::vector<std::string> errors =
+      onEveryRank(n, [&](int k) { r.b[k]->complete(r.table, deadline); });
   ASSERT_EQ(errors[0] + errors[1], "");
   EXPECT_FALSE(secretsEqual(r.b[0]->secret(), rendezvousSecret));
   EXPECT_TRUE(secretsEqual(r.b[0]->secret(), r.b[1]->secret()));
@@ -156,7 +160,8 @@ TEST(RankListeners, ALocalPeerThatExitsIsNamedWhereverTheOthersWait) {
     std::vector<int32_t> v(n);
     r.b[k]->allGather(v.data(), sizeof(int32_t), Deadline::afterMs(30000));
   });
-  for (int k = 0; k < 2; ++k) EXPECT_TRUE(contains(errors[k], "rank 2 (pid " + std::to_string(child))) << errors[k];
+  for (int k = 0; k < 2; ++k)
+    EXPECT_TRUE(contains(errors[k], "rank 2 (pid " + std::to_string(child))) << errors[k];
 }
 
 // ---- the root ----
@@ -231,7 +236,8 @@ TEST(Root, MalformedHellosAreRefusedAloneAndTheRoundGoesOn) {
     EXPECT_TRUE(contains(a.message, expect[k])) << a.message;
   }
   EXPECT_TRUE(readAnswer(bad[3], 10000).closed) << "a wrong secret gets no answer at all";
-  Socket r0 = sendClaim(root->address(), claim(o, 0, 2)), r1 = sendClaim(root->address(), claim(o, 1, 2));
+  Socket r0 = sendClaim(root->address(), claim(o, 0, 2)),
+         r1 = sendClaim(root->address(), claim(o, 1, 2));
   for (Socket* s : {&r0, &r1}) {
     RootAnswer a = readAnswer(*s, 10000);
     EXPECT_EQ(a.reply.status, ReplyStatus::Ok) << a.message;

@@ -36,7 +36,8 @@ class Stall : public testing::TestWithParam<const char*> {};
 TEST_P(Stall, EverySurvivorNamesTheRankTheWaitIsStuckBehind) {
   const std::string where = GetParam();
   const int n = 4, stopped = 2;
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   Shared* shared = new (mem) Shared();
   RunOptions o;
@@ -45,14 +46,16 @@ TEST_P(Stall, EverySurvivorNamesTheRankTheWaitIsStuckBehind) {
       n,
       [&](int rank, int nranks, const gyreUniqueId& id) {
         shared->pids[rank].store(getpid());
-        if (where == "hosts") setenv("GYRE_HOSTID", ("stall-host-" + std::to_string(rank)).c_str(), 1);
+        if (where == "hosts")
+          setenv("GYRE_HOSTID", ("stall-host-" + std::to_string(rank)).c_str(), 1);
         Checker check(rank);
         gyreComm_t comm = initRank(rank, nranks, id, where == "shm" ? "shm" : "tcp", 1000);
         if (!comm) return 1;
         std::vector<float> v(1 << 14, 1.0f);
         // Everyone is set up before rank 2 stops.
-        if (!check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
-                            "a first allreduce"))
+        if (!check.expectOk(
+                gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
+                "a first allreduce"))
           return 1;
         if (rank == stopped) {
           raise(SIGSTOP);  // stopped until rank 0 kills it
@@ -63,13 +66,17 @@ TEST_P(Stall, EverySurvivorNamesTheRankTheWaitIsStuckBehind) {
           r = gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
         const std::string msg = gyreGetLastError(nullptr);
         std::printf("rank %d: %s\n", rank, msg.c_str());
-        check.expect(r == gyreTimeout || r == gyreRemoteError, std::string("a timeout, got ") + gyreGetErrorString(r));
+        check.expect(r == gyreTimeout || r == gyreRemoteError,
+                     std::string("a timeout, got ") + gyreGetErrorString(r));
         check.expect(contains(msg, "rank 2 (pid " + std::to_string(shared->pids[stopped].load())),
                      "names the stopped rank: " + msg);
-        check.expect(contains(msg, "stopped making progress"), "says it stopped making progress: " + msg);
-        if (where != "hosts") check.expect(contains(msg, "it is stopped (SIGSTOP"), "sees it stopped: " + msg);
+        check.expect(contains(msg, "stopped making progress"),
+                     "says it stopped making progress: " + msg);
+        if (where != "hosts")
+          check.expect(contains(msg, "it is stopped (SIGSTOP"), "sees it stopped: " + msg);
         gyreCommDestroy(comm);
-        if (shared->checked.fetch_add(1) + 1 == nranks - 1) kill(shared->pids[stopped].load(), SIGKILL);
+        if (shared->checked.fetch_add(1) + 1 == nranks - 1)
+          kill(shared->pids[stopped].load(), SIGKILL);
         return check.failures();
       },
       o);

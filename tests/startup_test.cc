@@ -53,7 +53,9 @@ struct Gate {
 
 int allReduceOnce(gyreComm_t comm, Checker& check, int nranks) {
   std::vector<float> v(1000, 1.0f);
-  if (!check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr), "allreduce"))
+  if (!check.expectOk(
+          gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
+          "allreduce"))
     return 1;
   check.expect(v[999] == float(nranks), "allreduce result");
   return 0;
@@ -131,7 +133,8 @@ TEST(KilledAtStartup, ARankThatNeverArrivesIsNamedAsMissing) {
     gyreComm_t comm = initRank(rank, nranks, id, nullptr, 3000);
     std::string msg = gyreGetLastError(nullptr);
     check.expect(comm == nullptr, "init without rank 1 fails");
-    check.expect(contains(msg, "rank 1 never arrived (3 of 4 did)"), "names the missing rank: " + msg);
+    check.expect(contains(msg, "rank 1 never arrived (3 of 4 did)"),
+                 "names the missing rank: " + msg);
     return check.failures();
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
@@ -140,9 +143,11 @@ TEST(KilledAtStartup, ARankThatNeverArrivesIsNamedAsMissing) {
 // A stand-in for rank 1 that speaks the protocol by hand: it claims its
 // place at the root, and either leaves at once or stays for the table and
 // then exits (as a rank killed at that moment).
-int fakeRankOne(const gyreUniqueId& id, int nranks, bool waitForTable, uint64_t hostHash, Gate* gone) {
+int fakeRankOne(const gyreUniqueId& id, int nranks, bool waitForTable, uint64_t hostHash,
+                Gate* gone) {
   bootstrap::UniqueIdContents c = bootstrap::decodeUniqueId(id);
-  bootstrap::Socket listener = bootstrap::Socket::listenOn(bootstrap::SockAddr::loopback(AF_INET, 0));
+  bootstrap::Socket listener =
+      bootstrap::Socket::listenOn(bootstrap::SockAddr::loopback(AF_INET, 0));
   Claim claim;
   claim.secret = c.secret;
   claim.nranks = nranks;
@@ -162,7 +167,7 @@ int fakeRankOne(const gyreUniqueId& id, int nranks, bool waitForTable, uint64_t 
   s.reset();
   listener.reset();
   if (gone) gone->open();  // the late rank may start
-  _exit(0);  // as abruptly as a killed process (no destructors, no flush)
+  _exit(0);                // as abruptly as a killed process (no destructors, no flush)
 }
 
 uint64_t thisHost() { return topology::detectHostIdentity("").hash; }
@@ -179,8 +184,10 @@ TEST(KilledAtStartup, ARankThatLeavesTheRendezvousIsNamedToEveryRankAndLatecomer
     gyreComm_t comm = initRank(rank, nranks, id, nullptr, 30000);
     std::string msg = gyreGetLastError(nullptr);
     check.expect(comm == nullptr, "init fails");
-    check.expect(contains(msg, "gyreRemoteError") || contains(msg, "rank 1 (pid"), "names rank 1: " + msg);
-    check.expect(contains(msg, "rank 1 (pid") && contains(msg, "left the rendezvous"), "says it left: " + msg);
+    check.expect(contains(msg, "gyreRemoteError") || contains(msg, "rank 1 (pid"),
+                 "names rank 1: " + msg);
+    check.expect(contains(msg, "rank 1 (pid") && contains(msg, "left the rendezvous"),
+                 "says it left: " + msg);
     return check.failures();
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
@@ -200,10 +207,12 @@ TEST_P(DiedAfterRendezvous, EverySurvivorNamesItPromptly) {
     gyreComm_t comm = initRank(rank, nranks, id, sameHost ? "shm" : "tcp", 30000);
     std::string msg = gyreGetLastError(nullptr);
     check.expect(comm == nullptr, "init fails");
-    check.expect(contains(msg, "gyreCommInitRank") && contains(msg, "rank 1 (pid"), "names rank 1: " + msg);
-    check.expect(!contains(msg, "timed out") && !contains(msg, "timeout"), "before the timeout: " + msg);
-    check.expect(contains(msg, "exited") || contains(msg, "refuses connections") || contains(msg, "closed its") ||
-                     contains(msg, "dropped the connection"),
+    check.expect(contains(msg, "gyreCommInitRank") && contains(msg, "rank 1 (pid"),
+                 "names rank 1: " + msg);
+    check.expect(!contains(msg, "timed out") && !contains(msg, "timeout"),
+                 "before the timeout: " + msg);
+    check.expect(contains(msg, "exited") || contains(msg, "refuses connections") ||
+                     contains(msg, "closed its") || contains(msg, "dropped the connection"),
                  "says it is gone: " + msg);
     return check.failures();
   });
@@ -224,7 +233,8 @@ TEST_P(RandomKill, EverySurvivorNamesTheDeadRank) {
   const int trials = std::getenv("GYRE_LONG_TESTS") ? 20 : 4;
   std::mt19937 rng(std::random_device{}());
   for (int t = 0; t < trials; ++t) {
-    const int killAfterUs = static_cast<int>(rng() % 400000), lateUs = static_cast<int>(rng() % 400000);
+    const int killAfterUs = static_cast<int>(rng() % 400000),
+              lateUs = static_cast<int>(rng() % 400000);
     RunOptions o;
     o.timeoutSec = 60;
     RunOutcome out = runRanks(
@@ -232,11 +242,13 @@ TEST_P(RandomKill, EverySurvivorNamesTheDeadRank) {
         [&](int rank, int nranks, const gyreUniqueId& id) {
           if (rank == 1) {
             std::thread([killAfterUs] {
-              std::this_thread::sleep_for(std::chrono::microseconds(killAfterUs));  // the moment of the crash
+              std::this_thread::sleep_for(
+                  std::chrono::microseconds(killAfterUs));  // the moment of the crash
               kill(getpid(), SIGKILL);
             }).detach();
           }
-          if (rank == 2) std::this_thread::sleep_for(std::chrono::microseconds(lateUs));  // a slow start
+          if (rank == 2)
+            std::this_thread::sleep_for(std::chrono::microseconds(lateUs));  // a slow start
           Checker check(rank);
           gyreComm_t comm = initRank(rank, nranks, id, transport, 5000);
           std::string msg = gyreGetLastError(nullptr);
@@ -249,8 +261,9 @@ TEST_P(RandomKill, EverySurvivorNamesTheDeadRank) {
             gyreCommDestroy(comm);
           }
           if (rank == 1) return 0;
-          check.expect(contains(msg, "rank 1"), "trial: kill after " + std::to_string(killAfterUs) + " us, rank 2 late by " +
-                                                    std::to_string(lateUs) + " us: the error names rank 1: " + msg);
+          check.expect(contains(msg, "rank 1"),
+                       "trial: kill after " + std::to_string(killAfterUs) + " us, rank 2 late by " +
+                           std::to_string(lateUs) + " us: the error names rank 1: " + msg);
           return check.failures();
         },
         o);
@@ -279,7 +292,8 @@ TEST(GuessableSecret, ForgedHellosAndNoticesUnderTorchrunDoNotEndTheJob) {
   const int n = 3;
   const uint16_t port = freeLoopbackPort();
   const std::string master = "127.0.0.1:" + std::to_string(port);
-  const bootstrap::Secret guessed = bootstrap::deriveSecret("torchrun|" + master + "|" + std::to_string(n) + "|");
+  const bootstrap::Secret guessed =
+      bootstrap::deriveSecret("torchrun|" + master + "|" + std::to_string(n) + "|");
   Gate others, forgedNotices;
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
@@ -301,7 +315,8 @@ TEST(GuessableSecret, ForgedHellosAndNoticesUnderTorchrunDoNotEndTheJob) {
         while (rootAddr.family() == 0 && std::chrono::steady_clock::now() < end)
           for (const bootstrap::SockAddr& a : awaitListeners(pids[0], 1, 20))
             if (a.port() == port) rootAddr = a;
-        if (rootAddr.str() != master) forgerLog += "the root listens on " + rootAddr.str() + ", not " + master + "\n";
+        if (rootAddr.str() != master)
+          forgerLog += "the root listens on " + rootAddr.str() + ", not " + master + "\n";
         Claim c;
         c.secret = guessed;
         c.nranks = 200000000;
@@ -330,10 +345,15 @@ TEST(GuessableSecret, ForgedHellosAndNoticesUnderTorchrunDoNotEndTheJob) {
         for (int r = 0; r < n; ++r)
           for (const bootstrap::SockAddr& a : listeningSockets(pids[r])) {
             if (a.port() == port) continue;
-            if (!a.isLoopback()) forgerLog += "rank " + std::to_string(r) + " listens on " + a.str() + "\n";
-            bootstrap::Socket s = bootstrap::Socket::connectTo(a, Deadline::afterMs(5000), "a rank");
-            bootstrap::ConnHello h{bootstrap::kConnMagic, static_cast<uint32_t>(bootstrap::ConnKind::AbortNotice), 0,
-                                   0, {}};
+            if (!a.isLoopback())
+              forgerLog += "rank " + std::to_string(r) + " listens on " + a.str() + "\n";
+            bootstrap::Socket s =
+                bootstrap::Socket::connectTo(a, Deadline::afterMs(5000), "a rank");
+            bootstrap::ConnHello h{bootstrap::kConnMagic,
+                                   static_cast<uint32_t>(bootstrap::ConnKind::AbortNotice),
+                                   0,
+                                   0,
+                                   {}};
             std::memcpy(h.secret, guessed.data(), sizeof(h.secret));
             const std::string text = "forged: rank 0 failed";
             bootstrap::AbortNoticeHeader notice{0, static_cast<uint32_t>(text.size()), -1, 0};
@@ -354,7 +374,8 @@ TEST(GuessableSecret, ForgedHellosAndNoticesUnderTorchrunDoNotEndTheJob) {
       n,
       [&](int rank, int nranks, const gyreUniqueId&) {
         close(ready[0]);
-        for (const char* v : {"GYRE_COMM_ID", "GYRE_SECRET", "GYRE_RANK", "GYRE_WORLD_SIZE", "TORCHELASTIC_RUN_ID"})
+        for (const char* v :
+             {"GYRE_COMM_ID", "GYRE_SECRET", "GYRE_RANK", "GYRE_WORLD_SIZE", "TORCHELASTIC_RUN_ID"})
           unsetenv(v);
         setenv("RANK", std::to_string(rank).c_str(), 1);
         setenv("WORLD_SIZE", std::to_string(nranks).c_str(), 1);
@@ -364,7 +385,8 @@ TEST(GuessableSecret, ForgedHellosAndNoticesUnderTorchrunDoNotEndTheJob) {
         if (rank != 0 && !others.wait()) return 2;
         Checker check(rank);
         gyreComm_t comm = nullptr;
-        if (!check.expectOk(gyreCommInitFromEnv(&comm, nullptr), "init under forged hellos")) return 1;
+        if (!check.expectOk(gyreCommInitFromEnv(&comm, nullptr), "init under forged hellos"))
+          return 1;
         check.expect(write(ready[1], "r", 1) == 1, "ready");
         if (!forgedNotices.wait()) return 2;
         allReduceOnce(comm, check, nranks);

@@ -64,7 +64,8 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
     h.nranks = p.nranks;
     h.rank = p.rank;
     h.infoBytes = sizeof(PeerInfo);
-    const int64_t leftMs = p.deadline.isNever() ? 0 : std::max<int64_t>(1, p.deadline.remainingNs() / 1'000'000);
+    const int64_t leftMs =
+        p.deadline.isNever() ? 0 : std::max<int64_t>(1, p.deadline.remainingNs() / 1'000'000);
     h.timeoutMs = static_cast<uint32_t>(std::min<int64_t>(leftMs, UINT32_MAX));
     s.sendAll(&h, sizeof(h), p.deadline, who);
     s.sendAll(&self, sizeof(self), p.deadline, who);
@@ -73,10 +74,12 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
       s.recvAll(&r, sizeof(r), p.deadline, who);
     } catch (const Error& e) {
       if (e.code() == gyreTimeout)
-        throwError(gyreTimeout, "rank " + std::to_string(p.rank) + ": the rendezvous at " + p.id.root.str() +
-                                    " did not complete before the timeout, and the root never said why");
+        throwError(gyreTimeout,
+                   "rank " + std::to_string(p.rank) + ": the rendezvous at " + p.id.root.str() +
+                       " did not complete before the timeout, and the root never said why");
       if (p.id.rankZeroHostsRoot && p.rank != 0)
-        throw PeerFailed(gyreRemoteError, 0, who + " closed the connection: rank 0, which hosts it, exited or failed",
+        throw PeerFailed(gyreRemoteError, 0,
+                         who + " closed the connection: rank 0, which hosts it, exited or failed",
                          false);
       throw;
     }
@@ -98,7 +101,8 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
       case ReplyStatus::TimedOut:
         throwError(gyreTimeout, "rank " + std::to_string(p.rank) + ": " + message);
       case ReplyStatus::Refused:
-        throwError(gyreInvalidUsage, "rank " + std::to_string(p.rank) + ": " + who + " refused it: " + message);
+        throwError(gyreInvalidUsage,
+                   "rank " + std::to_string(p.rank) + ": " + who + " refused it: " + message);
       default:
         throwError(gyreInvalidUsage, "rendezvous failed: " + message);
     }
@@ -175,7 +179,8 @@ void Bootstrap::complete(std::vector<PeerInfo> table, Deadline deadline) {
   // wherever this rank waits. A pid means the same process here only within
   // one pid namespace.
   for (int r = 0; r < nranks_; ++r)
-    if (r != rank_ && sameHost(r) && self_.pidNamespace != 0 && peers_[r].pidNamespace == self_.pidNamespace)
+    if (r != rank_ && sameHost(r) && self_.pidNamespace != 0 &&
+        peers_[r].pidNamespace == self_.pidNamespace)
       liveness_.watch(r, peers_[r].pid);
   if (nranks_ > 1) {
     int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
@@ -193,7 +198,8 @@ std::string Bootstrap::describe(int peer) const {
 
 SockAddr Bootstrap::peerAddress(int peer) const {
   const SockAddr a = SockAddr::unpack(peers_[peer].listenAddr);
-  if (sameHost(peer) && peers_[peer].loopbackPort) return SockAddr::loopback(a.family(), peers_[peer].loopbackPort);
+  if (sameHost(peer) && peers_[peer].loopbackPort)
+    return SockAddr::loopback(a.family(), peers_[peer].loopbackPort);
   return a;
 }
 
@@ -243,14 +249,17 @@ void Bootstrap::openDataListener(const std::string& ifname, Deadline deadline) {
   for (IncomingConnections::Arrival& a : early) file(a);
   if (dataListener_.valid())
     GYRE_INFO("rank %d: tcp data on %s (port %u; the topology's NIC; bootstrap on %s)", rank_,
-              dataInterface().c_str(), dataAddrs_[static_cast<size_t>(rank_)].port(), interface_.c_str());
+              dataInterface().c_str(), dataAddrs_[static_cast<size_t>(rank_)].port(),
+              interface_.c_str());
   else
-    GYRE_INFO("rank %d: tcp data on %s (the bootstrap listener: %s)", rank_, dataInterface().c_str(), why.c_str());
+    GYRE_INFO("rank %d: tcp data on %s (the bootstrap listener: %s)", rank_,
+              dataInterface().c_str(), why.c_str());
 }
 
 bool Bootstrap::viaDataListener(int owner, int peer) const {
   if (owner == peer || static_cast<size_t>(owner) >= dataAddrs_.size()) return false;
-  if (peers_[owner].hostHash == peers_[peer].hostHash) return false;  // the bootstrap listener within a host
+  if (peers_[owner].hostHash == peers_[peer].hostHash)
+    return false;  // the bootstrap listener within a host
   return dataAddrs_[static_cast<size_t>(owner)].family() != 0;
 }
 
@@ -271,7 +280,8 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
     // Its listener was up before it joined the table: a refusal means it is gone.
     s = Socket::connectTo(addr, deadline, describe(peer), true, [&] { checkPeers(peer); });
   } catch (const ConnectionRefused&) {
-    peerGone(peer, " refuses connections at " + addr.str() + ": its process is gone or its communicator was destroyed");
+    peerGone(peer, " refuses connections at " + addr.str() +
+                       ": its process is gone or its communicator was destroyed");
   } catch (const Error& e) {
     if (e.code() == gyreTimeout) throwError(gyreTimeout, std::string(e.what()) + timeoutSuffix());
     throw;
@@ -286,7 +296,9 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
     s.sendAll(&h, sizeof(h), deadline, describe(peer));
   } catch (const Error& e) {
     if (e.code() == gyreTimeout) throw;
-    peerGone(peer, " dropped the connection as it was made: its process is gone or its communicator was destroyed");
+    peerGone(peer,
+             " dropped the connection as it was made: its process is gone or its communicator was "
+             "destroyed");
   }
   return s;
 }
@@ -306,19 +318,22 @@ void Bootstrap::file(IncomingConnections::Arrival& a) {
   if (h.magic != kConnMagic || !secretsEqual(got, secret_)) {
     ++refusals_.badSecret;
     refusals_.lastFrom = a.from;
-    GYRE_WARN("rank %d: refused a connection from %s without this communicator's secret", rank_, a.from.c_str());
+    GYRE_WARN("rank %d: refused a connection from %s without this communicator's secret", rank_,
+              a.from.c_str());
     return;
   }
   if (peers_.empty() || h.fromRank < 0 || h.fromRank >= nranks_ || h.fromRank == rank_) {
     ++refusals_.badClaim;
     refusals_.lastFrom = a.from;
-    GYRE_WARN("rank %d: refused a connection from %s claiming rank %d", rank_, a.from.c_str(), h.fromRank);
+    GYRE_WARN("rank %d: refused a connection from %s claiming rank %d", rank_, a.from.c_str(),
+              h.fromRank);
     return;
   }
   // A data connection can arrive while this rank is still learning where
   // data connections belong (a faster peer is done with openDataListener):
   // it is judged once that is known.
-  if (h.kind == static_cast<uint32_t>(ConnKind::Data) && dataAddrs_.size() != static_cast<size_t>(nranks_)) {
+  if (h.kind == static_cast<uint32_t>(ConnKind::Data) &&
+      dataAddrs_.size() != static_cast<size_t>(nranks_)) {
     early_.push_back(std::move(a));
     return;
   }
@@ -329,8 +344,9 @@ void Bootstrap::file(IncomingConnections::Arrival& a) {
       (h.kind == static_cast<uint32_t>(ConnKind::Data) && viaDataListener(rank_, h.fromRank))) {
     ++refusals_.badClaim;
     refusals_.lastFrom = a.from;
-    GYRE_WARN("rank %d: refused a %s connection from %s on the %s listener", rank_, kindName(h.kind),
-              describe(h.fromRank).c_str(), a.onDataListener ? "data" : "bootstrap");
+    GYRE_WARN("rank %d: refused a %s connection from %s on the %s listener", rank_,
+              kindName(h.kind), describe(h.fromRank).c_str(),
+              a.onDataListener ? "data" : "bootstrap");
     return;
   }
   if (h.kind == static_cast<uint32_t>(ConnKind::AbortNotice)) {
@@ -360,8 +376,9 @@ void Bootstrap::waitForEvents(std::vector<pollfd> fds, Deadline deadline, int ca
 }
 
 void Bootstrap::throwNotice(const AbortNotice& n) const {
-  std::string msg = n.origin == n.reporter ? describe(n.origin) + " failed: " + n.message
-                                           : n.message + " (reported by rank " + std::to_string(n.reporter) + ")";
+  std::string msg = n.origin == n.reporter
+                        ? describe(n.origin) + " failed: " + n.message
+                        : n.message + " (reported by rank " + std::to_string(n.reporter) + ")";
   throw PeerFailed(gyreRemoteError, n.origin, msg, true);
 }
 
@@ -387,7 +404,8 @@ void Bootstrap::checkPeers(int onlyPeer) {
   std::string who;
   for (size_t i = 0; i < dead.size(); ++i)
     who += (i == 0 ? "" : i + 1 == dead.size() ? " and " : ", ") + describe(dead[i]);
-  throw PeerFailed(gyreRemoteError, dead.front(), who + (dead.size() == 1 ? " exited" : " have exited"), false);
+  throw PeerFailed(gyreRemoteError, dead.front(),
+                   who + (dead.size() == 1 ? " exited" : " have exited"), false);
 }
 
 void Bootstrap::peerGone(int peer, const std::string& what) {
@@ -399,7 +417,8 @@ void Bootstrap::peerGone(int peer, const std::string& what) {
     if (!notices_.empty()) throwNotice(notices_.front());
     waitForEvents({}, Deadline::afterMs(1), 1);
   } while (nowNs() < graceEnd);
-  throw PeerFailed(gyreRemoteError, peer, describe(peer) + (liveness_.isDead(peer) ? " exited" : what), false);
+  throw PeerFailed(gyreRemoteError, peer,
+                   describe(peer) + (liveness_.isDead(peer) ? " exited" : what), false);
 }
 
 void Bootstrap::ringPeerClosed(int peer) {
@@ -427,8 +446,8 @@ Socket Bootstrap::acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline dea
     }
     checkPeers(peer);
     if (deadline.expired())
-      throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out waiting for " + describe(peer) +
-                                  " to connect" +
+      throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out waiting for " +
+                                  describe(peer) + " to connect" +
                                   (kind == ConnKind::Data && viaDataListener(rank_, peer)
                                        ? " to this rank's data listener on " + dataInterface()
                                        : std::string()) +
@@ -440,6 +459,7 @@ Socket Bootstrap::acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline dea
 void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
   auto* base = static_cast<uint8_t*>(data);
   const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+  const std::string nextWho = describe(next), prevWho = describe(prev);
   for (int step = 0; step < nranks_ - 1; ++step) {
     const int sendBlock = (rank_ - step + nranks_) % nranks_;
     const int recvBlock = (rank_ - step - 1 + nranks_) % nranks_;
@@ -447,28 +467,22 @@ void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
     uint8_t* in = base + size_t(recvBlock) * bytes;
     size_t sent = 0, received = 0;
     while (sent < bytes || received < bytes) {
-      bool moved = false;
-      if (sent < bytes) {
+      // Sends to next and receives from prev, as far as each goes now; a
+      // connection that fails is its peer gone.
+      auto advance = [&](bool sending, size_t& done) {
+        if (done == bytes) return false;
         size_t n = 0;
         try {
-          n = ringNext_.sendSome(out + sent, bytes - sent, describe(next));
+          n = sending ? ringNext_.sendSome(out + done, bytes - done, nextWho)
+                      : ringPrev_.recvSome(in + done, bytes - done, prevWho);
         } catch (const Error&) {
-          ringPeerClosed(next);
+          ringPeerClosed(sending ? next : prev);
         }
-        sent += n;
-        moved |= n > 0;
-      }
-      if (received < bytes) {
-        size_t n = 0;
-        try {
-          n = ringPrev_.recvSome(in + received, bytes - received, describe(prev));
-        } catch (const Error&) {
-          ringPeerClosed(prev);
-        }
-        received += n;
-        moved |= n > 0;
-      }
-      if (moved) continue;
+        done += n;
+        return n > 0;
+      };
+      const bool movedOut = advance(true, sent);
+      if (advance(false, received) || movedOut) continue;
       checkPeers();
       // The next rank sends nothing back: readable means it closed. That is
       // a failure while it still needs something from us; after our last
@@ -476,12 +490,15 @@ void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
       const bool nextNeedsMore = step < nranks_ - 2 || sent < bytes;
       if (nextNeedsMore && ringNext_.peerClosed()) ringPeerClosed(next);
       if (deadline.expired())
-        throwError(gyreTimeout, "rank " + std::to_string(rank_) + " timed out in an exchange around the bootstrap ring" +
-                                    (received < bytes ? ", waiting for " + describe(prev)
-                                                      : ", waiting for room at " + describe(next)) +
+        throwError(gyreTimeout, "rank " + std::to_string(rank_) +
+                                    " timed out in an exchange around the bootstrap ring" +
+                                    (received < bytes ? ", waiting for " + prevWho
+                                                      : ", waiting for room at " + nextWho) +
                                     timeoutSuffix());
       std::vector<pollfd> fds;
-      if (nextNeedsMore) fds.push_back({ringNext_.fd(), static_cast<short>(POLLIN | (sent < bytes ? POLLOUT : 0)), 0});
+      if (nextNeedsMore)
+        fds.push_back(
+            {ringNext_.fd(), static_cast<short>(POLLIN | (sent < bytes ? POLLOUT : 0)), 0});
       if (received < bytes) fds.push_back({ringPrev_.fd(), POLLIN, 0});
       waitForEvents(std::move(fds), deadline, kPollCapMs);
     }

@@ -176,7 +176,8 @@ class Bootstrap {
   Refusals refusals_;
   IncomingConnections incoming_;
   std::map<std::tuple<int, uint32_t, uint32_t>, Socket> pending_;
-  std::vector<IncomingConnections::Arrival> early_;  // data connections before openDataListener is done
+  std::vector<IncomingConnections::Arrival>
+      early_;  // data connections before openDataListener is done
   std::vector<AbortNotice> notices_;
   PeerLiveness liveness_;
 };

@@ -14,7 +14,8 @@ std::string Refusals::describe() const {
   std::string s;
   auto add = [&](int n, const char* what) {
     if (!n) return;
-    s += (s.empty() ? "refused " : ", ") + std::to_string(n) + (n == 1 ? " connection " : " connections ") + what;
+    s += (s.empty() ? "refused " : ", ") + std::to_string(n) +
+         (n == 1 ? " connection " : " connections ") + what;
   };
   add(silent, "that sent no complete hello in time");
   add(crowded, "beyond the handshakes open at once");

@@ -21,10 +21,10 @@ namespace gyre::bootstrap {
 
 // What was turned away, for the messages of a wait that times out.
 struct Refusals {
-  int silent = 0;       // closed or timed out before a complete hello
-  int crowded = 0;      // dropped because too many were open at once
-  int badSecret = 0;    // a wrong magic or secret
-  int badClaim = 0;     // right secret, impossible rank or wrong listener
+  int silent = 0;        // closed or timed out before a complete hello
+  int crowded = 0;       // dropped because too many were open at once
+  int badSecret = 0;     // a wrong magic or secret
+  int badClaim = 0;      // right secret, impossible rank or wrong listener
   std::string lastFrom;  // the address of the latest refused one
   int total() const { return silent + crowded + badSecret + badClaim; }
   // "refused 20 connections that sent no hello in time, 1 with a wrong

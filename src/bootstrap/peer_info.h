@@ -16,7 +16,7 @@ struct PeerInfo {
   int32_t pid;
   uint64_t hostHash;
   uint8_t listenAddr[SockAddr::kPackedBytes];
-  int32_t cpus;  // CPUs the rank may run on
+  int32_t cpus;           // CPUs the rank may run on
   uint32_t loopbackPort;  // its listener on loopback, for ranks of its host (0: none)
   char hostName[64];
   uint64_t probeAddress;  // a known value in this process, to test reading its memory

@@ -26,8 +26,8 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kHelloTimeoutNs = 10'000 * kMs;  // a connection must introduce itself
 constexpr uint32_t kMaxInfoBytes = 64 * 1024;
-constexpr size_t kMaxSilentClients = 1024;        // connections that have not introduced themselves
-constexpr int64_t kLingerNs = 600'000 * kMs;      // a failed one-round root without a lifetime
+constexpr size_t kMaxSilentClients = 1024;    // connections that have not introduced themselves
+constexpr int64_t kLingerNs = 600'000 * kMs;  // a failed one-round root without a lifetime
 constexpr size_t kMaxRememberedFailures = 64;
 
 struct Client {
@@ -65,7 +65,8 @@ std::string rankList(const std::vector<int>& ranks) {
     size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (shown++ == 24) return s + ", ...";
-    s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    s += (s.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+         (j > i ? "-" + std::to_string(ranks[j]) : "");
     i = j + 1;
   }
   return s;
@@ -113,8 +114,8 @@ std::list<std::shared_ptr<RootServer>>& registry() {
 // rounds that failed (answered to latecomers).
 class RootLoop {
  public:
-  RootLoop(const RootServer::Options& o, const SockAddr& advertise, const Socket& listener, int wakeFd,
-           std::atomic<bool>& finished, std::atomic<bool>& lingering)
+  RootLoop(const RootServer::Options& o, const SockAddr& advertise, const Socket& listener,
+           int wakeFd, std::atomic<bool>& finished, std::atomic<bool>& lingering)
       : o_(o),
         where_(advertise.str()),
         listener_(listener),
@@ -203,10 +204,11 @@ void RootLoop::remember(uint64_t round, Outcome o) {
   }
 }
 
-void RootLoop::failRound(uint64_t round, ReplyStatus status, const std::string& message, int culprit) {
+void RootLoop::failRound(uint64_t round, ReplyStatus status, const std::string& message,
+                         int culprit) {
   remember(round, {status, message, culprit});
-  GYRE_WARN("rendezvous root at %s: round %llu failed: %s", where_.c_str(), static_cast<unsigned long long>(round),
-            message.c_str());
+  GYRE_WARN("rendezvous root at %s: round %llu failed: %s", where_.c_str(),
+            static_cast<unsigned long long>(round), message.c_str());
   for (auto it = clients_.begin(); it != clients_.end();) {
     if (it->waiting && it->hello.round == round) {
       sendReply(*it, status, message, nullptr, 0, 0, culprit);
@@ -226,9 +228,9 @@ std::string RootLoop::missingOf(const Round& r) const {
 }
 
 std::string RootLoop::timedOutMessage(const Round& r, uint32_t timeoutMs) const {
-  std::string m = "the rendezvous at " + where_ + " did not complete within " + std::to_string(timeoutMs) + " ms: " +
-                  missingOf(r) + " never arrived (" + std::to_string(r.arrived) + " of " +
-                  std::to_string(r.nranks) + " did)";
+  std::string m = "the rendezvous at " + where_ + " did not complete within " +
+                  std::to_string(timeoutMs) + " ms: " + missingOf(r) + " never arrived (" +
+                  std::to_string(r.arrived) + " of " + std::to_string(r.nranks) + " did)";
   for (const std::string& n : r.notes) m += "; " + n;
   const std::string refusals = refused_.describe();
   if (!refusals.empty()) m += "; meanwhile the root " + refusals;
@@ -251,7 +253,8 @@ void RootLoop::left(ClientIt it) {
     drop(it);
     return;
   }
-  std::string message = who + " left the rendezvous before every rank had arrived (it exited or gave up)";
+  std::string message =
+      who + " left the rendezvous before every rank had arrived (it exited or gave up)";
   if (r->second.arrived < r->second.nranks)  // still registered: not among the missing
     message += "; " + missingOf(r->second) + " had not arrived yet";
   drop(it);
@@ -261,7 +264,8 @@ void RootLoop::left(ClientIt it) {
 void RootLoop::conflict(ClientIt it, Round& round, const std::string& problem) {
   if (!o_.trustClaims) {
     round.notes.push_back("refused " + problem + " (from " + it->from + ")");
-    GYRE_WARN("rendezvous root at %s refused %s (from %s)", where_.c_str(), problem.c_str(), it->from.c_str());
+    GYRE_WARN("rendezvous root at %s refused %s (from %s)", where_.c_str(), problem.c_str(),
+              it->from.c_str());
     sendReply(*it, ReplyStatus::Refused, problem);
     drop(it);
     return;
@@ -277,13 +281,15 @@ void RootLoop::completeRound(uint64_t roundNo) {
   Round& round = rounds_[roundNo];
   std::vector<uint8_t> table(size_t(round.nranks) * round.infoBytes);
   for (int r = 0; r < round.nranks; ++r)
-    std::memcpy(table.data() + size_t(r) * round.infoBytes, round.byRank[r]->info.data(), round.infoBytes);
+    std::memcpy(table.data() + size_t(r) * round.infoBytes, round.byRank[r]->info.data(),
+                round.infoBytes);
   for (int r = 0; r < round.nranks; ++r)
     sendReply(*round.byRank[r], ReplyStatus::Ok, "", &table, round.infoBytes, round.nranks);
   for (auto ci = clients_.begin(); ci != clients_.end();)
     ci = (ci->waiting && ci->hello.round == roundNo) ? clients_.erase(ci) : std::next(ci);
   rounds_.erase(roundNo);
-  GYRE_INFO("rendezvous root at %s: round %llu complete", where_.c_str(), static_cast<unsigned long long>(roundNo));
+  GYRE_INFO("rendezvous root at %s: round %llu complete", where_.c_str(),
+            static_cast<unsigned long long>(roundNo));
   if (!o_.persistent) finished_.store(true);
 }
 
@@ -320,10 +326,12 @@ void RootLoop::introduced(ClientIt it) {
   }
   if (c.hello.nranks != round.nranks)
     return conflict(it, round,
-                    "rank " + std::to_string(c.hello.rank) + " was started with nranks=" +
-                        std::to_string(c.hello.nranks) + " but other ranks use nranks=" + std::to_string(round.nranks));
+                    "rank " + std::to_string(c.hello.rank) +
+                        " was started with nranks=" + std::to_string(c.hello.nranks) +
+                        " but other ranks use nranks=" + std::to_string(round.nranks));
   if (c.hello.infoBytes != round.infoBytes)
-    return conflict(it, round, "rank " + std::to_string(c.hello.rank) + " runs a different gyre version");
+    return conflict(it, round,
+                    "rank " + std::to_string(c.hello.rank) + " runs a different gyre version");
   if (round.byRank[c.hello.rank])
     return conflict(it, round,
                     "two processes claim rank " + std::to_string(c.hello.rank) + ": " +
@@ -394,8 +402,9 @@ void RootLoop::serve(ClientIt it) {
     if (c.hello.magic != kHelloMagic || !secretsEqual(got, o_.secret)) {
       ++refused_.badSecret;
       refused_.lastFrom = c.from;
-      GYRE_WARN("rendezvous root at %s refused a connection from %s that did not present its secret",
-                where_.c_str(), c.from.c_str());
+      GYRE_WARN(
+          "rendezvous root at %s refused a connection from %s that did not present its secret",
+          where_.c_str(), c.from.c_str());
       drop(it);
       return;
     }
@@ -406,7 +415,8 @@ void RootLoop::serve(ClientIt it) {
     else if (c.hello.nranks < 1 || c.hello.nranks > GYRE_MAX_RANKS)
       bad = "nranks=" + std::to_string(c.hello.nranks) + " is outside 1 to GYRE_MAX_RANKS";
     else if (c.hello.rank < 0 || c.hello.rank >= c.hello.nranks)
-      bad = "rank " + std::to_string(c.hello.rank) + " is outside [0, " + std::to_string(c.hello.nranks) + ")";
+      bad = "rank " + std::to_string(c.hello.rank) + " is outside [0, " +
+            std::to_string(c.hello.nranks) + ")";
     else if (c.hello.infoBytes > kMaxInfoBytes)
       bad = "its description is " + std::to_string(c.hello.infoBytes) + " bytes";
     if (!bad.empty()) {
@@ -452,7 +462,8 @@ void RootLoop::answerTimeouts() {
         continue;
       }
       // A claim's timeout must not end the round for the others.
-      r->second.notes.push_back(describeClient(*it) + " gave up after " + std::to_string(it->hello.timeoutMs) + " ms");
+      r->second.notes.push_back(describeClient(*it) + " gave up after " +
+                                std::to_string(it->hello.timeoutMs) + " ms");
       sendReply(*it, ReplyStatus::TimedOut, message);
       it = drop(it);
       continue;
@@ -476,11 +487,13 @@ void RootLoop::run() {
     const int64_t now = nowNs();
     if (lingerUntil_ && now > lingerUntil_) break;
     if (!lingerUntil_ && o_.lifetimeMs > 0 && now - startedAt > o_.lifetimeMs * kMs) {
-      GYRE_WARN("rendezvous root at %s gave up: not every rank arrived within %lld ms", where_.c_str(),
-                static_cast<long long>(o_.lifetimeMs));
+      GYRE_WARN("rendezvous root at %s gave up: not every rank arrived within %lld ms",
+                where_.c_str(), static_cast<long long>(o_.lifetimeMs));
       for (auto& [no, round] : rounds_)
         for (Client* c : round.byRank)
-          if (c) sendReply(*c, ReplyStatus::TimedOut, timedOutMessage(round, static_cast<uint32_t>(o_.lifetimeMs)));
+          if (c)
+            sendReply(*c, ReplyStatus::TimedOut,
+                      timedOutMessage(round, static_cast<uint32_t>(o_.lifetimeMs)));
       break;
     }
     if (fds[1].revents) acceptNew();
@@ -492,7 +505,8 @@ void RootLoop::run() {
       ++idx;
     }
     for (const Client* want : ready) {
-      auto it = std::find_if(clients_.begin(), clients_.end(), [&](const Client& c) { return &c == want; });
+      auto it = std::find_if(clients_.begin(), clients_.end(),
+                             [&](const Client& c) { return &c == want; });
       if (it != clients_.end()) serve(it);
       if (finished_.load()) break;
     }
@@ -552,7 +566,8 @@ void RootServer::releaseAddress(const SockAddr& address) {
   {
     std::lock_guard<std::mutex> lock(gRegistryMu);
     for (auto it = registry().begin(); it != registry().end();) {
-      if ((*it)->lingering_.load() && (*it)->advertise_.port() == address.port() && (*it)->ownerPid_ == getpid()) {
+      if ((*it)->lingering_.load() && (*it)->advertise_.port() == address.port() &&
+          (*it)->ownerPid_ == getpid()) {
         (*it)->stop();
         released.push_back(std::move(*it));
         it = registry().erase(it);

@@ -261,14 +261,16 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited) {
     throw PeerFailure(gyreInvalidUsage, rank_,
                       "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
   // Reports from failed peers first: they name where the failure began. A
-  // peer that reported and then exited must not be blamed for it.
-  if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
+  // peer that reported and then exited must not be blamed for it. The
+  // notices first: they say more than the shared-memory flag (a stall's
+  // report names what its rank waited on).
   if (auto n = bootstrap_->pollAbortNotice()) {
     // Another rank's wait ran out while this one waits too: the same stall.
     // Its report names what it waited on; this rank's adds a link.
     if (n->waitingOn >= 0 && !awaited.empty()) throw stalled(awaited, &*n);
     throw PeerFailure(gyreRemoteError, n->origin, n->message);
   }
+  if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
   // Only the peers we wait on: others may have finished this operation and
   // exited normally; a failure elsewhere reaches us as a report.
   for (const WaitItem& w : awaited) {

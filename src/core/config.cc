@@ -150,7 +150,7 @@ const Param kParams[] = {
      nullptr},
     {{"GYRE_COMM_ID", "", "host:port of the rendezvous root for init from the environment"},
      nullptr},
-    {{"GYRE_SECRET", "", "hex secret the rendezvous root requires (set by gyrerun)"}, nullptr},
+    {{"GYRE_SECRET", "", "64 hex digits the rendezvous root requires (gyrerun sets a random one; without it torchrun and Slurm jobs use one derived from public facts: docs/reliability.md)"}, nullptr},
     {{"GYRE_RANK", "", "this process's rank (init from the environment)"}, nullptr},
     {{"GYRE_WORLD_SIZE", "", "number of ranks (init from the environment)"}, nullptr},
 };

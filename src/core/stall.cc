@@ -45,11 +45,12 @@ Chain follow(int me, int from, const std::map<int, int>& waitsOn) {
 
 }  // namespace
 
-PeerFailure Communicator::stalled(std::span<const WaitItem> items, const bootstrap::AbortNotice* report) {
+PeerFailure Communicator::stalled(std::span<const WaitItem> items,
+                                  const bootstrap::AbortNotice* report) {
   const int waitedOn = items.front().conn->peer();
   const int64_t waitedMs = report ? (nowNs() - waitStartNs_) / kMs : config_.timeoutMs;
-  std::string sentence = "rank " + std::to_string(rank_) + " made no progress for " + std::to_string(waitedMs) +
-                         " ms waiting for " + describeWaits(items);
+  std::string sentence = "rank " + std::to_string(rank_) + " made no progress for " +
+                         std::to_string(waitedMs) + " ms waiting for " + describeWaits(items);
   sentence += report ? " when rank " + std::to_string(report->reporter) + "'s GYRE_TIMEOUT_MS (" +
                            std::to_string(config_.timeoutMs) + " ms) ran out"
                      : " (GYRE_TIMEOUT_MS)";
@@ -73,8 +74,10 @@ PeerFailure Communicator::stalled(std::span<const WaitItem> items, const bootstr
     }
     chain = follow(rank_, waitedOn, waitsOn);
     const int last = chain.path.back();
-    const bool known = chain.cycle || bootstrap_->liveness().isStopped(last) || bootstrap_->liveness().isDead(last) ||
-                       static_cast<int>(waitsOn.size()) == nranks_ - 1;  // everyone but `last` reported
+    const bool known =
+        chain.cycle || bootstrap_->liveness().isStopped(last) ||
+        bootstrap_->liveness().isDead(last) ||
+        static_cast<int>(waitsOn.size()) == nranks_ - 1;  // everyone but `last` reported
     if (known || nowNs() >= end) break;
     // Sleeping on the listeners' reports would need a wake-up; a few ms apart is plenty here.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -88,16 +91,18 @@ PeerFailure Communicator::stalled(std::span<const WaitItem> items, const bootstr
     behind += "): their calls likely differ";
   } else {
     const std::string who = bootstrap_->describe(last);
-    const std::string state = bootstrap_->liveness().isStopped(last) ? ", and it is stopped (SIGSTOP or a debugger)"
-                              : bootstrap_->liveness().isDead(last)  ? ", and it has exited"
-                                                                     : " (it is hung, busy outside gyre, or not making this call)";
+    const std::string state = bootstrap_->liveness().isStopped(last)
+                                  ? ", and it is stopped (SIGSTOP or a debugger)"
+                              : bootstrap_->liveness().isDead(last)
+                                  ? ", and it has exited"
+                                  : " (it is hung, busy outside gyre, or not making this call)";
     if (last == waitedOn) {
       behind = "; " + who + " stopped making progress: it reported no wait of its own" + state;
     } else {
       behind = "; the wait is stuck behind " + who + ", which stopped making progress (";
       for (size_t i = 0; i + 1 < chain.path.size(); ++i)
-        behind += (i ? ", " : "") + std::string("rank ") + std::to_string(chain.path[i]) + " waits for rank " +
-                  std::to_string(chain.path[i + 1]);
+        behind += (i ? ", " : "") + std::string("rank ") + std::to_string(chain.path[i]) +
+                  " waits for rank " + std::to_string(chain.path[i + 1]);
       behind += "; rank " + std::to_string(last) + " reported no wait of its own" + state + ")";
     }
   }

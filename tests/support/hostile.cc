@@ -35,7 +35,8 @@ std::set<unsigned long> socketInodes(pid_t pid) {
 }
 
 // /proc/net/tcp{,6} lines: "sl local_address rem_address st ... inode".
-void scan(pid_t pid, bool v6, const std::set<unsigned long>& inodes, std::vector<bootstrap::SockAddr>& out) {
+void scan(pid_t pid, bool v6, const std::set<unsigned long>& inodes,
+          std::vector<bootstrap::SockAddr>& out) {
   std::ifstream f("/proc/" + std::to_string(pid) + (v6 ? "/net/tcp6" : "/net/tcp"));
   std::string line;
   std::getline(f, line);  // header
@@ -54,13 +55,15 @@ void scan(pid_t pid, bool v6, const std::set<unsigned long>& inodes, std::vector
     if (!v6) {
       auto* s = reinterpret_cast<sockaddr_in*>(&a.storage);
       s->sin_family = AF_INET;
-      s->sin_addr.s_addr = static_cast<in_addr_t>(std::stoul(hex, nullptr, 16));  // already network order
+      s->sin_addr.s_addr =
+          static_cast<in_addr_t>(std::stoul(hex, nullptr, 16));  // already network order
       a.len = sizeof(sockaddr_in);
     } else {
       auto* s = reinterpret_cast<sockaddr_in6*>(&a.storage);
       s->sin6_family = AF_INET6;
       for (int w = 0; w < 4; ++w) {
-        uint32_t word = static_cast<uint32_t>(std::stoul(hex.substr(size_t(w) * 8, 8), nullptr, 16));
+        uint32_t word =
+            static_cast<uint32_t>(std::stoul(hex.substr(size_t(w) * 8, 8), nullptr, 16));
         std::memcpy(&s->sin6_addr.s6_addr[w * 4], &word, 4);
       }
       a.len = sizeof(sockaddr_in6);
@@ -95,12 +98,14 @@ std::vector<bootstrap::SockAddr> awaitListeners(pid_t pid, size_t count, int tim
 std::vector<bootstrap::Socket> openNoise(const bootstrap::SockAddr& at, int silent, int partial) {
   std::vector<bootstrap::Socket> out;
   bootstrap::SockAddr to = at;
-  if (to.family() == AF_INET && reinterpret_cast<sockaddr_in*>(&to.storage)->sin_addr.s_addr == htonl(INADDR_ANY))
+  if (to.family() == AF_INET &&
+      reinterpret_cast<sockaddr_in*>(&to.storage)->sin_addr.s_addr == htonl(INADDR_ANY))
     to = bootstrap::SockAddr::loopback(AF_INET, at.port());
   for (int i = 0; i < silent + partial; ++i) {
     bootstrap::Socket s = bootstrap::Socket::connectTo(to, Deadline::afterMs(5000), "a listener");
     if (i >= silent) {
-      const uint8_t half[6] = {0x4e, 0x43, 0x59, 0x47, 0x02, 0x00};  // a magic and the start of a kind
+      const uint8_t half[6] = {0x4e, 0x43, 0x59,
+                               0x47, 0x02, 0x00};  // a magic and the start of a kind
       s.sendAll(half, sizeof(half), Deadline::afterMs(5000), "a listener");
     }
     out.push_back(std::move(s));
@@ -133,7 +138,8 @@ RootAnswer readAnswer(bootstrap::Socket& s, int timeoutMs) {
     s.recvAll(&a.reply, sizeof(a.reply), d, "the root");
     a.message.resize(a.reply.messageBytes);
     if (!a.message.empty()) s.recvAll(a.message.data(), a.message.size(), d, "the root");
-    if (a.reply.status == bootstrap::ReplyStatus::Ok && a.reply.infoBytes == sizeof(bootstrap::PeerInfo)) {
+    if (a.reply.status == bootstrap::ReplyStatus::Ok &&
+        a.reply.infoBytes == sizeof(bootstrap::PeerInfo)) {
       a.table.resize(static_cast<size_t>(a.reply.nranks));
       s.recvAll(a.table.data(), a.table.size() * sizeof(bootstrap::PeerInfo), d, "the root");
     }

@@ -32,8 +32,9 @@ struct alignas(kLine) SegmentHeader {
   alignas(kLine) std::atomic<uint32_t> sleepers;  // >0 while the owner may sleep on doorbell
   alignas(kLine) std::atomic<uint32_t> aborted;   // set once when the owner's communicator fails
   int32_t abortOrigin;                            // the rank the failure started at
-  char abortMessage[256];
+  char abortMessage[2048];  // long enough for a stall's account (the header fills a page anyway)
 };
+static_assert(sizeof(SegmentHeader) <= 4096);
 
 struct alignas(kLine) FifoControl {
   alignas(kLine) std::atomic<uint64_t> consumed;  // messages the receiver has released
