@@ -256,7 +256,7 @@ void Communicator::progressAll() {
     if (connections_[p] && !useShm_[p]) connections_[p]->progress(true);
 }
 
-void Communicator::checkHealth(std::span<const WaitItem> awaited) {
+void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
   if (abortRequested_.load())
     throw PeerFailure(gyreInvalidUsage, rank_,
                       "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
@@ -267,7 +267,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited) {
   if (auto n = bootstrap_->pollAbortNotice()) {
     // Another rank's wait ran out while this one waits too: the same stall.
     // Its report names what it waited on; this rank's adds a link.
-    if (n->waitingOn >= 0 && !awaited.empty()) throw stalled(awaited, &*n);
+    if (n->waitingOn >= 0 && inWait && !awaited.empty()) throw stalled(awaited, &*n);
     throw PeerFailure(gyreRemoteError, n->origin, n->message);
   }
   if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
@@ -393,7 +393,7 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
     try {
       if (failedPeer >= 0) {
         const WaitItem w{connections_[failedPeer], Waiting::ForData};
-        checkHealth(std::span<const WaitItem>(&w, 1));
+        checkHealth(std::span<const WaitItem>(&w, 1), false);
       } else {
         checkHealth({});
       }

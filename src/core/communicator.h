@@ -144,7 +144,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void progressAll();
   // Throws if this rank was aborted, a peer reported a failure, or a peer
   // we wait on has died.
-  void checkHealth(std::span<const WaitItem> awaited);
+  // inWait: called by a wait for `awaited` (which then joins a stall that
+  // another rank reports); else looking into a broken connection.
+  void checkHealth(std::span<const WaitItem> awaited, bool inWait = true);
   // Before a call starts: a failure a peer reported since the last call
   // fails this one (so a rank whose part of a mismatched call only sent
   // fails in its next call at the latest).
