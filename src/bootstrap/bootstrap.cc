@@ -361,6 +361,8 @@ void Bootstrap::file(IncomingConnections::Arrival& a) {
       n.origin = h.fromRank;
       n.message = describe(h.fromRank) + " failed";
     }
+    GYRE_INFO("rank %d: abort notice from rank %d (origin rank %d%s)", rank_, n.reporter, n.origin,
+              n.waitingOn >= 0 ? (", its wait stuck on rank " + std::to_string(n.waitingOn)).c_str() : "");
     notices_.push_back(std::move(n));
     return;
   }
@@ -527,8 +529,9 @@ void Bootstrap::notifyAbort(int originRank, const std::string& message, int wait
       s.sendAll(&h, sizeof(h), deadline, describe(r));
       s.sendAll(&n, sizeof(n), deadline, describe(r));
       s.sendAll(text.data(), text.size(), deadline, describe(r));
-    } catch (const Error&) {
+    } catch (const Error& e) {
       // The peer may be the dead one; nothing more to do.
+      GYRE_INFO("rank %d: could not tell %s of the failure: %s", rank_, describe(r).c_str(), e.what());
     }
     if (deadline.expired()) break;
   }

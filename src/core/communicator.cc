@@ -267,7 +267,14 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
   if (auto n = bootstrap_->pollAbortNotice()) {
     // Another rank's wait ran out while this one waits too: the same stall.
     // Its report names what it waited on; this rank's adds a link.
-    if (n->waitingOn >= 0 && inWait && !awaited.empty()) throw stalled(awaited, &*n);
+    if (n->waitingOn >= 0) {
+      if (inWait && !awaited.empty()) throw stalled(awaited, &*n);
+      // A connection broke under the call's wait (the stalled rank gave
+      // up): the wait it was in is this rank's link in the chain.
+      if (waitPeer_ >= 0)
+        throw stalledOn(waitPeer_, (waitForData_ ? "data from " : "room at ") + bootstrap_->describe(waitPeer_), &*n);
+      throw stallSeenFromOutside(*n);
+    }
     throw PeerFailure(gyreRemoteError, n->origin, n->message);
   }
   if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
@@ -282,12 +289,16 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
 }
 
 void Communicator::checkReports() {
+  waitPeer_ = -1;  // a new call: it has waited for nobody yet
   // Local peers raise a flag in shared memory (a load each); others report
   // through the bootstrap listener (a poll(), only when some peer is not
   // local or GYRE_TRANSPORT=tcp).
   if (auto a = shm_->peerAbort()) throw fail(PeerFailure(gyreRemoteError, a->first, a->second));
   if (!networkReports_) return;
-  if (auto n = bootstrap_->pollAbortNotice()) throw fail(PeerFailure(gyreRemoteError, n->origin, n->message));
+  if (auto n = bootstrap_->pollAbortNotice()) {
+    if (n->waitingOn >= 0) throw fail(stallSeenFromOutside(*n));
+    throw fail(PeerFailure(gyreRemoteError, n->origin, n->message));
+  }
 }
 
 std::string Communicator::describeWaits(std::span<const WaitItem> items) const {
@@ -304,6 +315,8 @@ std::string Communicator::describeWaits(std::span<const WaitItem> items) const {
 void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()> ready) {
   const int64_t start = nowNs();
   waitStartNs_ = start;
+  waitPeer_ = items.front().conn->peer();
+  waitForData_ = items.front().what == Waiting::ForData;
   // Block on the transport of what we wait for; when a wait spans both,
   // block on one in short slices so the other is looked at too.
   transport::Transport& t = items.front().conn->transport();

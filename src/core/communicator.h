@@ -156,6 +156,12 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // this wait is stuck on, looks a moment for their reports, and follows
   // them from rank to rank to the one the wait is stuck behind (stall.cc).
   PeerFailure stalled(std::span<const WaitItem> items, const bootstrap::AbortNotice* report);
+  PeerFailure stalledOn(int waitedOn, const std::string& waitText, const bootstrap::AbortNotice* report);
+  // Another rank's stall report, found as a call starts: the same account,
+  // followed from the reporter's wait.
+  PeerFailure stallSeenFromOutside(const bootstrap::AbortNotice& report);
+  PeerFailure explainStall(int start, int waitedOn, const std::string& sentence, gyreResult_t code,
+                           bool startIsMe);
   // gyreCommSplit's exchanges: an AllGather through the transports, tagged
   // as the split's own call (bytesPerRank at data + rank * bytesPerRank).
   void exchangeForSplit(void* data, size_t bytesPerRank);
@@ -262,7 +268,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   std::string failedMessage_;
   bool peersNotified_ = false;
   bool stallReported_ = false;  // stalled() told the peers already (with the rank it waited on)
-  int64_t waitStartNs_ = 0;     // when the wait in progress began (waitUntil)
+  int64_t waitStartNs_ = 0;     // when the call's latest wait began (waitUntil)
+  int waitPeer_ = -1;           // whom it waited for (-1: the call has not waited yet)
+  bool waitForData_ = true;     // for data (else for room)
   bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
