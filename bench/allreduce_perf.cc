@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/exact_values.h"
 #include "bench/fork_ranks.h"
 #include "gyre/gyre.h"
-#include "tests/support/exact_values.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/exact_values.h"
+#include "bench/exact_values.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/exact_values.h"
 #include "collectives/alltoall.h"
 #include "collectives/cost_model.h"
 #include "collectives/planner.h"
 #include "collectives/tuner.h"
-#include "tests/support/exact_values.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {

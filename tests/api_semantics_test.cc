@@ -25,8 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/exact_values.h"
 #include "kernels/cpu/half.h"
-#include "tests/support/exact_values.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {

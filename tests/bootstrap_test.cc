@@ -11,13 +11,14 @@
 #include <string>
 #include <thread>
 
+#include "base/error.h"
+#include "base/parse.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/launch_env.h"
 #include "bootstrap/rendezvous_protocol.h"
 #include "bootstrap/root_server.h"
 #include "bootstrap/unique_id.h"
 #include "core/config.h"
-#include "core/error.h"
 
 namespace gyre::bootstrap {
 namespace {
@@ -145,14 +146,14 @@ TEST(Secrets, HexRoundTripAndValidation) {
 }
 
 TEST(Config, ParsesSizesAndRejectsNonsense) {
-  EXPECT_EQ(core::parseSize("4K", "x"), 4096u);
-  EXPECT_EQ(core::parseSize("1M", "x"), 1u << 20);
-  EXPECT_EQ(core::parseSize("2GB", "x"), 2ull << 30);
-  EXPECT_EQ(core::parseSize("17", "x"), 17u);
-  EXPECT_NE(errorOf([] { core::parseSize("lots", "GYRE_X"); }).find("GYRE_X=lots"),
+  EXPECT_EQ(parseSize("4K", "x"), 4096u);
+  EXPECT_EQ(parseSize("1M", "x"), 1u << 20);
+  EXPECT_EQ(parseSize("2GB", "x"), 2ull << 30);
+  EXPECT_EQ(parseSize("17", "x"), 17u);
+  EXPECT_NE(errorOf([] { parseSize("lots", "GYRE_X"); }).find("GYRE_X=lots"),
             std::string::npos);
-  EXPECT_NE(errorOf([] { core::parseSize("5T", "x"); }), "");
-  EXPECT_NE(errorOf([] { core::parseInt("9", "GYRE_Y", 0, 5); }).find("0 to 5"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseSize("5T", "x"); }), "");
+  EXPECT_NE(errorOf([] { parseInt("9", "GYRE_Y", 0, 5); }).find("0 to 5"), std::string::npos);
   ScopedEnv env({{"GYRE_SHM_SLOTS", "1"}});
   EXPECT_NE(errorOf([] { core::Config::resolve(nullptr); }).find("GYRE_SHM_SLOTS"),
             std::string::npos);

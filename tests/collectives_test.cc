@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/exact_values.h"
 #include "collectives/planner.h"
-#include "tests/support/exact_values.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {

@@ -11,19 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "base/hash.h"
+#include "bench/exact_values.h"
 #include "kernels/cpu/half.h"
-#include "tests/support/exact_values.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
 namespace {
 
-uint64_t fnv(const void* data, size_t bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < bytes; ++i)
-    h = (h ^ static_cast<const unsigned char*>(data)[i]) * 0x100000001b3ull;
-  return h;
-}
+uint64_t fnv(const void* data, size_t bytes) { return fnv1a(data, bytes); }
 
 // Each rank prints "HASH <case> <hash>"; returns {case -> set of hashes seen}.
 std::map<std::string, std::set<std::string>> runAndHash(int nranks, const char* transport,

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/support/exact_values.h"
+#include "bench/exact_values.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {

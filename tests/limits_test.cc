@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {

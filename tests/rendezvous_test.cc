@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/root_server.h"
-#include "core/clock.h"
 #include "tests/support/hostile.h"
 
 namespace gyre::bootstrap {

@@ -160,7 +160,7 @@ TEST(ProcessReader, ReadsExactlyAtEveryDistanceBouncingOnlyWhereTheKernelCrawls)
   for (size_t i = 0; i < theirs.size(); ++i) theirs[i] = static_cast<unsigned char>(i * 29 + 3);
   Holder peer;
   ASSERT_GT(peer.pid, 0);
-  ProcessReader reader(peer.pid);
+  ProcessReader reader(peer.pid, transport::MemoryCopy{kernels::copy, kernels::repMovsbCrawls});
   uint64_t bounced = 0;
   for (size_t bytes : {size_t{100}, size_t{4095}, size_t{4096}, size_t{300001}, size_t{1} << 20}) {
     for (size_t distance : {0, 1, 8, 31, 32, 63, 64, 100, 2048, 4095}) {

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/cost_model.h"
 #include "collectives/online_tuner.h"
 #include "collectives/tuner.h"
-#include "core/error.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {

@@ -1,6 +1,6 @@
 #include "bench/gyre_bench/collectives.h"
 
-#include "tests/support/exact_values.h"
+#include "bench/exact_values.h"
 
 namespace gyre::bench {
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/exact_values.h"
 #include "bench/fork_ranks.h"
 #include "bench/gyre_bench/collectives.h"
 #include "bench/gyre_bench/options.h"
@@ -38,7 +39,6 @@
 #include "bench/gyre_bench/stats.h"
 #include "bench/gyre_bench/table.h"
 #include "gyre/gyre.h"
-#include "tests/support/exact_values.h"
 
 namespace gyre::bench {
 namespace {

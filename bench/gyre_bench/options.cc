@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bench/exact_values.h"
 #include "bench/gyre_bench/collectives.h"
 #include "bench/gyre_bench/plot.h"
-#include "tests/support/exact_values.h"
 
 namespace gyre::bench {
 

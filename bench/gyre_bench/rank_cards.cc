@@ -1,5 +1,7 @@
 #include "bench/gyre_bench/rank_cards.h"
 
+#include "base/hash.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,9 +30,7 @@ uint64_t hostKey(std::string& name) {
     const ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
     id = name + " " + bootId + " " + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "");
   }
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char c : id) h = (h ^ c) * 0x100000001b3ull;
-  return h;
+  return fnv1a(id);
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <thread>
 
+#include "base/log.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/rendezvous_protocol.h"
-#include "core/log.h"
 #include "topology/host_identity.h"
 
 namespace gyre::bootstrap {

@@ -28,13 +28,13 @@
 #include <tuple>
 #include <vector>
 
+#include "base/error.h"
 #include "bootstrap/conn_protocol.h"
 #include "bootstrap/incoming.h"
 #include "bootstrap/peer_info.h"
 #include "bootstrap/peer_liveness.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/unique_id.h"
-#include "core/error.h"
 
 namespace gyre::bootstrap {
 

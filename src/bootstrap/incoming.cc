@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "core/clock.h"
-#include "core/error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 namespace gyre::bootstrap {
 

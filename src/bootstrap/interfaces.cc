@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace gyre::bootstrap {
 

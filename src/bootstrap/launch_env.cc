@@ -2,8 +2,9 @@
 
 #include <cstdlib>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/parse.h"
 
 namespace gyre::bootstrap {
 
@@ -15,15 +16,13 @@ const char* env(const char* name) {
 }
 
 int envInt(const char* name, int lo, int hi) {
-  return static_cast<int>(core::parseInt(env(name), name, lo, hi));
+  return static_cast<int>(parseInt(env(name), name, lo, hi));
 }
 
 // Below Linux's ephemeral range (32768 and up by default), so an outgoing
 // connection of some other process cannot be holding it.
 uint16_t portFromJobId(const std::string& job) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : job) h = (h ^ c) * 0x100000001b3ull;
-  return static_cast<uint16_t>(12000 + h % 20000);
+  return static_cast<uint16_t>(12000 + fnv1a(job) % 20000);
 }
 
 }  // namespace

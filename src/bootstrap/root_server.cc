@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "bootstrap/incoming.h"
 #include "bootstrap/peer_info.h"
 #include "bootstrap/rendezvous_protocol.h"
-#include "core/error.h"
-#include "core/log.h"
 
 namespace gyre::bootstrap {
 

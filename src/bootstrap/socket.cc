@@ -12,7 +12,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace gyre::bootstrap {
 

@@ -10,8 +10,8 @@
 #include <functional>
 #include <string>
 
-#include "core/clock.h"
-#include "core/error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 namespace gyre::bootstrap {
 

@@ -5,7 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 namespace gyre::bootstrap {
 
@@ -48,8 +49,7 @@ Secret randomSecret() {
 }
 
 Secret deriveSecret(const std::string& jobIdentity) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the identity, then expanded
-  for (unsigned char c : jobIdentity) h = (h ^ c) * 0x100000001b3ull;
+  uint64_t h = fnv1a(jobIdentity);  // then expanded
   Secret s{};
   for (size_t i = 0; i < s.size(); i += 8) {
     uint64_t v = splitmix(h);

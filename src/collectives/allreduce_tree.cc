@@ -13,9 +13,9 @@
 // root then has up to two children on its host and two on others.
 #include <algorithm>
 
+#include "base/error.h"
 #include "collectives/allreduce.h"
 #include "collectives/steps.h"
-#include "core/error.h"
 
 namespace gyre::collectives {
 

@@ -21,10 +21,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/log.h"
 #include "collectives/alltoall.h"
 #include "collectives/steps.h"
 #include "collectives/tuner.h"
-#include "core/log.h"
 
 namespace gyre::collectives {
 

@@ -7,7 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 namespace gyre::collectives {
 
@@ -406,12 +407,10 @@ CostModel CostModel::load(const std::string& path) {
 }
 
 uint64_t CostModel::fingerprint() const {
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = kFnv1aBasis;
   for (const Field& f : kFields) {
     const double v = fieldOf(*this, f);
-    unsigned char bytes[sizeof v];
-    std::memcpy(bytes, &v, sizeof v);
-    for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+    h = fnv1a(&v, sizeof v, h);
   }
   return h;
 }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "collectives/steps.h"
-#include "core/error.h"
 
 namespace gyre::collectives {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/call.h"
-#include "core/error.h"
 
 namespace gyre::collectives {
 

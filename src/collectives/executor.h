@@ -6,8 +6,8 @@
 
 #include <span>
 
+#include "base/function_ref.h"
 #include "collectives/plan.h"
-#include "core/function_ref.h"
 #include "transport/transport.h"
 
 namespace gyre::collectives {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+#include "base/parse.h"
 #include "collectives/allreduce.h"
 #include "collectives/alltoall.h"
 #include "collectives/direct.h"
@@ -10,8 +12,6 @@
 #include "collectives/rooted.h"
 #include "collectives/steps.h"
 #include "collectives/tuner.h"
-#include "core/config.h"
-#include "core/error.h"
 
 namespace gyre::collectives {
 
@@ -121,8 +121,8 @@ AlgoOverrides::AlgoOverrides(const std::string& spec) {
         size_t dash = range.find('-');
         if (dash == std::string::npos)
           throwError(gyreInvalidArgument, "GYRE_ALGO: size range '" + range + "' must look like 0-64K or 64K-");
-        if (dash > 0) lo = core::parseSize(trim(range.substr(0, dash)), "GYRE_ALGO size");
-        if (dash + 1 < range.size()) hi = core::parseSize(trim(range.substr(dash + 1)), "GYRE_ALGO size");
+        if (dash > 0) lo = parseSize(trim(range.substr(0, dash)), "GYRE_ALGO size");
+        if (dash + 1 < range.size()) hi = parseSize(trim(range.substr(dash + 1)), "GYRE_ALGO size");
         // [lo, hi): a range that holds no size would be a rule that silently never applies.
         if (lo >= hi)
           throwError(gyreInvalidArgument, "GYRE_ALGO: size range '" + trim(range) +

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace gyre::collectives {
 

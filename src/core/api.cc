@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
+#include "base/log.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/launch_env.h"
 #include "bootstrap/root_server.h"
@@ -14,8 +16,6 @@
 #include "core/api_support.h"
 #include "core/communicator.h"
 #include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
 #include "gyre/gyre.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/shm/shared_allocation.h"

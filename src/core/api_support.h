@@ -12,8 +12,9 @@
 #include <thread>
 #include <unordered_set>
 
+#include "base/error.h"
 #include "core/communicator.h"
-#include "core/error.h"
+#include "core/last_error.h"
 #include "gyre/gyre.h"
 #include "kernels/cpu/reduce.h"
 

@@ -12,11 +12,11 @@
 #include <map>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/log.h"
 #include "collectives/alltoall.h"
 #include "collectives/calibration_plans.h"
-#include "core/clock.h"
 #include "core/communicator.h"
-#include "core/log.h"
 
 namespace gyre::core {
 

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <thread>
 
+#include "base/clock.h"
+#include "base/hash.h"
+#include "base/log.h"
 #include "collectives/call.h"
 #include "collectives/tuner.h"
-#include "core/clock.h"
 #include "core/group.h"
-#include "core/log.h"
+#include "kernels/cpu/reduce.h"
 #include "topology/host_identity.h"
 #include "topology/rank_topology.h"
 #include "transport/shm/shm_transport.h"
@@ -42,11 +44,7 @@ struct SharedSettings {
   uint64_t retuneCalls;
 };
 
-uint64_t hashString(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
+uint64_t hashString(const std::string& s) { return fnv1a(s); }
 
 const char* transportName(TransportChoice t) {
   return t == TransportChoice::Shm ? "shm" : t == TransportChoice::Tcp ? "tcp" : "auto";
@@ -203,7 +201,10 @@ void Communicator::setUpTransports(Deadline deadline) {
   yieldNs_ = config_.yieldNs >= 0 ? config_.yieldNs : oversubscribed ? 1'000'000 : 0;
 
   const bool wantShm = config_.transport != TransportChoice::Tcp;
+  // The transports copy with the kernels' routines (they sit below kernels).
+  const transport::MemoryCopy kernelsCopy{kernels::copy, kernels::repMovsbCrawls};
   transport::ShmTransport::Options so;
+  so.memoryCopy = kernelsCopy;
   so.slotBytes = config_.shmSlotBytes;
   so.slots = config_.shmSlots;
   so.spinNs = spin(50'000);
@@ -211,6 +212,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   shm_ = transport::ShmTransport::create(*bootstrap_, wantShm ? local : std::vector<int>{rank_}, so,
                                          deadline);
   transport::TcpTransport::Options to;
+  to.memoryCopy = kernelsCopy;
   to.chunkBytes = config_.tcpChunkBytes;
   to.lanes = config_.socketsPerPeer;
   to.socketBufferBytes = config_.tcpSocketBufferBytes;

@@ -14,13 +14,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/error.h"
 #include "bootstrap/bootstrap.h"
 #include "collectives/executor.h"
 #include "collectives/online_tuner.h"
 #include "collectives/plan.h"
 #include "collectives/planner.h"
 #include "core/config.h"
-#include "core/error.h"
 #include "core/operation.h"
 #include "gyre/gyre.h"
 

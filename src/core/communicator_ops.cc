@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/log.h"
 #include "collectives/call.h"
 #include "collectives/point_to_point.h"
 #include "core/communicator.h"
-#include "core/log.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/scale.h"
 #include "topology/affinity.h"

@@ -50,9 +50,4 @@ struct ParamInfo {
 };
 std::span<const ParamInfo> parameterTable();
 
-// Strict number parsing with K/M/G suffixes (powers of 1024); throws
-// Error(gyreInvalidArgument) naming `what` when malformed or out of range.
-uint64_t parseSize(const std::string& text, const std::string& what);
-int64_t parseInt(const std::string& text, const std::string& what, int64_t lo, int64_t hi);
-
 }  // namespace gyre::core

@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "core/communicator.h"
-#include "core/error.h"
 
 namespace gyre::core::group {
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/log.h"
 #include "bootstrap/unique_id.h"
 #include "core/communicator.h"
-#include "core/log.h"
 
 namespace gyre::core {
 

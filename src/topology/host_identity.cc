@@ -1,5 +1,7 @@
 #include "topology/host_identity.h"
 
+#include "base/hash.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -8,12 +10,6 @@
 namespace gyre::topology {
 
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 std::string readFirstLine(const char* path) {
   std::ifstream f(path);

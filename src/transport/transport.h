@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/error.h"
-#include "core/function_ref.h"
+#include "base/error.h"
+#include "base/function_ref.h"
 
 namespace gyre::transport {
 

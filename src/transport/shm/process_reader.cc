@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "kernels/cpu/reduce.h"
 
 namespace gyre::transport::shm {
 
@@ -27,7 +26,7 @@ int ProcessReader::readDirect(void* dst, uint64_t remoteAddress, size_t bytes) {
 }
 
 int ProcessReader::read(void* dst, uint64_t remoteAddress, size_t bytes) {
-  if (bytes < kBounceMinBytes || !kernels::repMovsbCrawls(dst, reinterpret_cast<const void*>(remoteAddress)))
+  if (bytes < kBounceMinBytes || !copy_.kernelCopyCrawls(dst, reinterpret_cast<const void*>(remoteAddress)))
     return readDirect(dst, remoteAddress, bytes);
   // The kernel copies with rep movsb, which crawls at this distance (1.6
   // against 8.3 GB/s here). Read into a buffer at the source's own offset
@@ -43,7 +42,7 @@ int ProcessReader::read(void* dst, uint64_t remoteAddress, size_t bytes) {
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(kBouncePieceBytes, bytes - done);
     if (int err = readDirect(landing, remoteAddress + done, n)) return err;
-    kernels::copy(to + done, landing, n);
+    copy_.copy(to + done, landing, n, false);
     done += n;
   }
   bounced_ += bytes;

@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <memory>
 
+#include "transport/memory_copy.h"
+
 namespace gyre::transport::shm {
 
 class ProcessReader {
  public:
-  explicit ProcessReader(int pid) : pid_(pid) {}
+  ProcessReader(int pid, const MemoryCopy& memoryCopy) : pid_(pid), copy_(memoryCopy) {}
 
   // Copies bytes from the peer's remoteAddress into dst. Returns 0, or the
   // errno of the read that failed (EFAULT for a short read).
@@ -21,7 +23,7 @@ class ProcessReader {
   uint64_t bouncedBytes() const { return bounced_; }
 
   // Reads of this size or more go through the bounce buffer when the kernel's
-  // copy would crawl (kernels::repMovsbCrawls), in pieces of kBouncePieceBytes.
+  // copy would crawl (MemoryCopy::kernelCopyCrawls), in pieces of kBouncePieceBytes.
   static constexpr size_t kBounceMinBytes = 4096;
   static constexpr size_t kBouncePieceBytes = 256 * 1024;
 
@@ -31,6 +33,7 @@ class ProcessReader {
     void operator()(unsigned char* p) const { std::free(p); }
   };
   int pid_;
+  MemoryCopy copy_;
   std::unique_ptr<unsigned char, Free> bounce_;  // kBouncePieceBytes + a page, once needed
   uint64_t bounced_ = 0;
 };

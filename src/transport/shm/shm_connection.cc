@@ -3,8 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
-#include "kernels/cpu/reduce.h"
+#include "base/error.h"
 #include "transport/shm/shared_allocation.h"
 #include "transport/shm/shm_transport.h"
 
@@ -34,7 +33,7 @@ void ShmConnection::sendCommit(size_t bytes, const MessageTag& tag) {
 bool ShmConnection::trySendFrom(const void* src, size_t bytes, const MessageTag& tag) {
   void* dst = trySendBuffer(bytes);
   if (!dst) return false;
-  kernels::copy(dst, src, bytes);
+  copy_.copy(dst, src, bytes, false);
   sendCommit(bytes, tag);
   return true;
 }
@@ -55,7 +54,7 @@ void ShmConnection::recvRelease(size_t) {
 bool ShmConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) {
   const void* src = tryRecvBuffer(bytes, tag);
   if (!src) return false;
-  kernels::copy(dst, src, bytes);
+  copy_.copy(dst, src, bytes, false);
   recvRelease(bytes);
   return true;
 }

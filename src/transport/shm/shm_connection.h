@@ -14,14 +14,15 @@ class ShmTransport;
 class ShmConnection final : public Connection {
  public:
   ShmConnection(ShmTransport& transport, int peer, int peerPid, shm::SegmentHeader* peerHeader,
-                shm::Fifo out, shm::Fifo in)
+                shm::Fifo out, shm::Fifo in, const MemoryCopy& memoryCopy)
       : transport_(transport),
         peer_(peer),
         peerHeader_(peerHeader),
         out_(out),
         in_(in),
         mappings_(peerPid),
-        reader_(peerPid) {}
+        reader_(peerPid, memoryCopy),
+        copy_(memoryCopy) {}
 
   Transport& transport() override;
   int peer() const override { return peer_; }
@@ -52,6 +53,7 @@ class ShmConnection final : public Connection {
   uint64_t received_ = 0;
   shm::PeerMappings mappings_;
   shm::ProcessReader reader_;
+  MemoryCopy copy_;
 };
 
 }  // namespace gyre::transport

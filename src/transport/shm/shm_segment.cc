@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/error.h"
 #include "bootstrap/unique_id.h"
-#include "core/error.h"
 #include "topology/affinity.h"
 
 namespace gyre::transport {

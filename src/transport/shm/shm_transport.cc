@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
-#include "core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/shm/futex.h"
 #include "transport/shm/shm_connection.h"
 
@@ -88,7 +88,8 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
     shm::Fifo out = shm::Fifo::at(t->peerSegments_[i].data(), me, options.slotBytes, options.slots);
     shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
     t->connections_[i] =
-        std::make_unique<ShmConnection>(*t, peer, bs.peers()[peer].pid, peerHeader, out, in);
+        std::make_unique<ShmConnection>(*t, peer, bs.peers()[peer].pid, peerHeader, out, in,
+                                        options.memoryCopy);
   }
   // Once every peer has mapped our segment its name can go: the memory lives
   // as long as a mapping does, and a killed job leaves nothing behind.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/memory_copy.h"
 #include "transport/shm/shm_layout.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
@@ -25,6 +26,7 @@ class ShmTransport final : public Transport {
     size_t slotBytes = 256 * 1024;
     int slots = 8;
     int64_t spinNs = 50'000;
+    MemoryCopy memoryCopy;
   };
 
   // Collective over every rank of the bootstrap; localRanks (sorted, this

@@ -7,8 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.h"
-#include "kernels/cpu/reduce.h"
+#include "base/error.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace gyre::transport {
@@ -47,13 +46,14 @@ size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const s
 
 TcpConnection::TcpConnection(TcpTransport& transport, int peer, std::string peerName,
                              std::vector<bootstrap::Socket> lanes, size_t chunkBytes,
-                             int stagingSlots)
+                             int stagingSlots, const MemoryCopy& memoryCopy)
     : transport_(transport),
       peer_(peer),
       peerName_(std::move(peerName)),
       lanes_(std::move(lanes)),
       chunkBytes_(chunkBytes),
-      queueSlots_(stagingSlots + 1) {
+      queueSlots_(stagingSlots + 1),
+      copy_(memoryCopy) {
   outQ_.resize(static_cast<size_t>(queueSlots_));
   inQ_.resize(static_cast<size_t>(queueSlots_));
   laneOut_.resize(lanes_.size());
@@ -222,7 +222,7 @@ bool TcpConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
   if (m.lanesDone < int(lanes_.size())) pumpRecv();
   if (m.lanesDone < int(lanes_.size())) return false;
   if (m.staging >= 0) {
-    kernels::copy(dst, m.dst, bytes);  // it came early, into staging
+    copy_.copy(dst, m.dst, bytes, false);  // it came early, into staging
     inFree_.push_back(m.staging);
   } else if (m.dst != dst) {
     throwError(gyreInternalError, "tcp: resumed receive with a different buffer");

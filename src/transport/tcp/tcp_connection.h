@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "transport/memory_copy.h"
 #include "transport/transport.h"
 
 namespace gyre::transport {
@@ -22,7 +23,8 @@ class TcpTransport;
 class TcpConnection final : public Connection {
  public:
   TcpConnection(TcpTransport& transport, int peer, std::string peerName,
-                std::vector<bootstrap::Socket> lanes, size_t chunkBytes, int stagingSlots);
+                std::vector<bootstrap::Socket> lanes, size_t chunkBytes, int stagingSlots,
+                const MemoryCopy& memoryCopy);
   ~TcpConnection() override;
 
   Transport& transport() override;
@@ -92,6 +94,7 @@ class TcpConnection final : public Connection {
   std::vector<bootstrap::Socket> lanes_;
   size_t chunkBytes_;
   int queueSlots_;
+  MemoryCopy copy_;
 
   // Output queue: messages [outHead_, outTail_) not fully written yet.
   std::vector<OutMsg> outQ_;

@@ -2,7 +2,7 @@
 
 #include <poll.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "transport/tcp/tcp_connection.h"
 
 namespace gyre::transport {
@@ -43,7 +43,7 @@ void TcpTransport::connect(const std::vector<int>& peers, Deadline deadline) {
                                 : lanes[0].localAddr().str() + " -> " + lanes[0].peerAddr().str();
     connections_[p] =
         std::make_unique<TcpConnection>(*this, p, bootstrap_.describe(p), std::move(lanes),
-                                        options_.chunkBytes, options_.stagingSlots);
+                                        options_.chunkBytes, options_.stagingSlots, options_.memoryCopy);
     GYRE_INFO("rank %d: tcp connection to %s, %d socket(s), %s", me, bootstrap_.describe(p).c_str(),
               options_.lanes, via.c_str());
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/memory_copy.h"
 #include "transport/transport.h"
 
 namespace gyre::transport {
@@ -26,6 +27,7 @@ class TcpTransport final : public Transport {
     size_t socketBufferBytes = 4 << 20;
     int stagingSlots = 4;
     int64_t spinNs = 20'000;
+    MemoryCopy memoryCopy;
   };
 
   TcpTransport(bootstrap::Bootstrap& bootstrap, const Options& options);

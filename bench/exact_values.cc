@@ -1,4 +1,4 @@
-#include "tests/support/exact_values.h"
+#include "bench/exact_values.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "base/log.h"
 
 #include <strings.h>
 #include <sys/syscall.h>

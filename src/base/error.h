@@ -1,6 +1,6 @@
 // Errors inside gyre are exceptions carrying a gyreResult_t and a sentence;
-// the C ABI layer (api.cc) turns them into result codes and the thread's last
-// error. Nothing else crosses the ABI.
+// the C ABI layer (core/api.cc) turns them into result codes and the
+// thread's last error (core/last_error.h). Nothing else crosses the ABI.
 #pragma once
 
 #include <stdexcept>
@@ -26,12 +26,6 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void throwError(gyreResult_t code, std::string message) {
   throw Error(code, std::move(message));
 }
-
-// The calling thread's last error sentence (gyreGetLastError). Never
-// throws, even when memory has run out (the sentence is then cut to size).
-void setLastError(const std::string& message) noexcept;
-void setLastError(const char* function, const char* what) noexcept;  // "function: what"
-const char* lastError();
 
 const char* resultString(gyreResult_t r);
 
