@@ -20,20 +20,26 @@ using collectives::Prim;
 class NullTransport : public transport::Transport {
  public:
   const char* name() const override { return "null"; }
+  transport::Capabilities capabilities() const override { return 0; }
+  bool canConnect(int, std::string*) const override { return true; }
+  void connect(std::span<const int>, Deadline) override {}
+  transport::Connection* connection(int) override { return nullptr; }
   int64_t spinNs() const override { return 0; }
   bool block(int64_t, FunctionRef<bool()> ready) override { return ready(); }
   bool hasPendingOutput() const override { return false; }
+  void shutdown() override {}
+  void interrupt() override {}
 };
 
 // Always has room and always has the next message; appends "S<peer>" or
 // "R<peer>" to the log for every message moved.
 class RecordingConnection : public transport::Connection {
  public:
-  RecordingConnection(int peer, std::vector<std::string>& log, NullTransport& t) : peer_(peer), log_(log), t_(t) {}
+  RecordingConnection(int peer, std::vector<std::string>& log, NullTransport& t)
+      : Connection(0), peer_(peer), log_(log), t_(t) {}
   transport::Transport& transport() override { return t_; }
   int peer() const override { return peer_; }
   size_t maxMessageBytes() const override { return sizeof(payload_); }
-  bool prefersDirect() const override { return false; }
   void* trySendBuffer(size_t) override { return payload_; }
   void sendCommit(size_t, const transport::MessageTag&) override { log_.push_back("S" + std::to_string(peer_)); }
   bool trySendFrom(const void*, size_t, const transport::MessageTag&) override {

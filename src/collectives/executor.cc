@@ -159,7 +159,7 @@ class Runner {
         if (l.phase == 0) {
           const void* data = in.tryRecvBuffer(bytes, tag);
           if (!data) return blocked(l, in, Waiting::ForData);
-          if (out.prefersDirect()) {
+          if (out.can(transport::kDirectIO)) {
             // Reduce once into place (cached: the socket reads it next),
             // then send from there.
             reduce(dst, nullptr, data, src, s, divisor, false);
@@ -182,7 +182,7 @@ class Runner {
         Connection& in = ctx_.connection(s.recvPeer);
         Connection& out = ctx_.connection(s.sendPeer);
         if (l.phase == 0) {
-          if (in.prefersDirect() || out.prefersDirect()) {
+          if (in.can(transport::kDirectIO) || out.can(transport::kDirectIO)) {
             // Land in dst first, then send from there: cached stores.
             Outcome o = recvInto(in, dst, bytes, tag, false, l);
             if (o != Outcome::Done) return o;
@@ -206,7 +206,7 @@ class Runner {
         // the input instead of a copy and then a send that reads it again
         // (from memory, once the output is too large for cache).
         Connection& out = ctx_.connection(s.sendPeer);
-        if (out.prefersDirect()) {  // the socket reads the copy, in cache
+        if (out.can(transport::kDirectIO)) {  // the socket reads the copy, in cache
           if (l.phase == 0) {
             reduce(dst, nullptr, src, nullptr, s, 1, false);
             l.phase = 1;
@@ -285,7 +285,7 @@ class Runner {
 
   Outcome recvInto(Connection& in, void* dst, size_t bytes, const transport::MessageTag& tag, bool mayStream,
                    LaneState& l) {
-    if (in.prefersDirect())
+    if (in.can(transport::kDirectIO))
       return in.tryRecvInto(dst, bytes, tag) ? Outcome::Done : blocked(l, in, Waiting::ForData);
     // Copy out of the peer's buffer ourselves, streaming a large output.
     const void* data = in.tryRecvBuffer(bytes, tag);

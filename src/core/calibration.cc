@@ -17,6 +17,7 @@
 #include "collectives/alltoall.h"
 #include "collectives/calibration_plans.h"
 #include "core/communicator.h"
+#include "transport/connection_manager.h"
 
 namespace gyre::core {
 
@@ -75,7 +76,7 @@ void Communicator::measureLink(int peer, bool first, double* latencyUs, double* 
   timePlanUs(plan, args);  // warm-up
   collectives::buildPingPong(plan, peer, first, 8, kPingPongs);
   *latencyUs = fastest(0, kPingPongBatches, [&] { return timePlanUs(plan, args); }) / (2.0 * kPingPongs);
-  collectives::buildExchange(plan, peer, first, kExchangeBytes, connections_[peer]->maxMessageBytes());
+  collectives::buildExchange(plan, peer, first, kExchangeBytes, connections_->connection(peer)->maxMessageBytes());
   const double best = fastest(1, kRepeats, [&] { return timePlanUs(plan, args) - 2 * *latencyUs; });
   *gbps = double(kExchangeBytes) / std::max(best, 1.0) / 1e3;
 }

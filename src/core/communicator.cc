@@ -15,6 +15,7 @@
 #include "kernels/cpu/reduce.h"
 #include "topology/host_identity.h"
 #include "topology/rank_topology.h"
+#include "transport/connection_manager.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -176,13 +177,6 @@ void Communicator::setUpTransports(Deadline deadline) {
   std::vector<int> local;
   for (int r = 0; r < nranks_; ++r)
     if (topo.result.transport(rank_, r) == topology::TransportKind::Shm) local.push_back(r);
-  if (config_.transport == TransportChoice::Shm && int(local.size()) != nranks_) {
-    for (int r = 0; r < nranks_; ++r)
-      if (topo.result.transport(rank_, r) != topology::TransportKind::Shm)
-        throwError(gyreInvalidArgument, "GYRE_TRANSPORT=shm, but " + bootstrap_->describe(r) +
-                                            " is on another host than rank " +
-                                            std::to_string(rank_));
-  }
 
   // More ranks than cores: spinning steals the CPU from the peer we wait on.
   // The CPUs this host's ranks may use between them: the union of their
@@ -200,6 +194,9 @@ void Communicator::setUpTransports(Deadline deadline) {
   };
   yieldNs_ = config_.yieldNs >= 0 ? config_.yieldNs : oversubscribed ? 1'000'000 : 0;
 
+  // Every transport is created on every rank (creation is collective), and
+  // the connection manager picks one per peer: shared memory on the same
+  // host, else TCP, unless GYRE_TRANSPORT names one.
   const bool wantShm = config_.transport != TransportChoice::Tcp;
   // The transports copy with the kernels' routines (they sit below kernels).
   const transport::MemoryCopy kernelsCopy{kernels::copy, kernels::repMovsbCrawls};
@@ -209,8 +206,8 @@ void Communicator::setUpTransports(Deadline deadline) {
   so.slots = config_.shmSlots;
   so.spinNs = spin(50'000);
   // Collective: every rank calls it (those alone on a host contribute nothing).
-  shm_ = transport::ShmTransport::create(*bootstrap_, wantShm ? local : std::vector<int>{rank_}, so,
-                                         deadline);
+  auto shm = transport::ShmTransport::create(*bootstrap_, wantShm ? local : std::vector<int>{rank_}, so,
+                                             deadline);
   transport::TcpTransport::Options to;
   to.memoryCopy = kernelsCopy;
   to.chunkBytes = config_.tcpChunkBytes;
@@ -221,23 +218,23 @@ void Communicator::setUpTransports(Deadline deadline) {
   // the bootstrap decides whether it can (not with GYRE_SOCKET_IFNAME set).
   // Collective: every rank calls it.
   bootstrap_->openDataListener(topo.nicInterface, deadline);
-  tcp_ = std::make_unique<transport::TcpTransport>(*bootstrap_, to);
+  auto tcp = std::make_unique<transport::TcpTransport>(*bootstrap_, to);
 
-  connections_.assign(static_cast<size_t>(nranks_), nullptr);
-  useShm_.assign(static_cast<size_t>(nranks_), false);
-  for (int r : local) {
-    if (r == rank_ || !wantShm) continue;
-    useShm_[r] = true;
-    connections_[r] = shm_->connection(r);
-  }
-  canReadPeers_ = wantShm && int(local.size()) == nranks_ && shm_->canReadPeers();
-  networkReports_ = !wantShm || int(local.size()) != nranks_;
-  GYRE_INFO("rank %d: %zu rank(s) on this host, transport %s%s", rank_, local.size(),
-            transportName(config_.transport),
+  connections_ = std::make_unique<transport::ConnectionManager>(rank_, nranks_);
+  connections_->add(std::move(shm), 20, wantShm ? "" : "GYRE_TRANSPORT=tcp");
+  connections_->add(std::move(tcp), 10,
+                    config_.transport == TransportChoice::Shm ? "GYRE_TRANSPORT=shm" : "");
+  connections_->choose([&](int peer) { return bootstrap_->describe(peer); });
+  canReadPeers_ = connections_->everyPeerCan(transport::kPeerRead);
+  // Some peer does not report failures through a transport: reports come
+  // through the bootstrap's listener, which a call's start must then poll.
+  networkReports_ = nranks_ > 1 && !connections_->everyPeerCan(transport::kReportsFailures);
+  GYRE_INFO("rank %d: %zu rank(s) on this host, transport %s (%s)%s", rank_, local.size(),
+            transportName(config_.transport), connections_->describeChoices().c_str(),
             oversubscribed ? ", oversubscribed: short spins" : "");
 }
 
-transport::Connection& Communicator::connection(int peer) { return *connections_[peer]; }
+transport::Connection& Communicator::connection(int peer) { return *connections_->connection(peer); }
 
 void Communicator::checkUsable() const {
   if (failedCode_.load() == gyreSuccess) return;
@@ -246,17 +243,7 @@ void Communicator::checkUsable() const {
              "the communicator failed earlier and can only be destroyed: " + failedMessage_);
 }
 
-void Communicator::progressAll() {
-  if (!tcp_) return;
-  bool blocked = false;
-  for (int p = 0; p < nranks_; ++p)
-    if (connections_[p] && !useShm_[p]) blocked |= connections_[p]->progress(false).sendBlocked;
-  if (!blocked) return;
-  // Some peer is not draining our output; make sure we drain everyone's, or
-  // a cycle of full pipes could stall every rank.
-  for (int p = 0; p < nranks_; ++p)
-    if (connections_[p] && !useShm_[p]) connections_[p]->progress(true);
-}
+void Communicator::progressAll() { connections_->progress(); }
 
 void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
   if (abortRequested_.load())
@@ -279,7 +266,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
     }
     throw PeerFailure(gyreRemoteError, n->origin, n->message);
   }
-  if (auto a = shm_->peerAbort()) throw PeerFailure(gyreRemoteError, a->first, a->second);
+  if (auto a = connections_->peerReport()) throw PeerFailure(gyreRemoteError, a->origin, a->message);
   // Only the peers we wait on: others may have finished this operation and
   // exited normally; a failure elsewhere reaches us as a report.
   for (const WaitItem& w : awaited) {
@@ -295,7 +282,7 @@ void Communicator::checkReports() {
   // Local peers raise a flag in shared memory (a load each); others report
   // through the bootstrap listener (a poll(), only when some peer is not
   // local or GYRE_TRANSPORT=tcp).
-  if (auto a = shm_->peerAbort()) throw fail(PeerFailure(gyreRemoteError, a->first, a->second));
+  if (auto a = connections_->peerReport()) throw fail(PeerFailure(gyreRemoteError, a->origin, a->message));
   if (!networkReports_) return;
   if (auto n = bootstrap_->pollAbortNotice()) {
     if (n->waitingOn >= 0) throw fail(stallSeenFromOutside(*n));
@@ -375,8 +362,7 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
     }
     slice = std::min(slice, kHealthEveryNs);
     progressAll();
-    if (mixed || (&t != tcp_.get() && tcp_->hasPendingOutput())) slice = std::min<int64_t>(slice, kMs);
-    if (t.block(slice, ready)) return;
+    if (connections_->block(t, mixed, slice, ready)) return;
   }
 }
 
@@ -407,7 +393,7 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
     // where the failure began, or a local peer seen exiting.
     try {
       if (failedPeer >= 0) {
-        const WaitItem w{connections_[failedPeer], Waiting::ForData};
+        const WaitItem w{connections_->connection(failedPeer), Waiting::ForData};
         checkHealth(std::span<const WaitItem>(&w, 1), false);
       } else {
         checkHealth({});
@@ -427,9 +413,9 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
     }
     if (!peersNotified_) {
       peersNotified_ = true;
-      shm_->raiseAbort(origin, sentence);
+      connections_->report(origin, sentence);
       if (!stallReported_) bootstrap_->notifyAbort(origin, sentence);  // a stall was told with its wait already
-      tcp_->shutdownAll();
+      connections_->shutdown();
     }
   }
   GYRE_WARN("%s", message.c_str());
@@ -438,8 +424,7 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
 
 void Communicator::abort() {
   abortRequested_.store(true);
-  if (shm_) shm_->wakeSelf();
-  if (tcp_) tcp_->shutdownAll();  // a call blocked in poll() wakes up
+  if (connections_) connections_->interrupt();  // a call blocked in a transport wakes up
   // The call in progress (if any) sees the flag within a block slice.
   while (activeCalls_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   if (failedCode_.load() == gyreSuccess) {
@@ -452,19 +437,17 @@ void Communicator::abort() {
 bool Communicator::sameHost(int peer) const { return bootstrap_->sameHost(peer); }
 
 size_t Communicator::chunkBytes(std::span<const int> peers) {
-  std::vector<int> missing;
-  for (int p : peers)
-    if (p != rank_ && !connections_[p]) missing.push_back(p);
-  if (!missing.empty()) {
+  bool missing = false;
+  for (int p : peers) missing |= p != rank_ && !connections_->connection(p);
+  if (missing) {
     try {
-      tcp_->connect(missing, Deadline::afterMs(config_.timeoutMs));
+      connections_->connect(peers, Deadline::afterMs(config_.timeoutMs));
     } catch (const Error&) {
       // A peer that failed has closed its listener; the account it sent of
       // why (a mismatch, say) names where the failure began.
       checkHealth({});
       throw;
     }
-    for (int p : missing) connections_[p] = tcp_->connection(p);
   }
   // One size for the whole communicator, not the listed peers' own: ranks
   // whose neighbours sit behind different links (shared memory for some,
@@ -472,7 +455,7 @@ size_t Communicator::chunkBytes(std::span<const int> peers) {
   // still cut a vector into the same pieces.
   size_t chunk = commonChunk_;
   for (int p : peers)
-    if (p != rank_) chunk = std::min(chunk, connections_[p]->maxMessageBytes());
+    if (p != rank_) chunk = std::min(chunk, connections_->connection(p)->maxMessageBytes());
   return chunk;
 }
 

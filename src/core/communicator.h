@@ -25,8 +25,7 @@
 #include "gyre/gyre.h"
 
 namespace gyre::transport {
-class ShmTransport;
-class TcpTransport;
+class ConnectionManager;
 }  // namespace gyre::transport
 
 namespace gyre::core {
@@ -175,10 +174,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int nranks_ = 1;
   Config config_;
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
-  std::unique_ptr<transport::ShmTransport> shm_;
-  std::unique_ptr<transport::TcpTransport> tcp_;
-  std::vector<transport::Connection*> connections_;  // by peer; null until made
-  std::vector<bool> useShm_;                         // by peer
+  // The transports and the connection to each peer (null until made).
+  std::unique_ptr<transport::ConnectionManager> connections_;
   collectives::Plan plan_;
   // The request plan_ was built for, to reuse it for the same call again.
   struct PlanCache {

@@ -10,9 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/function_ref.h"
+#include "transport/capabilities.h"
 
 namespace gyre::transport {
 
@@ -77,16 +82,17 @@ class Transport;
 
 class Connection {
  public:
+  explicit Connection(Capabilities caps) : caps_(caps) {}
   virtual ~Connection() = default;
 
   virtual Transport& transport() = 0;
   virtual int peer() const = 0;
   // The largest message; the plans cut data into pieces of at most this.
   virtual size_t maxMessageBytes() const = 0;
-  // True when sending from / receiving into the caller's memory saves a copy
-  // compared with the buffer interface (sockets); false for shared memory,
-  // where writing straight into the peer-visible buffer is cheapest.
-  virtual bool prefersDirect() const = 0;
+  // What this connection can do (capabilities.h). Not virtual: the executor
+  // asks per step.
+  Capabilities capabilities() const { return caps_; }
+  bool can(Capability c) const { return (caps_ & c) != 0; }
 
   // --- sending, in message order ---
   // Room for the next message, or nullptr while the peer has no space.
@@ -122,12 +128,37 @@ class Connection {
   // readAhead, also pulls in data nobody asked for yet, into staging, so a
   // peer blocked on a full pipe can go on.
   virtual ProgressResult progress(bool readAhead) = 0;
+
+ private:
+  Capabilities caps_;
 };
 
+// A failure a peer reported through a transport (a local peer's flag in
+// shared memory): the rank where it began and its sentence.
+struct PeerReport {
+  int origin = -1;
+  std::string message;
+};
+
+// One way of reaching peers. The connection manager (connection_manager.h)
+// asks each registered transport whether it can reach a peer, picks one per
+// peer, and drives them all; nothing above it names a concrete transport.
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  // What its connections can do (the same for each of them).
+  virtual Capabilities capabilities() const = 0;
+  // Whether it can connect this rank to peer (shared memory: the same host
+  // and a segment mapped at creation), and if not, why, for the message that
+  // names a peer no transport reaches.
+  virtual bool canConnect(int peer, std::string* whyNot = nullptr) const = 0;
+  // Makes connections to these peers (each of which it canConnect) that do
+  // not exist yet. Collective: every listed peer calls it with this rank in
+  // its list during the same operation.
+  virtual void connect(std::span<const int> peers, Deadline deadline) = 0;
+  // The connection to peer, or nullptr while there is none.
+  virtual Connection* connection(int peer) = 0;
   // How long a waiter should busy-poll before blocking.
   virtual int64_t spinNs() const = 0;
   // Blocks until some connection of this transport may have changed state
@@ -137,6 +168,16 @@ class Transport {
   virtual bool block(int64_t timeoutNs, FunctionRef<bool()> ready) = 0;
   // True while queued output needs progress() calls to move.
   virtual bool hasPendingOutput() const = 0;
+  // After a failure, first: tells the peers this transport reaches (those
+  // with kReportsFailures can) where the failure began and its sentence.
+  virtual void report(int /*origin*/, const std::string& /*sentence*/) {}
+  // Then: stops all I/O, so that a peer waiting on this rank sees it at once.
+  virtual void shutdown() = 0;
+  // From any thread: wakes whoever is blocked in block() (gyreCommAbort).
+  // It may stop I/O; a shutdown follows.
+  virtual void interrupt() = 0;
+  // A failure a peer reported through this transport, if any (kReportsFailures).
+  virtual std::optional<PeerReport> peerReport() const { return std::nullopt; }
 };
 
 inline void Connection::readPeerMemory(void*, uint64_t, size_t) {

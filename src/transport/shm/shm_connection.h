@@ -14,8 +14,9 @@ class ShmTransport;
 class ShmConnection final : public Connection {
  public:
   ShmConnection(ShmTransport& transport, int peer, int peerPid, shm::SegmentHeader* peerHeader,
-                shm::Fifo out, shm::Fifo in, const MemoryCopy& memoryCopy)
-      : transport_(transport),
+                shm::Fifo out, shm::Fifo in, const MemoryCopy& memoryCopy, Capabilities caps)
+      : Connection(caps),
+        transport_(transport),
         peer_(peer),
         peerHeader_(peerHeader),
         out_(out),
@@ -27,7 +28,6 @@ class ShmConnection final : public Connection {
   Transport& transport() override;
   int peer() const override { return peer_; }
   size_t maxMessageBytes() const override { return out_.slotBytes; }
-  bool prefersDirect() const override { return false; }
 
   void* trySendBuffer(size_t bytes) override;
   void sendCommit(size_t bytes, const MessageTag& tag) override;

@@ -89,7 +89,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
     shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
     t->connections_[i] =
         std::make_unique<ShmConnection>(*t, peer, bs.peers()[peer].pid, peerHeader, out, in,
-                                        options.memoryCopy);
+                                        options.memoryCopy, t->capabilities());
   }
   // Once every peer has mapped our segment its name can go: the memory lives
   // as long as a mapping does, and a killed job leaves nothing behind.
@@ -103,7 +103,21 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
 
 ShmTransport::~ShmTransport() = default;
 
-Connection* ShmTransport::connection(int peer) {
+bool ShmTransport::canConnect(int peer, std::string* whyNot) const {
+  const bool ok = peer != rank_ && find(peer) != nullptr;
+  if (!ok && whyNot) *whyNot = "not on this host";
+  return ok;
+}
+
+void ShmTransport::connect(std::span<const int> peers, Deadline) {
+  for (int p : peers)
+    if (p != rank_ && !find(p))
+      throwError(gyreInternalError, "shm: asked to connect to rank " + std::to_string(p) + ", which is not on this host");
+}
+
+Connection* ShmTransport::connection(int peer) { return find(peer); }
+
+ShmConnection* ShmTransport::find(int peer) const {
   if (peer < 0 || size_t(peer) >= localIndexOf_.size()) return nullptr;
   int i = localIndexOf_[peer];
   return i < 0 || connections_.empty() ? nullptr : connections_[i].get();
@@ -127,7 +141,7 @@ bool ShmTransport::block(int64_t timeoutNs, FunctionRef<bool()> ready) {
   return isReady;
 }
 
-void ShmTransport::raiseAbort(int originRank, const std::string& message) {
+void ShmTransport::report(int originRank, const std::string& message) {
   if (!own_.data()) return;
   auto* h = static_cast<shm::SegmentHeader*>(own_.data());
   uint32_t expected = 0;
@@ -140,19 +154,18 @@ void ShmTransport::raiseAbort(int originRank, const std::string& message) {
     if (peerSegments_[i].data()) ring(static_cast<shm::SegmentHeader*>(peerSegments_[i].data()));
 }
 
-std::optional<std::pair<int, std::string>> ShmTransport::peerAbort() const {
+std::optional<PeerReport> ShmTransport::peerReport() const {
   for (const ShmSegment& s : peerSegments_) {
     if (!s.data()) continue;
     auto* h = static_cast<const shm::SegmentHeader*>(s.data());
     if (h->aborted.load(std::memory_order_acquire))
-      return std::make_pair(
-          h->abortOrigin,
-          std::string(h->abortMessage, strnlen(h->abortMessage, sizeof(h->abortMessage))));
+      return PeerReport{h->abortOrigin,
+                        std::string(h->abortMessage, strnlen(h->abortMessage, sizeof(h->abortMessage)))};
   }
   return std::nullopt;
 }
 
-void ShmTransport::wakeSelf() {
+void ShmTransport::interrupt() {
   if (own_.data()) ring(static_cast<shm::SegmentHeader*>(own_.data()));
 }
 

@@ -37,23 +37,29 @@ class ShmTransport final : public Transport {
   ~ShmTransport() override;
 
   const char* name() const override { return "shm"; }
+  // Single-copy reads (kPeerRead) only when this rank can read every local
+  // peer's memory directly and every local peer can read this rank's: all
+  // local ranks agree.
+  Capabilities capabilities() const override {
+    return kPeerMap | kReportsFailures | kSameHostOnly | (canReadPeers_ ? Capabilities{kPeerRead} : 0u);
+  }
+  // The local peers given to create(), whose segments it mapped then.
+  bool canConnect(int peer, std::string* whyNot) const override;
+  // Every connection was made by create(); this checks the peers have one.
+  void connect(std::span<const int> peers, Deadline deadline) override;
+  // The connection to a local peer (nullptr for a rank on another host).
+  Connection* connection(int peer) override;
   int64_t spinNs() const override { return options_.spinNs; }
   bool block(int64_t timeoutNs, FunctionRef<bool()> ready) override;
   bool hasPendingOutput() const override { return false; }
-
-  // The connection to a local peer (nullptr for a rank on another host).
-  Connection* connection(int peer);
-
   // Marks this rank's segment as failed and wakes every local peer.
-  void raiseAbort(int originRank, const std::string& message);
-  // A local peer's failure, if any has been raised: (origin rank, message).
-  std::optional<std::pair<int, std::string>> peerAbort() const;
-  // Wakes this rank's own waiter (an abort from another thread).
-  void wakeSelf();
-
-  // True when this rank can read every local peer's memory directly (and
-  // every local peer can read this rank's): all local ranks agree.
-  bool canReadPeers() const { return canReadPeers_; }
+  void report(int origin, const std::string& sentence) override;
+  // Nothing to stop: a local peer learns of the failure from the flag.
+  void shutdown() override {}
+  // Wakes this rank's own waiter.
+  void interrupt() override;
+  // A local peer's failure, if one has been raised.
+  std::optional<PeerReport> peerReport() const override;
 
   // Rings a rank's doorbell if it may be asleep. Called after every publish.
   static void ringIfSleeping(shm::SegmentHeader* header) {
@@ -64,6 +70,7 @@ class ShmTransport final : public Transport {
 
  private:
   ShmTransport() = default;
+  ShmConnection* find(int peer) const;
 
   Options options_;
   int rank_ = 0;

@@ -46,8 +46,9 @@ size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const s
 
 TcpConnection::TcpConnection(TcpTransport& transport, int peer, std::string peerName,
                              std::vector<bootstrap::Socket> lanes, size_t chunkBytes,
-                             int stagingSlots, const MemoryCopy& memoryCopy)
-    : transport_(transport),
+                             int stagingSlots, const MemoryCopy& memoryCopy, Capabilities caps)
+    : Connection(caps),
+      transport_(transport),
       peer_(peer),
       peerName_(std::move(peerName)),
       lanes_(std::move(lanes)),

@@ -24,13 +24,12 @@ class TcpConnection final : public Connection {
  public:
   TcpConnection(TcpTransport& transport, int peer, std::string peerName,
                 std::vector<bootstrap::Socket> lanes, size_t chunkBytes, int stagingSlots,
-                const MemoryCopy& memoryCopy);
+                const MemoryCopy& memoryCopy, Capabilities caps);
   ~TcpConnection() override;
 
   Transport& transport() override;
   int peer() const override { return peer_; }
   size_t maxMessageBytes() const override { return chunkBytes_; }
-  bool prefersDirect() const override { return true; }
 
   void* trySendBuffer(size_t bytes) override;
   void sendCommit(size_t bytes, const MessageTag& tag) override;

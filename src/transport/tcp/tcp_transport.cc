@@ -12,7 +12,13 @@ TcpTransport::TcpTransport(bootstrap::Bootstrap& bootstrap, const Options& optio
 
 TcpTransport::~TcpTransport() = default;
 
-void TcpTransport::connect(const std::vector<int>& peers, Deadline deadline) {
+bool TcpTransport::canConnect(int peer, std::string* whyNot) const {
+  const bool ok = peer >= 0 && peer < bootstrap_.nranks() && peer != bootstrap_.rank();
+  if (!ok && whyNot) *whyNot = "not a peer";
+  return ok;
+}
+
+void TcpTransport::connect(std::span<const int> peers, Deadline deadline) {
   std::map<int, std::vector<bootstrap::Socket>> made;
   const int me = bootstrap_.rank();
   // All our connects first (they never wait for the peer's code), then the
@@ -43,7 +49,8 @@ void TcpTransport::connect(const std::vector<int>& peers, Deadline deadline) {
                                 : lanes[0].localAddr().str() + " -> " + lanes[0].peerAddr().str();
     connections_[p] =
         std::make_unique<TcpConnection>(*this, p, bootstrap_.describe(p), std::move(lanes),
-                                        options_.chunkBytes, options_.stagingSlots, options_.memoryCopy);
+                                        options_.chunkBytes, options_.stagingSlots, options_.memoryCopy,
+                                        capabilities());
     GYRE_INFO("rank %d: tcp connection to %s, %d socket(s), %s", me, bootstrap_.describe(p).c_str(),
               options_.lanes, via.c_str());
   }

@@ -34,18 +34,25 @@ class TcpTransport final : public Transport {
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
+  // Sockets read and write the caller's memory; the send queue is user
+  // space, moved by progress().
+  Capabilities capabilities() const override { return kDirectIO | kNeedsProgress; }
+  // Any other rank: through the bootstrap's listeners, loopback on one host.
+  bool canConnect(int peer, std::string* whyNot) const override;
+  void connect(std::span<const int> peers, Deadline deadline) override;
+  Connection* connection(int peer) override;
   int64_t spinNs() const override { return options_.spinNs; }
   bool block(int64_t timeoutNs, FunctionRef<bool()> ready) override;
   bool hasPendingOutput() const override;
-
-  // Makes sure connections to these peers exist. Every listed peer must call
-  // it with this rank in its list during the same operation.
-  void connect(const std::vector<int>& peers, Deadline deadline);
-  Connection* connection(int peer);
-  // Stops all I/O (after a failure): peers see the connections close.
-  void shutdownAll();
+  // Stops all I/O: peers see the connections close (a failure's account
+  // reaches them through the bootstrap's notices).
+  void shutdown() override { shutdownAll(); }
+  // A call blocked in poll() wakes up as its sockets shut down.
+  void interrupt() override { shutdownAll(); }
 
  private:
+  void shutdownAll();
+
   bootstrap::Bootstrap& bootstrap_;
   Options options_;
   std::map<int, std::unique_ptr<TcpConnection>> connections_;

@@ -1,0 +1,35 @@
+// What a transport's connections can do, as flags the layers above test,
+// instead of one boolean hint per feature: the executor picks its copies by
+// them, the planner its single-copy algorithms, the communicator how to
+// drive progress and where failures are reported.
+#pragma once
+
+#include <cstdint>
+
+namespace gyre::transport {
+
+using Capabilities = uint32_t;
+
+enum Capability : Capabilities {
+  // Sending from and receiving into the caller's memory (trySendFrom,
+  // tryRecvInto) saves a copy against the buffer form (sockets). Without it
+  // the transport's own buffers are peer-visible memory (shared memory), and
+  // writing straight into them is cheapest.
+  kDirectIO = 1u << 0,
+  // readPeerMemory: a one-sided copy from the peer process's memory (the
+  // kernel's process_vm_readv for shared memory; RDMA read later).
+  kPeerRead = 1u << 1,
+  // shareKey / mapPeerMemory: a buffer from gyreMemAlloc can be mapped by
+  // the peer and read in place.
+  kPeerMap = 1u << 2,
+  // Queued output moves only when progress() is called (user-space send
+  // queues over sockets): waiters must keep calling it.
+  kNeedsProgress = 1u << 3,
+  // Peers on this transport report failures through it (peerReport): a
+  // flag in shared memory, read with a load at each call's start.
+  kReportsFailures = 1u << 4,
+  // Reaches peers of this host only.
+  kSameHostOnly = 1u << 5,
+};
+
+}  // namespace gyre::transport

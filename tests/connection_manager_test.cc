@@ -1,0 +1,263 @@
+// The connection manager (src/transport/connection_manager.h): which
+// transport each peer gets, lazy connection through it, progress, the wait
+// handle's slices, failure reports; with fake transports that record what
+// they were asked, then once with real ranks whose settings leave a peer
+// that no transport reaches.
+#include "transport/connection_manager.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "tests/support/multiprocess.h"
+
+namespace gyre::test {
+namespace {
+
+using transport::Capabilities;
+using transport::ConnectionManager;
+
+class FakeTransport;
+
+class FakeConnection : public transport::Connection {
+ public:
+  FakeConnection(FakeTransport& t, int peer, Capabilities caps) : Connection(caps), t_(t), peer_(peer) {}
+  transport::Transport& transport() override;
+  int peer() const override { return peer_; }
+  size_t maxMessageBytes() const override { return 1024; }
+  void* trySendBuffer(size_t) override { return nullptr; }
+  void sendCommit(size_t, const transport::MessageTag&) override {}
+  bool trySendFrom(const void*, size_t, const transport::MessageTag&) override { return false; }
+  const void* tryRecvBuffer(size_t, const transport::MessageTag&) override { return nullptr; }
+  void recvRelease(size_t) override {}
+  bool tryRecvInto(void*, size_t, const transport::MessageTag&) override { return false; }
+  transport::ProgressResult progress(bool readAhead) override {
+    (readAhead ? readAheads : progressed)++;
+    return {false, blocked};
+  }
+  int progressed = 0, readAheads = 0;
+  bool blocked = false;
+
+ private:
+  FakeTransport& t_;
+  int peer_;
+};
+
+// Reaches the peers in `reach`; those in `connectedAtCreation` have a
+// connection before anyone asks (as shared memory's).
+class FakeTransport : public transport::Transport {
+ public:
+  FakeTransport(const char* name, Capabilities caps, std::set<int> reach, std::set<int> connectedAtCreation = {})
+      : name_(name), caps_(caps), reach_(std::move(reach)) {
+    for (int p : connectedAtCreation) make(p);
+  }
+  const char* name() const override { return name_; }
+  Capabilities capabilities() const override { return caps_; }
+  bool canConnect(int peer, std::string* whyNot) const override {
+    if (reach_.count(peer)) return true;
+    if (whyNot) *whyNot = "cannot reach rank " + std::to_string(peer);
+    return false;
+  }
+  void connect(std::span<const int> peers, Deadline) override {
+    connectCalls.emplace_back(peers.begin(), peers.end());
+    for (int p : peers) make(p);
+  }
+  transport::Connection* connection(int peer) override {
+    auto it = conns_.find(peer);
+    return it == conns_.end() ? nullptr : it->second.get();
+  }
+  int64_t spinNs() const override { return 0; }
+  bool block(int64_t timeoutNs, FunctionRef<bool()> ready) override {
+    blockSlices.push_back(timeoutNs);
+    return ready();
+  }
+  bool hasPendingOutput() const override { return pendingOutput; }
+  void report(int origin, const std::string& sentence) override { reported.push_back(std::to_string(origin) + ":" + sentence); }
+  void shutdown() override { ++shutdowns; }
+  void interrupt() override { ++interrupts; }
+  std::optional<transport::PeerReport> peerReport() const override { return pendingReport; }
+
+  FakeConnection& fake(int peer) { return *conns_.at(peer); }
+  std::vector<std::vector<int>> connectCalls;
+  std::vector<int64_t> blockSlices;
+  std::vector<std::string> reported;
+  int shutdowns = 0, interrupts = 0;
+  bool pendingOutput = false;
+  std::optional<transport::PeerReport> pendingReport;
+
+ private:
+  void make(int p) { conns_[p] = std::make_unique<FakeConnection>(*this, p, caps_); }
+  const char* name_;
+  Capabilities caps_;
+  std::set<int> reach_;
+  std::map<int, std::unique_ptr<FakeConnection>> conns_;
+};
+
+transport::Transport& FakeConnection::transport() { return t_; }
+
+constexpr Capabilities kShmLike = transport::kPeerRead | transport::kReportsFailures | transport::kSameHostOnly;
+constexpr Capabilities kTcpLike = transport::kDirectIO | transport::kNeedsProgress;
+
+const auto describe = [](int peer) { return "rank " + std::to_string(peer) + " (host x)"; };
+
+// Rank 0 of 4: ranks 1 and 2 share its host, rank 3 does not.
+struct Rank0Of4 {
+  ConnectionManager m{0, 4};
+  FakeTransport* shm;
+  FakeTransport* tcp;
+  explicit Rank0Of4(std::string shmDisabledBy = {}, std::string tcpDisabledBy = {}) {
+    auto s = std::make_unique<FakeTransport>("shm", kShmLike, std::set<int>{1, 2}, std::set<int>{1, 2});
+    auto t = std::make_unique<FakeTransport>("tcp", kTcpLike, std::set<int>{1, 2, 3});
+    shm = s.get();
+    tcp = t.get();
+    // Registered lowest priority first: the order of registration is not
+    // the order of choice.
+    m.add(std::move(t), 10, std::move(tcpDisabledBy));
+    m.add(std::move(s), 20, std::move(shmDisabledBy));
+  }
+};
+
+TEST(ConnectionManager, TheHighestPriorityTransportThatCanConnectAPeerIsChosen) {
+  Rank0Of4 s;
+  s.m.choose(describe);
+  EXPECT_EQ(&s.m.transportOf(1), s.shm);
+  EXPECT_EQ(&s.m.transportOf(2), s.shm);
+  EXPECT_EQ(&s.m.transportOf(3), s.tcp);
+  EXPECT_EQ(s.m.describeChoices(), "shm to 2 peers, tcp to 1 peer");
+  // Shared memory's connections exist from the start; TCP's only once asked.
+  EXPECT_NE(s.m.connection(1), nullptr);
+  EXPECT_EQ(s.m.connection(3), nullptr);
+  EXPECT_FALSE(s.m.everyPeerCan(transport::kPeerRead));
+  EXPECT_FALSE(s.m.everyPeerCan(transport::kReportsFailures));
+}
+
+TEST(ConnectionManager, ADisabledTransportIsNeverChosen) {
+  Rank0Of4 s("GYRE_TRANSPORT=tcp");
+  s.m.choose(describe);
+  for (int p : {1, 2, 3}) EXPECT_EQ(&s.m.transportOf(p), s.tcp) << p;
+  EXPECT_EQ(s.m.connection(1), nullptr);
+  EXPECT_EQ(s.m.describeChoices(), "tcp to 3 peers");
+  // Its failure reports are not read either.
+  s.shm->pendingReport = transport::PeerReport{1, "stale"};
+  EXPECT_FALSE(s.m.peerReport());
+}
+
+TEST(ConnectionManager, APeerNoTransportReachesIsAnErrorNamingItAndEveryReason) {
+  Rank0Of4 s("", "GYRE_TRANSPORT=shm");
+  try {
+    s.m.choose(describe);
+    FAIL() << "choose() accepted a peer no transport reaches";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), gyreInvalidArgument);
+    EXPECT_STREQ(e.what(),
+                 "no transport reaches rank 3 (host x) from rank 0 (shm: cannot reach rank 3; tcp: disabled by "
+                 "GYRE_TRANSPORT=shm)");
+  }
+}
+
+TEST(ConnectionManager, ConnectMakesOnlyMissingConnectionsEachThroughItsTransport) {
+  Rank0Of4 s;
+  s.m.choose(describe);
+  const int peers[] = {0, 1, 2, 3};  // this rank and connected peers are skipped
+  s.m.connect(peers, Deadline::never());
+  EXPECT_TRUE(s.shm->connectCalls.empty());
+  ASSERT_EQ(s.tcp->connectCalls.size(), 1u);
+  EXPECT_EQ(s.tcp->connectCalls[0], std::vector<int>{3});
+  EXPECT_EQ(s.m.connection(3), s.tcp->connection(3));
+  s.m.connect(peers, Deadline::never());
+  EXPECT_EQ(s.tcp->connectCalls.size(), 1u) << "connected twice";
+}
+
+TEST(ConnectionManager, ProgressMovesOutputAndReadsAheadEverywhereOnlyWhenASendIsStuck) {
+  Rank0Of4 s("GYRE_TRANSPORT=tcp");
+  s.m.choose(describe);
+  const int peers[] = {1, 2, 3};
+  s.m.connect(peers, Deadline::never());
+  s.m.progress();
+  for (int p : peers) {
+    EXPECT_EQ(s.tcp->fake(p).progressed, 1) << p;
+    EXPECT_EQ(s.tcp->fake(p).readAheads, 0) << p;
+  }
+  s.tcp->fake(2).blocked = true;
+  s.m.progress();
+  for (int p : peers) EXPECT_EQ(s.tcp->fake(p).readAheads, 1) << p;
+}
+
+TEST(ConnectionManager, TheWaitHandleCutsSlicesWhenAnotherTransportHasOutputToMove) {
+  Rank0Of4 s;
+  s.m.choose(describe);
+  auto notReady = [] { return false; };
+  constexpr int64_t kSlice = 10'000'000;
+  s.m.block(*s.shm, false, kSlice, notReady);
+  s.tcp->pendingOutput = true;
+  s.m.block(*s.shm, false, kSlice, notReady);
+  s.tcp->pendingOutput = false;
+  s.m.block(*s.shm, true, kSlice, notReady);
+  // Its own output never cuts a transport's slices.
+  s.tcp->pendingOutput = true;
+  s.m.block(*s.tcp, false, kSlice, notReady);
+  EXPECT_EQ(s.shm->blockSlices, (std::vector<int64_t>{kSlice, 1'000'000, 1'000'000}));
+  EXPECT_EQ(s.tcp->blockSlices, (std::vector<int64_t>{kSlice}));
+}
+
+TEST(ConnectionManager, FailuresAreReportedThenEveryTransportStops) {
+  Rank0Of4 s;
+  s.m.choose(describe);
+  EXPECT_FALSE(s.m.peerReport());
+  s.shm->pendingReport = transport::PeerReport{2, "rank 2 ran out of memory"};
+  auto r = s.m.peerReport();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->origin, 2);
+  EXPECT_EQ(r->message, "rank 2 ran out of memory");
+  s.m.report(1, "mismatch");
+  EXPECT_EQ(s.shm->reported, std::vector<std::string>{"1:mismatch"});
+  s.m.shutdown();
+  s.m.interrupt();
+  EXPECT_EQ(s.shm->shutdowns + s.tcp->shutdowns, 2);
+  EXPECT_EQ(s.shm->interrupts + s.tcp->interrupts, 2);
+}
+
+TEST(ConnectionManager, EveryPeerCanNeedsEveryPeersTransport) {
+  ConnectionManager m(1, 3);
+  m.add(std::make_unique<FakeTransport>("shm", kShmLike, std::set<int>{0, 2}, std::set<int>{0, 2}), 20);
+  m.add(std::make_unique<FakeTransport>("tcp", kTcpLike, std::set<int>{0, 2}), 10);
+  m.choose(describe);
+  EXPECT_TRUE(m.everyPeerCan(transport::kPeerRead));
+  EXPECT_FALSE(m.everyPeerCan(transport::kDirectIO));
+  ConnectionManager alone(0, 1);
+  alone.choose(describe);
+  EXPECT_FALSE(alone.everyPeerCan(transport::kPeerRead)) << "no peers: nothing to read";
+}
+
+// Real ranks: two "hosts" (GYRE_HOSTID) and GYRE_TRANSPORT=shm leave each
+// rank a peer that shared memory cannot reach and TCP may not: every rank's
+// init fails at once, naming a peer and the setting.
+TEST(ConnectionManager, GyreTransportShmAcrossHostsFailsInitOnEveryRank) {
+  RunOutcome out = runRanks(4, [](int rank, int n, const gyreUniqueId& id) {
+    setenv("GYRE_HOSTID", rank < 2 ? "host-a" : "host-b", 1);
+    gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
+    cfg.transport = "shm";
+    cfg.timeoutMs = 20000;
+    gyreComm_t comm = nullptr;
+    const gyreResult_t r = gyreCommInitRankConfig(&comm, n, id, rank, &cfg);
+    const std::string msg = gyreGetLastError(nullptr);
+    Checker check(rank);
+    // Its own finding, or a peer's report of the same that came first.
+    check.expect(r == gyreInvalidArgument || r == gyreRemoteError, "init must fail: " + msg);
+    check.expect(msg.find("no transport reaches rank ") != std::string::npos &&
+                     msg.find("shm: not on this host; tcp: disabled by GYRE_TRANSPORT=shm") != std::string::npos,
+                 "the message names the peer and each transport's reason: " + msg);
+    if (r == gyreSuccess) gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+}  // namespace
+}  // namespace gyre::test
