@@ -1,0 +1,490 @@
+// The transport conformance suite: what every transport must do, run
+// against each one (shm and tcp now; UCX, verbs and network plugins join
+// the list as they land). Two real rank processes rendezvous through a real
+// bootstrap and talk through the transport under test alone, without the
+// communicator: ordering, empty, small and largest messages in both the
+// buffer and the direct form, many messages outstanding, a mismatched size or
+// tag, one-sided reads where the transport offers them, an interrupt from
+// another thread, a peer that dies, one that dies mid-message, and one that
+// sends garbage. Every run has a hard deadline (runRanks); no test waits on
+// a timer for a peer.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/unique_id.h"
+#include "kernels/cpu/reduce.h"
+#include "tests/support/multiprocess.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace gyre::test {
+namespace {
+
+using transport::Connection;
+using transport::MessageTag;
+
+// One rank's end: its bootstrap, the transport under test, and its
+// connection to the other rank.
+struct Endpoint {
+  std::unique_ptr<bootstrap::Bootstrap> bs;
+  std::unique_ptr<transport::Transport> t;
+  Connection* conn = nullptr;
+  int peer = -1;
+};
+
+constexpr int64_t kStepMs = 20000;  // any one step; runRanks' bound is above it
+
+std::unique_ptr<bootstrap::Bootstrap> rendezvous(int rank, int n, const gyreUniqueId& id) {
+  bootstrap::Bootstrap::Params p;
+  p.id = bootstrap::decodeUniqueId(id);
+  p.rank = rank;
+  p.nranks = n;
+  p.hostHash = 1;  // one host: shared memory can connect every pair
+  p.deadline = Deadline::afterMs(kStepMs);
+  p.timeoutMs = kStepMs;
+  return bootstrap::Bootstrap::create(p);
+}
+
+// The transports under test, made as the communicator makes them (small
+// buffers, so that the suite's messages fill them).
+// tightBuffers: the kernel's socket buffers at their smallest, so a message
+// cannot hide whole in them.
+std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, bootstrap::Bootstrap& bs,
+                                                    bool tightBuffers = false) {
+  const transport::MemoryCopy copy{kernels::copy, kernels::repMovsbCrawls};
+  const Deadline d = Deadline::afterMs(kStepMs);
+  std::vector<int> all;
+  for (int r = 0; r < bs.nranks(); ++r) all.push_back(r);
+  if (kind == "shm") {
+    transport::ShmTransport::Options o;
+    o.slotBytes = 64 * 1024;
+    o.slots = 4;
+    o.memoryCopy = copy;
+    return transport::ShmTransport::create(bs, all, o, d);
+  }
+  transport::TcpTransport::Options o;
+  o.chunkBytes = 64 * 1024;
+  o.memoryCopy = copy;
+  if (tightBuffers) o.socketBufferBytes = 4096;
+  bs.openDataListener("", d);
+  return std::make_unique<transport::TcpTransport>(bs, o);
+}
+
+Endpoint open(const std::string& kind, int rank, int n, const gyreUniqueId& id, bool tightBuffers = false) {
+  Endpoint e;
+  e.bs = rendezvous(rank, n, id);
+  e.t = makeTransport(kind, *e.bs, tightBuffers);
+  e.peer = 1 - rank;
+  std::string why;
+  if (!e.t->canConnect(e.peer, &why)) throw Error(gyreInternalError, "cannot connect: " + why);
+  const int peers[] = {e.peer};
+  e.t->connect(peers, Deadline::afterMs(kStepMs));
+  e.conn = e.t->connection(e.peer);
+  if (!e.conn) throw Error(gyreInternalError, "connect() made no connection");
+  return e;
+}
+
+// Calls step() until it returns true, moving the transport's queued bytes
+// and blocking on it between tries; false when kStepMs pass first.
+template <typename F>
+bool until(Endpoint& e, F step) {
+  const Deadline d = Deadline::afterMs(kStepMs);
+  while (!d.expired()) {
+    if (step()) return true;
+    if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(true);
+    if (e.t->block(1'000'000, [&] { return step(); })) return true;
+  }
+  return false;
+}
+
+unsigned char pattern(int from, uint64_t msg, size_t i) {
+  return static_cast<unsigned char>(from * 89 + msg * 131 + i * 7 + 1);
+}
+MessageTag tagOf(uint64_t msg, size_t bytes) { return MessageTag{msg, bytes, 0, 1, 2, 3, 0}; }
+
+// Sizes every transport must carry: empty, one byte, odd, a cache line, a
+// page less one, and the largest it takes.
+std::vector<size_t> sizesFor(const Connection& c) {
+  return {0, 1, 7, 64, 4095, c.maxMessageBytes()};
+}
+
+// Sends message `msg` of `bytes` in the buffer form (even msg) or the
+// direct form (odd msg); true once done.
+struct Sender {
+  Endpoint& e;
+  int me;
+  std::vector<unsigned char> data;
+  bool started = false;
+  bool trySend(uint64_t msg, size_t bytes) {
+    if (!started) {
+      data.resize(bytes);
+      for (size_t i = 0; i < bytes; ++i) data[i] = pattern(me, msg, i);
+      started = true;
+    }
+    bool done;
+    if (msg % 2 == 0) {
+      void* buf = e.conn->trySendBuffer(bytes);
+      done = buf != nullptr;
+      if (done) {
+        if (bytes) std::memcpy(buf, data.data(), bytes);
+        e.conn->sendCommit(bytes, tagOf(msg, bytes));
+      }
+    } else {
+      done = e.conn->trySendFrom(data.data(), bytes, tagOf(msg, bytes));
+    }
+    if (done) started = false;
+    return done;
+  }
+};
+
+// Receives message `msg` in the matching form and checks every byte.
+struct Receiver {
+  Endpoint& e;
+  int from;
+  std::vector<unsigned char> into;
+  bool tryRecv(uint64_t msg, size_t bytes, std::string* wrong) {
+    const unsigned char* got = nullptr;
+    if (msg % 2 == 0) {
+      got = static_cast<const unsigned char*>(e.conn->tryRecvBuffer(bytes, tagOf(msg, bytes)));
+      if (!got) return false;
+    } else {
+      into.assign(bytes + 1, 0xee);
+      if (!e.conn->tryRecvInto(into.data(), bytes, tagOf(msg, bytes))) return false;
+      got = into.data();
+      if (into[bytes] != 0xee) *wrong = "message " + std::to_string(msg) + " wrote past its end";
+    }
+    for (size_t i = 0; i < bytes && wrong->empty(); ++i)
+      if (got[i] != pattern(from, msg, i))
+        *wrong = "message " + std::to_string(msg) + " (" + std::to_string(bytes) + " bytes): byte " +
+                 std::to_string(i) + " is wrong";
+    if (msg % 2 == 0) e.conn->recvRelease(bytes);
+    return true;
+  }
+};
+
+class Conformance : public testing::TestWithParam<const char*> {
+ protected:
+  std::string kind() const { return GetParam(); }
+};
+
+// Both ranks send and receive at once, every size in both forms, in order.
+TEST_P(Conformance, MessagesOfEverySizeArriveInOrderBothWays) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id);
+    const std::vector<size_t> sizes = sizesFor(*e.conn);
+    constexpr uint64_t kMessages = 240;
+    Sender s{e, rank, {}};
+    Receiver r{e, e.peer, {}};
+    uint64_t sent = 0, received = 0;
+    std::string wrong;
+    const bool ok = until(e, [&] {
+      while (sent < kMessages && s.trySend(sent, sizes[sent % sizes.size()])) ++sent;
+      while (received < kMessages && wrong.empty() && r.tryRecv(received, sizes[received % sizes.size()], &wrong))
+        ++received;
+      return (sent == kMessages && received == kMessages) || !wrong.empty();
+    });
+    check.expect(wrong.empty(), wrong);
+    check.expect(ok, "stuck after " + std::to_string(sent) + " sent and " + std::to_string(received) + " received");
+    // Neither rank may leave while the other still reads from it.
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// The sender runs ahead of a receiver that does not read yet: the transport
+// takes what it can buffer, then says "not now" (never blocks, never drops),
+// and everything arrives in order once the receiver reads.
+TEST_P(Conformance, ManyMessagesOutstandingBeforeTheReceiverReads) {
+  const std::string kind = this->kind();
+  auto* held = static_cast<std::atomic<int>*>(
+      mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(held, MAP_FAILED);
+  new (held) std::atomic<int>(0);
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id);
+    constexpr uint64_t kMessages = 2000;
+    constexpr size_t kBytes = 100;
+    if (rank == 0) {
+      Sender s{e, rank, {}};
+      uint64_t sent = 0;
+      // As far as the transport lets it before anyone reads.
+      while (sent < kMessages) {
+        bool took = s.trySend(sent, kBytes);
+        if (!took && e.conn->can(transport::kNeedsProgress)) took = s.trySend(sent, kBytes);
+        if (!took) break;
+        ++sent;
+        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(false);
+      }
+      std::printf("rank 0: %llu messages outstanding before the receiver read\n",
+                  static_cast<unsigned long long>(sent));
+      check.expect(sent >= 2, "the transport took fewer than 2 messages ahead of the receiver");
+      held->store(1);
+      check.expect(until(e, [&] {
+                     while (sent < kMessages && s.trySend(sent, kBytes)) ++sent;
+                     return sent == kMessages;
+                   }),
+                   "the rest was never sent");
+    } else {
+      // Reads only once the sender has run into the transport's limit.
+      while (held->load() == 0) {
+        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(false);
+        sched_yield();
+      }
+      Receiver r{e, 0, {}};
+      uint64_t received = 0;
+      std::string wrong;
+      check.expect(until(e, [&] {
+                     while (received < kMessages && wrong.empty() && r.tryRecv(received, kBytes, &wrong)) ++received;
+                     return received == kMessages || !wrong.empty();
+                   }),
+                   "stuck at message " + std::to_string(received));
+      check.expect(wrong.empty(), wrong);
+    }
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  munmap(held, sizeof(std::atomic<int>));
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// A message whose size or tag is not what the receiver expects is an error
+// carrying both, in either form, and never lands in the receiver's memory.
+TEST_P(Conformance, AMismatchedSizeOrTagIsAnErrorCarryingBoth) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id);
+    if (rank == 0) {
+      std::vector<unsigned char> data(200, 7);
+      check.expect(until(e, [&] { return e.conn->trySendFrom(data.data(), 200, tagOf(5, 200)); }), "send");
+    } else {
+      std::vector<unsigned char> into(300, 0xee);
+      bool threw = false;
+      try {
+        until(e, [&] { return e.conn->tryRecvInto(into.data(), 100, tagOf(5, 100)); });
+      } catch (const transport::MessageMismatch& m) {
+        threw = true;
+        check.expect(m.peer() == 0, "the mismatch names the sender");
+        check.expect(m.gotBytes == 200 && m.expectedBytes == 100, "the mismatch carries both sizes");
+        check.expect(m.got == tagOf(5, 200) && m.expected == tagOf(5, 100), "the mismatch carries both tags");
+      }
+      check.expect(threw, "a 200-byte message was taken for a 100-byte one");
+      check.expect(into[100] == 0xee, "the larger message spilled past the receiver's buffer");
+    }
+    // The pair is broken now (the receiver did not consume): rank 0 must not
+    // wait on rank 1 beyond the bootstrap's barrier.
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// Where the transport offers one-sided reads (kPeerRead), a rank reads the
+// peer's memory at an address the peer sent, exactly; a range that is not
+// the peer's memory is a ConnectionError, not a crash.
+TEST_P(Conformance, OneSidedReadsWhereOffered) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id);
+    if (!e.conn->can(transport::kPeerRead)) {
+      std::printf("rank %d: %s offers no one-sided reads\n", rank, kind.c_str());
+      // Its readPeerMemory must refuse, not pretend.
+      unsigned char b = 0;
+      bool threw = false;
+      try {
+        e.conn->readPeerMemory(&b, 0, 1);
+      } catch (const transport::ConnectionError&) {
+        threw = true;
+      }
+      check.expect(threw, "readPeerMemory without kPeerRead did not refuse");
+      e.bs->barrier(Deadline::afterMs(kStepMs));
+      return check.failures();
+    }
+    std::vector<unsigned char> mine(3 << 20);
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = pattern(rank, 9, i);
+    uint64_t where = reinterpret_cast<uint64_t>(mine.data()), theirs = 0;
+    check.expect(until(e, [&] { return e.conn->trySendFrom(&where, sizeof where, tagOf(1, 8)); }), "send address");
+    check.expect(until(e, [&] { return e.conn->tryRecvInto(&theirs, sizeof theirs, tagOf(1, 8)); }), "recv address");
+    for (size_t bytes : {size_t{1}, size_t{4097}, mine.size() - 3}) {
+      std::vector<unsigned char> got(bytes);
+      e.conn->readPeerMemory(got.data(), theirs + 3, bytes);
+      for (size_t i = 0; i < bytes; ++i)
+        if (got[i] != pattern(e.peer, 9, i + 3)) {
+          check.fail("read of " + std::to_string(bytes) + " bytes: byte " + std::to_string(i) + " is wrong");
+          break;
+        }
+    }
+    bool threw = false;
+    try {
+      unsigned char b[16];
+      e.conn->readPeerMemory(b, 8, sizeof b);  // page zero is nobody's
+    } catch (const transport::ConnectionError& err) {
+      threw = err.peer() == e.peer;
+    }
+    check.expect(threw, "reading an unmapped range of the peer was not a ConnectionError naming it");
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// interrupt() from another thread wakes a waiter blocked on data that will
+// never come (gyreCommAbort's path); block()'s own timeout is far off.
+TEST_P(Conformance, InterruptFromAnotherThreadWakesABlockedWaiter) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id);
+    if (rank == 0) {
+      std::atomic<bool> armed{false}, interrupted{false};
+      std::thread other([&] {
+        while (!armed.load()) sched_yield();
+        interrupted.store(true);
+        e.t->interrupt();
+      });
+      unsigned char b[8];
+      // ready() runs once the wake-up is armed; the interrupt comes after.
+      // A spurious return goes round again; only the interrupt ends it.
+      const int64_t start = nowNs();
+      bool woke = false;
+      while (!woke && nowNs() - start < 10'000'000'000) {
+        try {
+          e.t->block(600'000'000'000, [&] {
+            armed.store(true);
+            return e.conn->tryRecvInto(b, sizeof b, tagOf(1, 8));
+          });
+        } catch (const transport::ConnectionError&) {
+          // A transport whose interrupt stops its I/O may say so here.
+        }
+        woke = interrupted.load();
+      }
+      other.join();
+      check.expect(woke, "block() did not return after interrupt()");
+    }
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// A peer that dies, before or in the middle of a message: the survivor
+// never takes a partial message as complete and learns of the death within
+// the step, from the connection (ConnectionError naming the peer) or, for a
+// transport without a signal of its own (shared memory), from the
+// bootstrap's liveness check the communicator uses.
+void peerDies(const std::string& kind, bool midMessage) {
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id, midMessage);
+    const size_t bytes = e.conn->maxMessageBytes();
+    std::vector<unsigned char> data(bytes, 0x5a);
+    if (rank == 1) {
+      e.bs->barrier(Deadline::afterMs(kStepMs));
+      if (midMessage) {
+        // Starts one message (tight socket buffers take part of it) and dies
+        // with the rest unsent; shared memory publishes a message whole or
+        // not at all.
+        for (int i = 0; i < 4 && !e.conn->trySendFrom(data.data(), bytes, tagOf(1, bytes)); ++i)
+          if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(false);
+      }
+      _exit(0);
+    }
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    // Mid-message: what the peer left behind is read only after it is gone
+    // (the bootstrap watches its pid), so the message is cut for certain.
+    if (midMessage)
+      while (!e.bs->liveness().isDead(1)) sched_yield();
+    std::vector<unsigned char> into(bytes);
+    std::string how;
+    const Deadline d = Deadline::afterMs(kStepMs);
+    while (how.empty() && !d.expired()) {
+      try {
+        if (e.conn->tryRecvInto(into.data(), bytes, tagOf(1, bytes))) {
+          // Complete only if the peer sent it whole before dying.
+          how = std::memcmp(into.data(), data.data(), bytes) == 0 ? "whole" : "partial";
+          break;
+        }
+        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(true);
+        e.t->block(10'000'000, [&] { return false; });
+      } catch (const transport::ConnectionError& err) {
+        check.expect(err.peer() == 1, "the error names another rank: " + std::string(err.what()));
+        how = "error";
+      }
+      if (how.empty() && !e.conn->can(transport::kNeedsProgress) && e.bs->liveness().isDead(1)) how = "liveness";
+    }
+    check.expect(how != "partial", "a partial message was delivered as complete");
+    check.expect(!how.empty(), "the survivor never learned of the death");
+    std::printf("rank 0: the death was seen by %s\n", how.c_str());
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_EQ(out.ranks[0].exitCode, 0) << out.describe();
+}
+
+TEST_P(Conformance, APeerThatDiesIsSeen) { peerDies(kind(), false); }
+TEST_P(Conformance, APeerThatDiesMidMessageDeliversNoPartialMessage) { peerDies(kind(), true); }
+
+// Garbage in place of the transport's framing: an error naming the peer,
+// never a crash, a hang or bytes taken for a message. Shared memory's peers
+// share its memory and user; what they could write there is not a threat a
+// transport can defend against, so it has no such test.
+TEST_P(Conformance, GarbageFromThePeerIsAnErrorNamingIt) {
+  const std::string kind = this->kind();
+  if (kind == "shm") GTEST_SKIP() << "a local peer writes our memory; nothing to defend";
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    if (rank == 1) {
+      // The hostile peer: a real rank that answers the data connection
+      // through the bootstrap (as the TCP transport does), then writes junk.
+      auto bs = rendezvous(rank, n, id);
+      bs->openDataListener("", Deadline::afterMs(kStepMs));
+      bootstrap::Socket s = bs->acceptFrom(0, bootstrap::ConnKind::Data, 0, Deadline::afterMs(kStepMs));
+      std::vector<unsigned char> junk(4096);
+      for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<unsigned char>(i * 37 + 11);
+      s.sendAll(junk.data(), junk.size(), Deadline::afterMs(kStepMs), "rank 0");
+      bs->barrier(Deadline::afterMs(kStepMs));
+      return 0;
+    }
+    Endpoint e = open(kind, rank, n, id);
+    std::vector<unsigned char> into(1000, 0xee);
+    bool named = false;
+    try {
+      until(e, [&] { return e.conn->tryRecvInto(into.data(), 1000, tagOf(1, 1000)); });
+    } catch (const transport::ConnectionError& err) {
+      named = err.peer() == 1;
+      std::printf("rank 0: %s\n", err.what());
+    }
+    check.expect(named, "garbage was not an error naming the peer");
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Conformance, testing::Values("shm", "tcp"),
+                         [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+
+}  // namespace
+}  // namespace gyre::test
