@@ -111,7 +111,7 @@ bool until(Endpoint& e, F step) {
 unsigned char pattern(int from, uint64_t msg, size_t i) {
   return static_cast<unsigned char>(from * 89 + msg * 131 + i * 7 + 1);
 }
-MessageTag tagOf(uint64_t msg, size_t bytes) { return MessageTag{msg, bytes, 0, 1, 2, 3, 0}; }
+MessageTag tagOf(uint64_t msg, size_t bytes) { return MessageTag{{msg, bytes, 0x0102030405060708ull}}; }
 
 // Sizes every transport must carry: empty, one byte, odd, a cache line, a
 // page less one, and the largest it takes.

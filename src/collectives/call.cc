@@ -27,8 +27,8 @@ const char* opKindName(OpKind k) {
   return "unknown operation";
 }
 
-transport::MessageTag makeTag(const CallDesc& d) {
-  transport::MessageTag t;
+CallTag makeTag(const CallDesc& d) {
+  CallTag t;
   t.call = d.seq;
   t.count = d.count;
   t.root = d.root;
@@ -38,7 +38,7 @@ transport::MessageTag makeTag(const CallDesc& d) {
   return t;
 }
 
-CallDesc fromTag(const transport::MessageTag& t) {
+CallDesc fromTag(const CallTag& t) {
   CallDesc d;
   d.kind = static_cast<OpKind>(t.op);
   d.dtype = t.dtype;

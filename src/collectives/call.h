@@ -4,6 +4,7 @@
 // different call can say exactly which two calls disagree.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -41,8 +42,25 @@ struct CallDesc {
   uint64_t seq = 0;    // the communicator's call number (per peer pair for point-to-point)
 };
 
-transport::MessageTag makeTag(const CallDesc& d);
-CallDesc fromTag(const transport::MessageTag& t);
+// What a message's tag says of the call it belongs to: written into the
+// transport's opaque MessageTag (toWire) and read back from a mismatch
+// (fromWire), bit for bit.
+struct CallTag {
+  uint64_t call = 0;
+  uint64_t count = 0;
+  int32_t root = 0;
+  uint8_t op = 0;
+  uint8_t dtype = 0;
+  uint8_t redop = 0;
+  uint8_t flags = 0;
+  bool operator==(const CallTag&) const = default;
+};
+static_assert(sizeof(CallTag) == sizeof(transport::MessageTag));
+inline transport::MessageTag toWire(const CallTag& t) { return std::bit_cast<transport::MessageTag>(t); }
+inline CallTag fromWire(const transport::MessageTag& t) { return std::bit_cast<CallTag>(t); }
+
+CallTag makeTag(const CallDesc& d);
+CallDesc fromTag(const CallTag& t);
 // "allreduce #7 (1000 x float32, sum)"; a point-to-point message is
 // described from its receiver's side: "send #3 (100 x int32 from rank 2 to
 // rank 5)" as it arrived, "recv #3 (100 x int32 from rank 2)" as expected.

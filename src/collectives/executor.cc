@@ -73,7 +73,7 @@ class Runner {
   // (different algorithms, or different single-copy thresholds). Throws the
   // clearer error; returns when it has nothing to add.
   void explain(const Step& s, const transport::MessageMismatch& m) const {
-    const transport::MessageTag &got = m.got, &want = m.expected;
+    const CallTag got = fromWire(m.got), want = fromWire(m.expected);
     if (got.call != want.call || got.op != want.op || got.dtype != want.dtype || got.redop != want.redop ||
         got.root != want.root)
       return;  // another call altogether: the communicator names both
@@ -107,8 +107,8 @@ class Runner {
  private:
   // The plan's tag, with the block's count (AllToAllv) and the flag of an
   // address message.
-  transport::MessageTag tagOf(const Step& s) const {
-    transport::MessageTag t = plan_.tags[s.tag];
+  CallTag tagOf(const Step& s) const {
+    CallTag t = plan_.tags[s.tag];
     if (s.blockCount != kNoBlock) t.count = s.blockCount;
     if (s.prim == Prim::SendAddresses || s.prim == Prim::RecvAddresses) t.flags |= kAddressesFlag;
     return t;
@@ -119,7 +119,7 @@ class Runner {
     const void* src = pointer(s.src, s.srcOffset);
     void* dst = pointer(s.dst, s.dstOffset);
     const uint32_t divisor = s.finalReduce ? args_.divisor : 1;
-    const transport::MessageTag tag = tagOf(s);
+    const transport::MessageTag tag = toWire(tagOf(s));
     switch (s.prim) {
       case Prim::Copy:
         if (src != dst || divisor > 1) reduce(dst, nullptr, src, nullptr, s, divisor, s.dst == BufId::Output);

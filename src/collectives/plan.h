@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives/call.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/transport.h"
 
@@ -84,7 +85,7 @@ struct Plan {
   std::vector<int> peers;  // every peer a step talks to
   std::vector<Step> steps;
   std::vector<Lane> lanes;  // empty: one lane of all steps
-  std::vector<transport::MessageTag> tags;
+  std::vector<CallTag> tags;
   size_t scratchElems = 0;
   int rank = -1;  // this rank, where the builder says (errors that name both ends of a block)
 

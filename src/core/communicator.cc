@@ -373,7 +373,8 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
   if (auto* mm = dynamic_cast<const transport::MessageMismatch*>(&cause)) {
     // Name both sides: what the peer's message belongs to, and what this
     // rank's call expected.
-    const auto got = collectives::fromTag(mm->got), want = collectives::fromTag(mm->expected);
+    const auto got = collectives::fromTag(collectives::fromWire(mm->got)),
+               want = collectives::fromTag(collectives::fromWire(mm->expected));
     sentence = bootstrap_->describe(mm->peer()) + " called " + collectives::describeCall(got, rank_) +
                " while rank " + std::to_string(rank_) + " called " + collectives::describeCall(want, rank_, true);
     if (mm->got == mm->expected)

@@ -239,7 +239,7 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
   checkUsable();
   std::vector<collectives::P2PMessage> messages;
   std::vector<void*> buffers;
-  std::vector<transport::MessageTag> tags;
+  std::vector<collectives::CallTag> tags;
   // A send to ourselves meets the receive from ourselves in the same place
   // of the group: copied directly, after checking that they agree.
   std::vector<Operation*> selfSends, selfRecvs;
@@ -311,7 +311,7 @@ void Communicator::exchangeForSplit(void* data, size_t bytesPerRank) {
     args.input = static_cast<unsigned char*>(data) + size_t(rank_) * bytesPerRank;
     collectives::Plan plan;  // plan_ stays the user's last call's
     collectives::planCall(req, *this, collectives::AlgoOverrides(), plan);
-    transport::MessageTag tag = collectives::makeTag(req.desc);
+    collectives::CallTag tag = collectives::makeTag(req.desc);
     tag.op = static_cast<uint8_t>(OpKind::CommSplit);  // what a rank making another call is told
     plan.tags.assign(1, tag);
     args.scratch = plan.scratchElems ? scratch(plan.scratchElems) : nullptr;

@@ -21,16 +21,13 @@
 
 namespace gyre::transport {
 
-// Opaque to transports: which call a message belongs to. The collectives
-// layer fills it in and decodes it for error messages.
+// 24 bytes that travel with every message, opaque to transports: the layer
+// above writes them (the collectives layer: which call the message belongs
+// to, collectives/call.h) and reads them back out of a MessageMismatch; a
+// receiving transport only compares them, with the size, against what its
+// caller expects.
 struct MessageTag {
-  uint64_t call = 0;
-  uint64_t count = 0;
-  int32_t root = 0;
-  uint8_t op = 0;
-  uint8_t dtype = 0;
-  uint8_t redop = 0;
-  uint8_t flags = 0;
+  uint64_t words[3] = {};
   bool operator==(const MessageTag&) const = default;
 };
 static_assert(sizeof(MessageTag) == 24);
@@ -47,8 +44,9 @@ class ConnectionError : public Error {
   int peer_;
 };
 
-// A message arrived whose tag or size is not what this rank's call expects:
-// the ranks called different operations, counts, types, ops or roots.
+// A message arrived whose tag or size is not what this rank's caller expects
+// (above: the ranks called different operations, counts, types, ops or
+// roots). Both tags travel up for the layer that can read them.
 class MessageMismatch : public ConnectionError {
  public:
   MessageMismatch(int peer, const MessageTag& gotTag, size_t gotSize, const MessageTag& expectedTag,
