@@ -4,9 +4,9 @@
 // bootstrap and talk through the transport under test alone, without the
 // communicator: ordering, empty, small and largest messages in both the
 // buffer and the direct form, many messages outstanding, a mismatched size or
-// tag, one-sided reads where the transport offers them, an interrupt from
-// another thread, a peer that dies, one that dies mid-message, and one that
-// sends garbage. Every run has a hard deadline (runRanks); no test waits on
+// tag, registered memory (get, put, map, and accesses outside the key), an
+// interrupt from another thread, a peer that dies, one that dies
+// mid-message, and one that sends garbage. Every run has a hard deadline (runRanks); no test waits on
 // a timer for a peer.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -297,50 +297,88 @@ TEST_P(Conformance, AMismatchedSizeOrTagIsAnErrorCarryingBoth) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
-// Where the transport offers one-sided reads (kPeerRead), a rank reads the
-// peer's memory at an address the peer sent, exactly; a range that is not
-// the peer's memory is a ConnectionError, not a crash.
-TEST_P(Conformance, OneSidedReadsWhereOffered) {
+// The memory layer: each rank registers a buffer and sends the key; the
+// peer gets and puts within it exactly where the transport offers that
+// (kPeerRead, kPeerWrite), maps a gyreMemAlloc buffer where it offers
+// kPeerMap, and is refused (a ConnectionError naming the owner) outside the
+// key, with an empty key, or when the transport cannot.
+TEST_P(Conformance, RegisteredMemoryGetPutAndMapWithinTheKeyOnly) {
   const std::string kind = this->kind();
   RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
     Endpoint e = open(kind, rank, n, id);
-    if (!e.conn->can(transport::kPeerRead)) {
-      std::printf("rank %d: %s offers no one-sided reads\n", rank, kind.c_str());
-      // Its readPeerMemory must refuse, not pretend.
-      unsigned char b = 0;
-      bool threw = false;
+    Connection& c = *e.conn;
+    constexpr size_t kBytes = 3 << 20, kPutAt = 100, kPutBytes = 5000;
+    std::vector<unsigned char> mine(kBytes);
+    for (size_t i = 0; i < kBytes; ++i) mine[i] = pattern(rank, 9, i);
+    void* mapped = nullptr;
+    check.expect(gyreMemAlloc(&mapped, 1 << 20) == gyreSuccess, "gyreMemAlloc");
+    std::memset(mapped, 0x40 + rank, 1 << 20);
+    // Both keys in one message each way.
+    transport::RemoteKey keys[2] = {c.registerMemory(mine.data(), kBytes),
+                                    c.registerMemory(mapped, 1 << 20)};
+    check.expect(keys[0].bytes == kBytes && keys[0].type == transport::MemoryType::Host, "the key's size and type");
+    transport::RemoteKey theirs[2];
+    check.expect(until(e, [&] { return c.trySendFrom(keys, sizeof keys, tagOf(1, sizeof keys)); }), "send keys");
+    check.expect(until(e, [&] { return c.tryRecvInto(theirs, sizeof theirs, tagOf(1, sizeof theirs)); }), "recv keys");
+    auto refused = [&](auto access, const char* what) {
       try {
-        e.conn->readPeerMemory(&b, 0, 1);
-      } catch (const transport::ConnectionError&) {
-        threw = true;
+        access();
+      } catch (const transport::ConnectionError& err) {
+        return err.peer() == e.peer;
       }
-      check.expect(threw, "readPeerMemory without kPeerRead did not refuse");
-      e.bs->barrier(Deadline::afterMs(kStepMs));
-      return check.failures();
+      check.fail(std::string(what) + " was not refused");
+      return false;
+    };
+    unsigned char small[16];
+    check.expect(refused([&] { c.get(small, theirs[0], kBytes - 8, 16); }, "a get past the key's end"),
+                 "a get past the key's end names the owner");
+    check.expect(refused([&] { c.get(small, transport::RemoteKey{}, 0, 1); }, "a get with an empty key"),
+                 "an empty key names the owner");
+    if (c.can(transport::kPeerRead)) {
+      for (size_t bytes : {size_t{1}, size_t{4097}, kBytes - 3}) {
+        std::vector<unsigned char> got(bytes);
+        c.get(got.data(), theirs[0], 3, bytes);
+        for (size_t i = 0; i < bytes; ++i)
+          if (got[i] != pattern(e.peer, 9, i + 3)) {
+            check.fail("get of " + std::to_string(bytes) + " bytes: byte " + std::to_string(i) + " is wrong");
+            break;
+          }
+      }
+    } else {
+      check.expect(refused([&] { c.get(small, theirs[0], 0, 1); }, "a get without kPeerRead"), "get refused");
     }
-    std::vector<unsigned char> mine(3 << 20);
-    for (size_t i = 0; i < mine.size(); ++i) mine[i] = pattern(rank, 9, i);
-    uint64_t where = reinterpret_cast<uint64_t>(mine.data()), theirs = 0;
-    check.expect(until(e, [&] { return e.conn->trySendFrom(&where, sizeof where, tagOf(1, 8)); }), "send address");
-    check.expect(until(e, [&] { return e.conn->tryRecvInto(&theirs, sizeof theirs, tagOf(1, 8)); }), "recv address");
-    for (size_t bytes : {size_t{1}, size_t{4097}, mine.size() - 3}) {
-      std::vector<unsigned char> got(bytes);
-      e.conn->readPeerMemory(got.data(), theirs + 3, bytes);
-      for (size_t i = 0; i < bytes; ++i)
-        if (got[i] != pattern(e.peer, 9, i + 3)) {
-          check.fail("read of " + std::to_string(bytes) + " bytes: byte " + std::to_string(i) + " is wrong");
+    std::vector<unsigned char> put(kPutBytes);
+    for (size_t i = 0; i < kPutBytes; ++i) put[i] = pattern(rank + 2, 4, i);
+    if (c.can(transport::kPeerWrite)) {
+      c.put(theirs[0], kPutAt, put.data(), kPutBytes);
+      check.expect(refused([&] { c.put(theirs[0], kBytes, put.data(), 1); }, "a put past the key's end"),
+                   "a put past the end names the owner");
+    } else {
+      check.expect(refused([&] { c.put(theirs[0], 0, put.data(), 1); }, "a put without kPeerWrite"), "put refused");
+    }
+    if (c.can(transport::kPeerMap) && c.can(transport::kPeerRead)) {
+      const auto* m = static_cast<const unsigned char*>(c.map(theirs[1], 4096, 8192));
+      check.expect(m != nullptr, "a gyreMemAlloc buffer could not be mapped");
+      if (m) check.expect(m[0] == 0x40 + e.peer && m[8191] == 0x40 + e.peer, "the mapping shows the peer's bytes");
+    }
+    // Done with the peer's memory: say so, then look at what it put in ours.
+    const unsigned char done = 1;
+    unsigned char theirDone = 0;
+    check.expect(until(e, [&] { return c.trySendFrom(&done, 1, tagOf(2, 1)); }), "send done");
+    check.expect(until(e, [&] { return c.tryRecvInto(&theirDone, 1, tagOf(2, 1)); }), "recv done");
+    if (c.can(transport::kPeerWrite)) {
+      for (size_t i = 0; i < kPutBytes; ++i)
+        if (mine[kPutAt + i] != pattern(e.peer + 2, 4, i)) {
+          check.fail("the peer's put: byte " + std::to_string(i) + " is wrong");
           break;
         }
+      check.expect(mine[kPutAt - 1] == pattern(rank, 9, kPutAt - 1) &&
+                       mine[kPutAt + kPutBytes] == pattern(rank, 9, kPutAt + kPutBytes),
+                   "the peer's put wrote outside its range");
     }
-    bool threw = false;
-    try {
-      unsigned char b[16];
-      e.conn->readPeerMemory(b, 8, sizeof b);  // page zero is nobody's
-    } catch (const transport::ConnectionError& err) {
-      threw = err.peer() == e.peer;
-    }
-    check.expect(threw, "reading an unmapped range of the peer was not a ConnectionError naming it");
+    for (const auto& k : keys) c.deregisterMemory(k);
+    gyreMemFree(mapped);
     e.bs->barrier(Deadline::afterMs(kStepMs));
     return check.failures();
   });

@@ -35,6 +35,7 @@ void buildExchange(Plan& plan, int peer, bool first, size_t bytes, size_t chunk)
 void buildPeerRead(Plan& plan, int peer, size_t bytes) {
   plan.reset("peer_read");
   plan.addPeer(peer);
+  plan.inputElems = plan.outputElems = bytes;  // of one-byte elements
   add(plan, Prim::SendAddresses, BufId::Input, 0, BufId::Output, 0, bytes, peer);
   add(plan, Prim::RecvAddresses, BufId::Output, 0, BufId::Output, 0, kAnyCount, -1, peer);
   Step& r = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, 0, bytes, -1, peer);

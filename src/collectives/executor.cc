@@ -222,8 +222,10 @@ class Runner {
       }
       case Prim::SendAddresses: {
         Connection& out = ctx_.connection(s.sendPeer);
-        const PeerAddresses where{reinterpret_cast<uint64_t>(src), reinterpret_cast<uint64_t>(dst), s.count,
-                                  out.shareKey(src), out.shareKey(dst)};
+        // Each of our two regions, from its step offset to the end of its
+        // buffer: the peer's reads must stay inside.
+        const PeerAddresses where{out.registerMemory(src, extentBytes(s.src, s.srcOffset)),
+                                  out.registerMemory(dst, extentBytes(s.dst, s.dstOffset)), s.count};
         return out.trySendFrom(&where, sizeof(where), tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
       }
       case Prim::RecvAddresses: {
@@ -240,21 +242,23 @@ class Runner {
       }
       case Prim::ReadCopy: {
         Connection& peer = ctx_.connection(s.recvPeer);
-        const uint64_t from = remoteAddress(s);
-        if (const void* mapped = peer.mapPeerMemory(from, bytes, remoteKey(s))) {
+        const transport::RemoteKey& key = remoteKey(s);
+        const uint64_t at = s.remoteOffset * args_.elemSize;
+        if (const void* mapped = peer.map(key, at, bytes)) {
           kernels::copy(dst, mapped, bytes, s.dst == BufId::Output && args_.streamOutput);
           return Outcome::Done;
         }
-        peer.readPeerMemory(dst, from, bytes);
+        peer.get(dst, key, at, bytes);
         return Outcome::Done;
       }
       case Prim::ReadReduce: {
         Connection& peer = ctx_.connection(s.recvPeer);
-        const uint64_t from = remoteAddress(s);
-        const void* theirs = peer.mapPeerMemory(from, bytes, remoteKey(s));
+        const transport::RemoteKey& key = remoteKey(s);
+        const uint64_t at = s.remoteOffset * args_.elemSize;
+        const void* theirs = peer.map(key, at, bytes);
         if (!theirs) {
           // Through the start of scratch, a bounce buffer that stays in cache.
-          peer.readPeerMemory(args_.scratch, from, bytes);
+          peer.get(args_.scratch, key, at, bytes);
           theirs = args_.scratch;
         }
         // Only the last contribution may stream: earlier sums are read again.
@@ -265,22 +269,28 @@ class Runner {
     throwError(gyreInternalError, "unknown plan step");
   }
 
+  // A peer's two regions, registered for us, and how many elements it
+  // offers (AllToAllv's check).
   struct PeerAddresses {
-    uint64_t src, dst, count;
-    transport::SharedMemoryKey srcKey, dstKey;  // where the peer can map them
+    transport::RemoteKey src, dst;
+    uint64_t count;
   };
   const PeerAddresses& addressesOf(const Step& s) const {
     if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
       throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
     return peerAddresses_[s.recvPeer];
   }
-  const transport::SharedMemoryKey& remoteKey(const Step& s) const {
+  const transport::RemoteKey& remoteKey(const Step& s) const {
     const PeerAddresses& a = addressesOf(s);
-    return s.remote == BufId::Input ? a.srcKey : a.dstKey;
+    return s.remote == BufId::Input ? a.src : a.dst;
   }
-  uint64_t remoteAddress(const Step& s) const {
-    const PeerAddresses& a = addressesOf(s);
-    return (s.remote == BufId::Input ? a.src : a.dst) + s.remoteOffset * args_.elemSize;
+  // Bytes of buffer b from element offset on (the call's extents, plan.h).
+  size_t extentBytes(BufId b, size_t offset) const {
+    const size_t elems = b == BufId::Input     ? plan_.inputElems
+                         : b == BufId::Output  ? plan_.outputElems
+                         : b == BufId::Scratch ? plan_.scratchElems
+                                               : 0;
+    return elems > offset ? (elems - offset) * args_.elemSize : 0;
   }
 
   Outcome recvInto(Connection& in, void* dst, size_t bytes, const transport::MessageTag& tag, bool mayStream,

@@ -87,6 +87,10 @@ struct Plan {
   std::vector<Lane> lanes;  // empty: one lane of all steps
   std::vector<CallTag> tags;
   size_t scratchElems = 0;
+  // The call's input and output buffers in elements (planCall sets them):
+  // what this rank registers for peers that read it, which they may not
+  // read past.
+  size_t inputElems = 0, outputElems = 0;
   int rank = -1;  // this rank, where the builder says (errors that name both ends of a block)
 
   void reset(const char* name) {
@@ -96,6 +100,7 @@ struct Plan {
     steps.clear();  // keeps capacity: no allocation in steady state
     lanes.clear();
     scratchElems = 0;
+    inputElems = outputElems = 0;
   }
   // Steps pushed after this call form a new lane (until the next call).
   void beginLane() {

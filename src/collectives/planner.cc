@@ -195,6 +195,40 @@ bool rooted(OpKind k) {
   return k == OpKind::Broadcast || k == OpKind::Reduce || k == OpKind::Gather || k == OpKind::Scatter;
 }
 
+// The call's buffers, in elements, as the API defines them for this rank.
+void setExtents(const CallRequest& req, int n, Plan& plan) {
+  const size_t count = req.desc.count, all = count * static_cast<size_t>(n);
+  size_t in = count, out = count;
+  switch (req.desc.kind) {
+    case OpKind::AllGather:
+    case OpKind::Gather:
+    case OpKind::CommSplit:
+      out = all;
+      break;
+    case OpKind::ReduceScatter:
+    case OpKind::Scatter:
+      in = all;
+      break;
+    case OpKind::AllToAll:
+      in = out = all;
+      break;
+    case OpKind::AllToAllv:
+      in = out = 0;
+      for (int p = 0; p < n; ++p) {
+        in = std::max(in, req.sendDispls[p] + req.sendCounts[p]);
+        out = std::max(out, req.recvDispls[p] + req.recvCounts[p]);
+      }
+      break;
+    case OpKind::Barrier:
+      in = out = 0;
+      break;
+    default:
+      break;
+  }
+  plan.inputElems = in;
+  plan.outputElems = out;
+}
+
 }  // namespace
 
 const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
@@ -202,6 +236,7 @@ const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& 
   if (forced) *forced = false;
   if (env.nranks() == 1) {
     buildSingleRank(req, plan);
+    setExtents(req, 1, plan);
     return plan.algorithm;
   }
   const Algorithm* algo = overrides.find(req.desc.kind, req.bytes());
@@ -211,6 +246,7 @@ const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& 
   CallRequest withPiece = req;
   withPiece.pieceBytes = pipelinePieceBytes(callShape(req, env), env.tuning().model);
   algo->build(withPiece, env, plan);
+  setExtents(req, env.nranks(), plan);
   if (rooted(req.desc.kind) && env.tuning().checkRoots) addRootCheck(env, plan);
   return algo->name;
 }

@@ -16,11 +16,11 @@ enum Capability : Capabilities {
   // the transport's own buffers are peer-visible memory (shared memory), and
   // writing straight into them is cheapest.
   kDirectIO = 1u << 0,
-  // readPeerMemory: a one-sided copy from the peer process's memory (the
+  // Connection::get: a one-sided copy from a range the peer registered (the
   // kernel's process_vm_readv for shared memory; RDMA read later).
   kPeerRead = 1u << 1,
-  // shareKey / mapPeerMemory: a buffer from gyreMemAlloc can be mapped by
-  // the peer and read in place.
+  // Connection::map: a registered gyreMemAlloc buffer can be mapped by the
+  // peer and read in place.
   kPeerMap = 1u << 2,
   // Queued output moves only when progress() is called (user-space send
   // queues over sockets): waiters must keep calling it.
@@ -30,6 +30,9 @@ enum Capability : Capabilities {
   kReportsFailures = 1u << 4,
   // Reaches peers of this host only.
   kSameHostOnly = 1u << 5,
+  // Connection::put: a one-sided copy into a range the peer registered
+  // (process_vm_writev; RDMA write later).
+  kPeerWrite = 1u << 6,
 };
 
 }  // namespace gyre::transport

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/function_ref.h"
 #include "transport/capabilities.h"
+#include "transport/memory.h"
 
 namespace gyre::transport {
 
@@ -65,17 +66,6 @@ struct ProgressResult {
   bool sendBlocked = false;  // queued output could not be written (peer not reading)
 };
 
-// Names memory a local peer may map instead of reading it through the
-// kernel: the owner's allocation (an id unique to it, its address range in
-// the owner, and the descriptor to open it by). id 0: none.
-struct SharedMemoryKey {
-  uint64_t id = 0;
-  uint64_t base = 0;
-  uint64_t bytes = 0;
-  int64_t fd = -1;
-};
-static_assert(sizeof(SharedMemoryKey) == 32);
-
 class Transport;
 
 class Connection {
@@ -110,24 +100,47 @@ class Connection {
   // Receives the next message into dst. Resumable like trySendFrom.
   virtual bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) = 0;
 
-  // Copies bytes straight from the peer process's memory (single copy: the
-  // peer's buffer to ours). Only where the transport can (shared memory with
-  // cross-process reads); throws ConnectionError when the peer is gone or
-  // the range is not its memory.
-  virtual void readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes);
-  // The key this side offers the peer for memory at p (empty if the peer
-  // cannot map it), and on the other side, the peer's memory
-  // [remoteAddress, +bytes) mapped into this process, or nullptr when it
-  // cannot be (then readPeerMemory still works).
-  virtual SharedMemoryKey shareKey(const void*) { return {}; }
-  virtual const void* mapPeerMemory(uint64_t, size_t, const SharedMemoryKey&) { return nullptr; }
+  // --- memory (memory.h): one-sided access to registered ranges ---
+  // Registers [p, p + bytes) of this process's memory for this peer; the
+  // key goes to the peer in a message. Cheap where nothing is pinned
+  // (shared memory registers by address); deregisterMemory releases what a
+  // registration holds.
+  virtual RemoteKey registerMemory(const void* p, size_t bytes, MemoryType type = MemoryType::Host);
+  virtual void deregisterMemory(const RemoteKey&) {}
+  // Single copies between the peer's registered range and ours, at offset
+  // within it (kPeerRead, kPeerWrite). Throw ConnectionError naming the peer
+  // when the peer is gone, the access falls outside the key, or the
+  // transport cannot.
+  void get(void* dst, const RemoteKey& key, uint64_t offset, size_t bytes) {
+    checkAccess(key, offset, bytes, "read");
+    getImpl(dst, key, key.address + offset, bytes);
+  }
+  void put(const RemoteKey& key, uint64_t offset, const void* src, size_t bytes) {
+    checkAccess(key, offset, bytes, "write");
+    putImpl(key, key.address + offset, src, bytes);
+  }
+  // The peer's [offset, + bytes) of the range mapped into this process, to
+  // read in place (kPeerMap), or nullptr when it cannot be (get still works).
+  const void* map(const RemoteKey& key, uint64_t offset, size_t bytes) {
+    checkAccess(key, offset, bytes, "map");
+    return mapImpl(key, key.address + offset, bytes);
+  }
 
   // Moves queued bytes between user space and the kernel (sockets); with
   // readAhead, also pulls in data nobody asked for yet, into staging, so a
   // peer blocked on a full pipe can go on.
   virtual ProgressResult progress(bool readAhead) = 0;
 
+ protected:
+  // The one-sided accesses, at the peer's address, already checked to lie
+  // within the key. The defaults refuse (a transport without the capability).
+  virtual void getImpl(void* dst, const RemoteKey& key, uint64_t address, size_t bytes);
+  virtual void putImpl(const RemoteKey& key, uint64_t address, const void* src, size_t bytes);
+  virtual const void* mapImpl(const RemoteKey&, uint64_t, size_t) { return nullptr; }
+
  private:
+  // Throws ConnectionError unless [offset, + bytes) lies within the key.
+  void checkAccess(const RemoteKey& key, uint64_t offset, size_t bytes, const char* what) const;
   Capabilities caps_;
 };
 
@@ -178,8 +191,33 @@ class Transport {
   virtual std::optional<PeerReport> peerReport() const { return std::nullopt; }
 };
 
-inline void Connection::readPeerMemory(void*, uint64_t, size_t) {
-  throw ConnectionError(gyreInternalError, peer(), "this transport cannot read a peer's memory");
+inline RemoteKey Connection::registerMemory(const void* p, size_t bytes, MemoryType type) {
+  RemoteKey k;
+  k.address = reinterpret_cast<uint64_t>(p);
+  k.bytes = bytes;
+  k.type = type;
+  return k;
+}
+
+inline void Connection::getImpl(void*, const RemoteKey&, uint64_t, size_t) {
+  throw ConnectionError(gyreInternalError, peer(),
+                        std::string(transport().name()) + " cannot read a peer's memory");
+}
+
+inline void Connection::putImpl(const RemoteKey&, uint64_t, const void*, size_t) {
+  throw ConnectionError(gyreInternalError, peer(),
+                        std::string(transport().name()) + " cannot write a peer's memory");
+}
+
+inline void Connection::checkAccess(const RemoteKey& key, uint64_t offset, size_t bytes, const char* what) const {
+  if (key.type != MemoryType::None && offset <= key.bytes && bytes <= key.bytes - offset) return;
+  throw ConnectionError(
+      gyreInvalidUsage, peer(),
+      key.type == MemoryType::None
+          ? std::string("rank ") + std::to_string(peer()) + " registered no memory for this " + what
+          : std::string("a one-sided ") + what + " of " + std::to_string(bytes) + " bytes at offset " +
+                std::to_string(offset) + " of rank " + std::to_string(peer()) + "'s buffer is outside the " +
+                std::to_string(key.bytes) + " bytes it registered: is its buffer as large as this call needs?");
 }
 
 }  // namespace gyre::transport

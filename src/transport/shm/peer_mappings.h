@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "transport/transport.h"
+#include "transport/shm/shared_allocation.h"
 
 namespace gyre::transport::shm {
 

@@ -49,4 +49,19 @@ int ProcessReader::read(void* dst, uint64_t remoteAddress, size_t bytes) {
   return 0;
 }
 
+int ProcessReader::write(uint64_t remoteAddress, const void* src, size_t bytes) {
+  for (size_t done = 0; done < bytes;) {
+    iovec local{const_cast<unsigned char*>(static_cast<const unsigned char*>(src)) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(remoteAddress + done), bytes - done};
+    const ssize_t n = process_vm_writev(pid_, &local, 1, &remote, 1, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 ? errno : EFAULT;
+  }
+  return 0;
+}
+
 }  // namespace gyre::transport::shm

@@ -18,6 +18,9 @@ class ProcessReader {
   // Copies bytes from the peer's remoteAddress into dst. Returns 0, or the
   // errno of the read that failed (EFAULT for a short read).
   int read(void* dst, uint64_t remoteAddress, size_t bytes);
+  // Copies bytes from src into the peer's remoteAddress (process_vm_writev);
+  // returns like read().
+  int write(uint64_t remoteAddress, const void* src, size_t bytes);
 
   // Bytes that went through the bounce buffer (read() explains when).
   uint64_t bouncedBytes() const { return bounced_; }

@@ -16,6 +16,18 @@
 
 namespace gyre::transport::shm {
 
+// Names memory a local peer may map instead of reading it through the
+// kernel: the owner's allocation (an id unique to it, its address range in
+// the owner, and the descriptor to open it by). id 0: none. It travels in a
+// RemoteKey's handle.
+struct SharedMemoryKey {
+  uint64_t id = 0;
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+  int64_t fd = -1;
+};
+static_assert(sizeof(SharedMemoryKey) == sizeof(RemoteKey::handle));
+
 // Page-aligned memory backed by a memfd, or nullptr when memfds are not
 // available (the caller falls back to ordinary memory).
 void* allocateShared(size_t bytes);

@@ -59,17 +59,38 @@ bool ShmConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
   return true;
 }
 
-SharedMemoryKey ShmConnection::shareKey(const void* p) { return shm::sharedKeyFor(p); }
+RemoteKey ShmConnection::registerMemory(const void* p, size_t bytes, MemoryType type) {
+  if (type != MemoryType::Host)
+    throw ConnectionError(gyreInvalidArgument, peer_,
+                          std::string("shm cannot register ") + memoryTypeName(type) + " memory");
+  RemoteKey k = Connection::registerMemory(p, bytes, type);
+  const shm::SharedMemoryKey shared = shm::sharedKeyFor(p);
+  std::memcpy(k.handle, &shared, sizeof k.handle);
+  return k;
+}
 
-void ShmConnection::readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes) {
-  if (const int err = reader_.read(dst, remoteAddress, bytes)) {
-    if (err == ESRCH)
-      throw ConnectionError(gyreRemoteError, peer_, "rank " + std::to_string(peer_) + " exited");
-    throw ConnectionError(gyreInvalidUsage, peer_,
-                          "cannot read " + std::to_string(bytes) + " bytes of rank " +
-                              std::to_string(peer_) + "'s buffer (" + std::strerror(err) +
-                              "): is its buffer as large as this call needs?");
-  }
+namespace {
+[[noreturn]] void throwAccessError(int err, int peer, const char* what, size_t bytes) {
+  if (err == ESRCH) throw ConnectionError(gyreRemoteError, peer, "rank " + std::to_string(peer) + " exited");
+  throw ConnectionError(gyreInvalidUsage, peer,
+                        std::string("cannot ") + what + " " + std::to_string(bytes) + " bytes of rank " +
+                            std::to_string(peer) + "'s buffer (" + std::strerror(err) +
+                            "): is its buffer as large as this call needs?");
+}
+}  // namespace
+
+void ShmConnection::getImpl(void* dst, const RemoteKey&, uint64_t address, size_t bytes) {
+  if (const int err = reader_.read(dst, address, bytes)) throwAccessError(err, peer_, "read", bytes);
+}
+
+void ShmConnection::putImpl(const RemoteKey&, uint64_t address, const void* src, size_t bytes) {
+  if (const int err = reader_.write(address, src, bytes)) throwAccessError(err, peer_, "write", bytes);
+}
+
+const void* ShmConnection::mapImpl(const RemoteKey& key, uint64_t address, size_t bytes) {
+  shm::SharedMemoryKey shared;
+  std::memcpy(&shared, key.handle, sizeof shared);
+  return mappings_.map(address, bytes, shared);
 }
 
 }  // namespace gyre::transport

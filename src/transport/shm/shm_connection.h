@@ -35,12 +35,15 @@ class ShmConnection final : public Connection {
   const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
-  void readPeerMemory(void* dst, uint64_t remoteAddress, size_t bytes) override;
-  SharedMemoryKey shareKey(const void* p) override;
-  const void* mapPeerMemory(uint64_t remoteAddress, size_t bytes, const SharedMemoryKey& key) override {
-    return mappings_.map(remoteAddress, bytes, key);
-  }
+  // Registration is by address (nothing to pin); a range inside a
+  // gyreMemAlloc buffer also names the allocation, so the peer can map it.
+  RemoteKey registerMemory(const void* p, size_t bytes, MemoryType type) override;
   ProgressResult progress(bool) override { return {}; }
+
+ protected:
+  void getImpl(void* dst, const RemoteKey& key, uint64_t address, size_t bytes) override;
+  void putImpl(const RemoteKey& key, uint64_t address, const void* src, size_t bytes) override;
+  const void* mapImpl(const RemoteKey& key, uint64_t address, size_t bytes) override;
 
  private:
   ShmTransport& transport_;
