@@ -3,7 +3,8 @@
 // the list as they land). Two real rank processes rendezvous through a real
 // bootstrap and talk through the transport under test alone, without the
 // communicator: ordering, empty, small and largest messages in both the
-// buffer and the direct form, many messages outstanding, a mismatched size or
+// buffer and the direct form, many messages and many asynchronous requests
+// outstanding, a mismatched size or
 // tag, registered memory (get, put, map, and accesses outside the key), an
 // interrupt from another thread, a peer that dies, one that dies
 // mid-message, and one that sends garbage. Every run has a hard deadline (runRanks); no test waits on
@@ -260,6 +261,71 @@ TEST_P(Conformance, ManyMessagesOutstandingBeforeTheReceiverReads) {
     return check.failures();
   });
   munmap(held, sizeof(std::atomic<int>));
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// Asynchronous requests: many receives posted before anything is sent, many
+// sends posted at once, completed in order by test(); a receive whose
+// message differs is a mismatch from test(), not a silent success.
+TEST_P(Conformance, ManyRequestsOutstandingCompleteInOrder) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id);
+    Connection& c = *e.conn;
+    constexpr int kRequests = 64;
+    const std::vector<size_t> sizes = sizesFor(c);
+    auto sizeOf = [&](int i) { return sizes[static_cast<size_t>(i) % sizes.size()]; };
+    std::vector<std::vector<unsigned char>> bufs(kRequests);
+    std::vector<transport::Request> reqs;
+    if (rank == 1) {
+      // Every receive posted before the sender posts anything (the bootstrap
+      // barrier below orders it), each a byte longer than its message so an
+      // overrun shows.
+      for (int i = 0; i < kRequests; ++i) {
+        bufs[i].assign(sizeOf(i) + 1, 0xee);
+        reqs.push_back(c.irecv(bufs[i].data(), sizeOf(i), tagOf(i, sizeOf(i))));
+      }
+      e.bs->barrier(Deadline::afterMs(kStepMs));
+    } else {
+      e.bs->barrier(Deadline::afterMs(kStepMs));
+      for (int i = 0; i < kRequests; ++i) {
+        bufs[i].resize(sizeOf(i));
+        for (size_t j = 0; j < bufs[i].size(); ++j) bufs[i][j] = pattern(0, i, j);
+        reqs.push_back(c.isend(bufs[i].data(), sizeOf(i), tagOf(i, sizeOf(i))));
+      }
+    }
+    check.expect(until(e, [&] { return c.test(reqs.back()); }), "the last request never completed");
+    for (int i = 0; i < kRequests; ++i) check.expect(c.test(reqs[i]), "an earlier request is still open after a later one");
+    if (rank == 1)
+      for (int i = 0; i < kRequests; ++i) {
+        for (size_t j = 0; j < sizeOf(i); ++j)
+          if (bufs[i][j] != pattern(0, i, j)) {
+            check.fail("request " + std::to_string(i) + ": byte " + std::to_string(j) + " is wrong");
+            break;
+          }
+        check.expect(bufs[i][sizeOf(i)] == 0xee, "request " + std::to_string(i) + " wrote past its end");
+      }
+    // A mismatched receive: the error comes out of test().
+    if (rank == 0) {
+      std::vector<unsigned char> d(300, 1);
+      const transport::Request r = c.isend(d.data(), 300, tagOf(99, 300));
+      check.expect(until(e, [&] { return c.test(r); }), "the odd send never completed");
+    } else {
+      std::vector<unsigned char> d(200);
+      const transport::Request r = c.irecv(d.data(), 200, tagOf(99, 200));
+      bool mismatch = false;
+      try {
+        until(e, [&] { return c.test(r); });
+      } catch (const transport::MessageMismatch& m) {
+        mismatch = m.gotBytes == 300 && m.expectedBytes == 200;
+      }
+      check.expect(mismatch, "a 300-byte message completed a 200-byte receive");
+    }
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
   EXPECT_FALSE(out.timedOut) << out.describe();
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,6 +60,13 @@ class MessageMismatch : public ConnectionError {
         expectedBytes(expectedSize) {}
   MessageTag got, expected;
   size_t gotBytes, expectedBytes;
+};
+
+// An asynchronous send or receive (Connection::isend, irecv): its
+// direction and its place among that direction's requests.
+struct Request {
+  bool send = false;
+  uint64_t seq = 0;
 };
 
 struct ProgressResult {
@@ -131,6 +139,21 @@ class Connection {
   // peer blocked on a full pipe can go on.
   virtual ProgressResult progress(bool readAhead) = 0;
 
+  // --- asynchronous messages: several outstanding per connection ---
+  // Posts a send from (a receive into) caller memory, which must stay as it
+  // is (unread) until the request completes. Requests complete in posting
+  // order per direction, and take their place in the message order when
+  // posted: do not use the try forms above while requests are outstanding.
+  // test() moves what it can and says whether r has completed; it throws
+  // what the try forms throw (MessageMismatch, ConnectionError). To wait,
+  // block on the transport between tests (the connection manager's wait
+  // handle). The defaults queue the requests over the try forms; a
+  // transport with requests of its own (UCX, verbs, network plugins)
+  // overrides all three.
+  virtual Request isend(const void* src, size_t bytes, const MessageTag& tag);
+  virtual Request irecv(void* dst, size_t bytes, const MessageTag& tag);
+  virtual bool test(const Request& r);
+
  protected:
   // The one-sided accesses, at the peer's address, already checked to lie
   // within the key. The defaults refuse (a transport without the capability).
@@ -142,6 +165,13 @@ class Connection {
   // Throws ConnectionError unless [offset, + bytes) lies within the key.
   void checkAccess(const RemoteKey& key, uint64_t offset, size_t bytes, const char* what) const;
   Capabilities caps_;
+  struct Posted {
+    void* data;
+    size_t bytes;
+    MessageTag tag;
+  };
+  std::deque<Posted> sends_, recvs_;  // posted, not yet completed, oldest first
+  uint64_t sendsPosted_ = 0, sendsDone_ = 0, recvsPosted_ = 0, recvsDone_ = 0;
 };
 
 // A failure a peer reported through a transport (a local peer's flag in
@@ -190,34 +220,5 @@ class Transport {
   // A failure a peer reported through this transport, if any (kReportsFailures).
   virtual std::optional<PeerReport> peerReport() const { return std::nullopt; }
 };
-
-inline RemoteKey Connection::registerMemory(const void* p, size_t bytes, MemoryType type) {
-  RemoteKey k;
-  k.address = reinterpret_cast<uint64_t>(p);
-  k.bytes = bytes;
-  k.type = type;
-  return k;
-}
-
-inline void Connection::getImpl(void*, const RemoteKey&, uint64_t, size_t) {
-  throw ConnectionError(gyreInternalError, peer(),
-                        std::string(transport().name()) + " cannot read a peer's memory");
-}
-
-inline void Connection::putImpl(const RemoteKey&, uint64_t, const void*, size_t) {
-  throw ConnectionError(gyreInternalError, peer(),
-                        std::string(transport().name()) + " cannot write a peer's memory");
-}
-
-inline void Connection::checkAccess(const RemoteKey& key, uint64_t offset, size_t bytes, const char* what) const {
-  if (key.type != MemoryType::None && offset <= key.bytes && bytes <= key.bytes - offset) return;
-  throw ConnectionError(
-      gyreInvalidUsage, peer(),
-      key.type == MemoryType::None
-          ? std::string("rank ") + std::to_string(peer()) + " registered no memory for this " + what
-          : std::string("a one-sided ") + what + " of " + std::to_string(bytes) + " bytes at offset " +
-                std::to_string(offset) + " of rank " + std::to_string(peer()) + "'s buffer is outside the " +
-                std::to_string(key.bytes) + " bytes it registered: is its buffer as large as this call needs?");
-}
 
 }  // namespace gyre::transport
