@@ -259,5 +259,105 @@ TEST(ConnectionManager, GyreTransportShmAcrossHostsFailsInitOnEveryRank) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// GYRE_SHM_DISABLE=1 on one host: every peer over TCP, and the collective
+// still exact. What shows the transport: the direct AllReduce, which reads
+// peers' memory through shared memory, is refused with it and runs without.
+TEST(ConnectionManager, ShmDisableSendsLocalPeersOverTcp) {
+  for (const char* disable : {"1", "0"}) {
+    RunOutcome out = runRanks(3, [&](int rank, int n, const gyreUniqueId& id) {
+      setenv("GYRE_SHM_DISABLE", disable, 1);
+      Checker check(rank);
+      gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
+      cfg.timeoutMs = 20000;
+      cfg.algo = "allreduce:direct";
+      gyreComm_t comm = nullptr;
+      gyreResult_t r = gyreCommInitRankConfig(&comm, n, id, rank, &cfg);
+      std::string msg = gyreGetLastError(nullptr);
+      int v = rank + 1;
+      if (r == gyreSuccess) {
+        r = gyreAllReduce(&v, &v, 1, gyreInt32, gyreSum, comm, nullptr);
+        msg = gyreGetLastError(comm);
+        gyreCommDestroy(comm);
+      }
+      // Refused on the rank that planned it, and on the others as its
+      // report reaches them (in their init or their call).
+      if (disable[0] == '1')
+        check.expect(r != gyreSuccess && msg.find("shared-memory transport") != std::string::npos,
+                     "the direct AllReduce ran without shared memory: " + msg);
+      else
+        check.expect(r == gyreSuccess && v == 6, "the direct AllReduce over shared memory: " + msg);
+      return check.failures();
+    });
+    EXPECT_FALSE(out.timedOut) << disable << out.describe();
+    EXPECT_TRUE(out.allSucceeded()) << disable << out.describe();
+  }
+  // And the default choice with shared memory off is right, over TCP.
+  RunOutcome out = runRanks(3, [](int rank, int n, const gyreUniqueId& id) {
+    setenv("GYRE_SHM_DISABLE", "1", 1);
+    Checker check(rank);
+    gyreComm_t comm = initRank(rank, n, id);
+    if (!comm) return 1;
+    int v = rank + 1;
+    check.expectOk(gyreAllReduce(&v, &v, 1, gyreInt32, gyreSum, comm, nullptr), "allreduce");
+    check.expect(v == 6, "the sum over TCP");
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// GYRE_TCP_DISABLE=1 with two host ids: the peers on the other host are
+// unreachable, named, on every rank; one host alone still works.
+TEST(ConnectionManager, TcpDisableLeavesOtherHostsUnreachableAndSaysSo) {
+  RunOutcome out = runRanks(4, [](int rank, int n, const gyreUniqueId& id) {
+    setenv("GYRE_TCP_DISABLE", "1", 1);
+    setenv("GYRE_HOSTID", rank < 2 ? "host-a" : "host-b", 1);
+    gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 20000;
+    gyreComm_t comm = nullptr;
+    const gyreResult_t r = gyreCommInitRankConfig(&comm, n, id, rank, &cfg);
+    const std::string msg = gyreGetLastError(nullptr);
+    Checker check(rank);
+    check.expect(r == gyreInvalidArgument || r == gyreRemoteError, "init must fail: " + msg);
+    check.expect(msg.find("tcp: disabled by GYRE_TCP_DISABLE=1") != std::string::npos, "names the setting: " + msg);
+    if (r == gyreSuccess) gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+  RunOutcome oneHost = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    setenv("GYRE_TCP_DISABLE", "1", 1);
+    Checker check(rank);
+    gyreComm_t comm = initRank(rank, n, id);
+    if (!comm) return 1;
+    int v = rank + 1;
+    check.expectOk(gyreAllReduce(&v, &v, 1, gyreInt32, gyreSum, comm, nullptr), "allreduce");
+    check.expect(v == 3, "the sum over shared memory");
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(oneHost.timedOut) << oneHost.describe();
+  EXPECT_TRUE(oneHost.allSucceeded()) << oneHost.describe();
+}
+
+TEST(ConnectionManager, RanksThatDisableDifferentTransportsAreRefusedAtInit) {
+  RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    if (rank == 1) setenv("GYRE_SHM_DISABLE", "1", 1);
+    gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 20000;
+    gyreComm_t comm = nullptr;
+    const gyreResult_t r = gyreCommInitRankConfig(&comm, n, id, rank, &cfg);
+    const std::string msg = gyreGetLastError(nullptr);
+    Checker check(rank);
+    check.expect(r == gyreInvalidUsage, "invalid usage expected: " + msg);
+    check.expect(msg.find("GYRE_SHM_DISABLE") != std::string::npos, "names the setting: " + msg);
+    if (r == gyreSuccess) gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 }  // namespace
 }  // namespace gyre::test

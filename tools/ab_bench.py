@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 # A/B of two gyre-bench builds: launches alternated old, new, old, new (5 of
-# each), the median of each size's out-of-place p50 over the launches, and
-# the ratio. The honest before/after on a host whose speed drifts.
+# each; AB_RUNS=N for N), the median of each size's out-of-place p50 over the
+# launches, and the ratio. The honest before/after on a host whose speed
+# drifts.
 #   tools/ab_bench.py OLD/gyre-bench NEW/gyre-bench <gyre-bench args> --percentiles
-import subprocess, sys, statistics, re
+import os, subprocess, sys, statistics, re
 old, new = sys.argv[1], sys.argv[2]
 args = sys.argv[3:]
-runs = 5
+runs = int(os.environ.get("AB_RUNS", "5"))
 res = {"old": {}, "new": {}}
 def run(binary):
     out = subprocess.run([binary] + args, capture_output=True, text=True, timeout=600).stdout

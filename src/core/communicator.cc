@@ -31,6 +31,7 @@ constexpr int64_t kExitGraceNs = 20 * kMs;  // a dead peer's last messages: how 
 // Settings every rank must agree on, compared at init.
 struct SharedSettings {
   int32_t transport;
+  int32_t transportsDisabled;  // GYRE_SHM_DISABLE | GYRE_TCP_DISABLE << 1
   int32_t shmSlots;
   uint64_t shmSlotBytes;
   uint64_t tcpChunkBytes;
@@ -119,6 +120,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   SharedSettings& mine = all[rank_];
   std::memset(&mine, 0, sizeof(mine));
   mine.transport = static_cast<int32_t>(config_.transport);
+  mine.transportsDisabled = int32_t(config_.shmDisable) | int32_t(config_.tcpDisable) << 1;
   mine.shmSlots = config_.shmSlots;
   mine.shmSlotBytes = config_.shmSlotBytes;
   mine.tcpChunkBytes = config_.tcpChunkBytes;
@@ -138,6 +140,8 @@ void Communicator::setUpTransports(Deadline deadline) {
         all[r].transport != all[0].transport
             ? std::string("GYRE_TRANSPORT=") + transportName(TransportChoice(all[r].transport)) +
                   " where rank 0 has " + transportName(TransportChoice(all[0].transport))
+        : all[r].transportsDisabled != all[0].transportsDisabled
+            ? "different GYRE_SHM_DISABLE/GYRE_TCP_DISABLE settings than rank 0"
         : all[r].modelFingerprint != all[0].modelFingerprint || all[r].calibrate != all[0].calibrate
             ? "a different tuner model (GYRE_TUNER/GYRE_TUNER_FILE and its contents) than rank 0"
         : all[r].tunerOnline != all[0].tunerOnline || all[r].retuneCalls != all[0].retuneCalls
@@ -197,7 +201,14 @@ void Communicator::setUpTransports(Deadline deadline) {
   // Every transport is created on every rank (creation is collective), and
   // the connection manager picks one per peer: shared memory on the same
   // host, else TCP, unless GYRE_TRANSPORT names one.
-  const bool wantShm = config_.transport != TransportChoice::Tcp;
+  // Why a transport is off, if it is (named when a peer is left unreached).
+  const char* shmOff = config_.transport == TransportChoice::Tcp ? "GYRE_TRANSPORT=tcp"
+                       : config_.shmDisable                     ? "GYRE_SHM_DISABLE=1"
+                                                                : "";
+  const char* tcpOff = config_.transport == TransportChoice::Shm ? "GYRE_TRANSPORT=shm"
+                       : config_.tcpDisable                     ? "GYRE_TCP_DISABLE=1"
+                                                                : "";
+  const bool wantShm = *shmOff == 0;
   // The transports copy with the kernels' routines (they sit below kernels).
   const transport::MemoryCopy kernelsCopy{kernels::copy, kernels::repMovsbCrawls};
   transport::ShmTransport::Options so;
@@ -221,9 +232,8 @@ void Communicator::setUpTransports(Deadline deadline) {
   auto tcp = std::make_unique<transport::TcpTransport>(*bootstrap_, to);
 
   connections_ = std::make_unique<transport::ConnectionManager>(rank_, nranks_);
-  connections_->add(std::move(shm), 20, wantShm ? "" : "GYRE_TRANSPORT=tcp");
-  connections_->add(std::move(tcp), 10,
-                    config_.transport == TransportChoice::Shm ? "GYRE_TRANSPORT=shm" : "");
+  connections_->add(std::move(shm), 20, shmOff);
+  connections_->add(std::move(tcp), 10, tcpOff);
   connections_->choose([&](int peer) { return bootstrap_->describe(peer); });
   canReadPeers_ = connections_->everyPeerCan(transport::kPeerRead);
   // Some peer does not report failures through a transport: reports come

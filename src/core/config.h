@@ -17,6 +17,8 @@ enum class TransportChoice { Auto, Shm, Tcp };
 struct Config {
   int64_t timeoutMs = 600000;  // 0: wait forever
   TransportChoice transport = TransportChoice::Auto;
+  bool shmDisable = false;  // GYRE_SHM_DISABLE: never shared memory (as NCCL_SHM_DISABLE)
+  bool tcpDisable = false;  // GYRE_TCP_DISABLE: never TCP between ranks
   std::string algo;  // empty: automatic choice
   std::string commName;
   std::string socketIfname;  // NCCL syntax: prefixes, ^exclude, =exact
