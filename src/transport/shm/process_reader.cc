@@ -5,16 +5,19 @@
 #include <algorithm>
 #include <cerrno>
 
-
 namespace gyre::transport::shm {
 
-int ProcessReader::readDirect(void* dst, uint64_t remoteAddress, size_t bytes) {
-  auto* to = static_cast<unsigned char*>(dst);
-  size_t done = 0;
-  while (done < bytes) {
-    iovec local{to + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(remoteAddress + done), bytes - done};
-    const ssize_t n = process_vm_readv(pid_, &local, 1, &remote, 1, 0);
+namespace {
+
+// process_vm_readv or _writev of [local, + bytes) against the peer's
+// remoteAddress, resumed after short transfers and EINTR. Returns 0 or the
+// errno of the call that failed (EFAULT for a transfer that stopped short).
+using CrossCopy = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long, unsigned long);
+int crossCopy(CrossCopy call, int pid, unsigned char* local, uint64_t remoteAddress, size_t bytes) {
+  for (size_t done = 0; done < bytes;) {
+    iovec l{local + done, bytes - done};
+    iovec r{reinterpret_cast<void*>(remoteAddress + done), bytes - done};
+    const ssize_t n = call(pid, &l, 1, &r, 1, 0);
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -23,6 +26,12 @@ int ProcessReader::readDirect(void* dst, uint64_t remoteAddress, size_t bytes) {
     return n < 0 ? errno : EFAULT;
   }
   return 0;
+}
+
+}  // namespace
+
+int ProcessReader::readDirect(void* dst, uint64_t remoteAddress, size_t bytes) {
+  return crossCopy(process_vm_readv, pid_, static_cast<unsigned char*>(dst), remoteAddress, bytes);
 }
 
 int ProcessReader::read(void* dst, uint64_t remoteAddress, size_t bytes) {
@@ -50,18 +59,9 @@ int ProcessReader::read(void* dst, uint64_t remoteAddress, size_t bytes) {
 }
 
 int ProcessReader::write(uint64_t remoteAddress, const void* src, size_t bytes) {
-  for (size_t done = 0; done < bytes;) {
-    iovec local{const_cast<unsigned char*>(static_cast<const unsigned char*>(src)) + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(remoteAddress + done), bytes - done};
-    const ssize_t n = process_vm_writev(pid_, &local, 1, &remote, 1, 0);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return n < 0 ? errno : EFAULT;
-  }
-  return 0;
+  // The kernel only reads the local side of a write.
+  return crossCopy(process_vm_writev, pid_, const_cast<unsigned char*>(static_cast<const unsigned char*>(src)),
+                   remoteAddress, bytes);
 }
 
 }  // namespace gyre::transport::shm
