@@ -93,6 +93,11 @@ if(GYRE_HAVE_HWLOC)
   # (for shared linking too) fail on a machine without libhwloc-dev.
   list(APPEND _gyre_pc_libs -lhwloc)
 endif()
+if(GYRE_HAVE_UCX)
+  foreach(l IN LISTS UCX_LIBRARIES)
+    list(APPEND _gyre_pc_libs -l${l})
+  endforeach()
+endif()
 # libgyre.a is C++: a C program linking it statically needs the C++ runtime.
 foreach(l IN LISTS GYRE_CXX_RUNTIME_LIBS)
   list(APPEND _gyre_pc_libs -l${l})

@@ -104,7 +104,7 @@ TEST_P(KilledRank, SurvivorsGetRemoteErrorNamingTheDeadRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, KilledRank,
-                         testing::Combine(testing::Values("shm", "tcp"), testing::Values(2, 3, 4)),
+                         testing::Combine(testing::Values(GYRE_TEST_TRANSPORTS), testing::Values(2, 3, 4)),
                          [](const auto& p) {
                            return std::string(std::get<0>(p.param)) + "_" +
                                   std::to_string(std::get<1>(p.param)) + "ranks";
@@ -207,7 +207,7 @@ TEST_P(Timeout, ACallWithAMissingPeerTimesOut) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Timeout, testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, Timeout, testing::Values(GYRE_TEST_TRANSPORTS));
 
 // ---- mismatched calls are errors on every rank, not hangs ----
 
@@ -232,7 +232,7 @@ TEST_P(Mismatch, DifferentCountsFailOnEveryRank) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Mismatch, testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, Mismatch, testing::Values(GYRE_TEST_TRANSPORTS));
 
 TEST(Mismatch, DifferentTransportSettingsAreRefusedAtInit) {
   RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
@@ -401,7 +401,7 @@ TEST_P(CallMismatch, BothSidesAreNamedOnEveryRank) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, CallMismatch, testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, CallMismatch, testing::Values(GYRE_TEST_TRANSPORTS));
 
 TEST(Errors, EveryResultHasAString) {
   for (int r = 0; r < gyreNumResults; ++r)

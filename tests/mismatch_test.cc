@@ -166,7 +166,7 @@ TEST_P(CallMismatchGuarantee, TheCallOrTheNextFailsOnEveryRankNamingBothCalls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CallMismatchGuarantee,
-                         testing::Combine(testing::ValuesIn(kCases), testing::Values("shm", "tcp")),
+                         testing::Combine(testing::ValuesIn(kCases), testing::Values(GYRE_TEST_TRANSPORTS)),
                          [](const auto& p) {
                            return std::string(std::get<0>(p.param).name) + "_" +
                                   std::get<1>(p.param);

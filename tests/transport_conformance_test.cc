@@ -28,6 +28,9 @@
 #include "tests/support/multiprocess.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
+#ifdef GYRE_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
 
 namespace gyre::test {
 namespace {
@@ -74,6 +77,14 @@ std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, boo
     o.memoryCopy = copy;
     return transport::ShmTransport::create(bs, all, o, d);
   }
+#ifdef GYRE_HAVE_UCX
+  if (kind == "ucx") {
+    transport::UcxTransport::Options o;
+    o.maxMessageBytes = 256 * 1024;
+    o.memoryCopy = copy;
+    return transport::UcxTransport::create(bs, o, d);
+  }
+#endif
   transport::TcpTransport::Options o;
   o.chunkBytes = 64 * 1024;
   o.memoryCopy = copy;
@@ -154,14 +165,17 @@ struct Receiver {
   Endpoint& e;
   int from;
   std::vector<unsigned char> into;
+  bool started = false;  // a direct-form receive is under way: into is the transport's until it completes
   bool tryRecv(uint64_t msg, size_t bytes, std::string* wrong) {
     const unsigned char* got = nullptr;
     if (msg % 2 == 0) {
       got = static_cast<const unsigned char*>(e.conn->tryRecvBuffer(bytes, tagOf(msg, bytes)));
       if (!got) return false;
     } else {
-      into.assign(bytes + 1, 0xee);
+      if (!started) into.assign(bytes + 1, 0xee);
+      started = true;
       if (!e.conn->tryRecvInto(into.data(), bytes, tagOf(msg, bytes))) return false;
+      started = false;
       got = into.data();
       if (into[bytes] != 0xee) *wrong = "message " + std::to_string(msg) + " wrote past its end";
     }
@@ -224,13 +238,17 @@ TEST_P(Conformance, ManyMessagesOutstandingBeforeTheReceiverReads) {
     if (rank == 0) {
       Sender s{e, rank, {}};
       uint64_t sent = 0;
-      // As far as the transport lets it before anyone reads.
+      // As far as the transport lets it before anyone reads. A transport
+      // whose sends complete only as it progresses gets a bounded number of
+      // turns at it before "no" counts as full.
       while (sent < kMessages) {
         bool took = s.trySend(sent, kBytes);
-        if (!took && e.conn->can(transport::kNeedsProgress)) took = s.trySend(sent, kBytes);
+        for (int turn = 0; !took && turn < 10000 && e.conn->can(transport::kNeedsProgress); ++turn) {
+          e.conn->progress(false);
+          took = s.trySend(sent, kBytes);
+        }
         if (!took) break;
         ++sent;
-        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(false);
       }
       std::printf("rank 0: %llu messages outstanding before the receiver read\n",
                   static_cast<unsigned long long>(sent));
@@ -556,6 +574,7 @@ TEST_P(Conformance, APeerThatDiesMidMessageDeliversNoPartialMessage) { peerDies(
 TEST_P(Conformance, GarbageFromThePeerIsAnErrorNamingIt) {
   const std::string kind = this->kind();
   if (kind == "shm") GTEST_SKIP() << "a local peer writes our memory; nothing to defend";
+  if (kind == "ucx") GTEST_SKIP() << "the wire is UCX's protocol, not ours; a wrong header is the mismatch test's";
   RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
     if (rank == 1) {
@@ -587,7 +606,8 @@ TEST_P(Conformance, GarbageFromThePeerIsAnErrorNamingIt) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Conformance, testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, Conformance,
+                         testing::Values(GYRE_TEST_TRANSPORTS),
                          [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

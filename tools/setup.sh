@@ -10,6 +10,7 @@ packages=(
   python3-numpy python3-pytest                   # the Python binding's tests and example
   dpkg-dev                                       # cpack -G DEB (dpkg-shlibdeps) and its check
   libhwloc-dev nlohmann-json3-dev libcli11-dev    # topology discovery, its JSON files, gyre-topo's options
+  libucx-dev                                     # the ucx transport (GYRE_TRANSPORT=ucx)
   iproute2 procps                                # network namespaces, process tools
   librsvg2-bin                                   # gyre-bench --plot FILE.png (rsvg-convert)
 )

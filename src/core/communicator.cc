@@ -18,6 +18,9 @@
 #include "transport/connection_manager.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
+#ifdef GYRE_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
 
 namespace gyre::core {
 
@@ -49,7 +52,7 @@ struct SharedSettings {
 uint64_t hashString(const std::string& s) { return fnv1a(s); }
 
 const char* transportName(TransportChoice t) {
-  return t == TransportChoice::Shm ? "shm" : t == TransportChoice::Tcp ? "tcp" : "auto";
+  return t == TransportChoice::Shm ? "shm" : t == TransportChoice::Tcp ? "tcp" : t == TransportChoice::Ucx ? "ucx" : "auto";
 }
 
 }  // namespace
@@ -202,13 +205,15 @@ void Communicator::setUpTransports(Deadline deadline) {
   // the connection manager picks one per peer: shared memory on the same
   // host, else TCP, unless GYRE_TRANSPORT names one.
   // Why a transport is off, if it is (named when a peer is left unreached).
-  const char* shmOff = config_.transport == TransportChoice::Tcp ? "GYRE_TRANSPORT=tcp"
-                       : config_.shmDisable                     ? "GYRE_SHM_DISABLE=1"
-                                                                : "";
-  const char* tcpOff = config_.transport == TransportChoice::Shm ? "GYRE_TRANSPORT=shm"
-                       : config_.tcpDisable                     ? "GYRE_TCP_DISABLE=1"
-                                                                : "";
-  const bool wantShm = *shmOff == 0;
+  const std::string forced = std::string("GYRE_TRANSPORT=") + transportName(config_.transport);
+  const bool anyOf = config_.transport == TransportChoice::Auto;
+  const std::string shmOff = !anyOf && config_.transport != TransportChoice::Shm ? forced
+                             : config_.shmDisable                                 ? "GYRE_SHM_DISABLE=1"
+                                                                                  : "";
+  const std::string tcpOff = !anyOf && config_.transport != TransportChoice::Tcp ? forced
+                             : config_.tcpDisable                                 ? "GYRE_TCP_DISABLE=1"
+                                                                                  : "";
+  const bool wantShm = shmOff.empty();
   // The transports copy with the kernels' routines (they sit below kernels).
   const transport::MemoryCopy kernelsCopy{kernels::copy, kernels::repMovsbCrawls};
   transport::ShmTransport::Options so;
@@ -234,6 +239,19 @@ void Communicator::setUpTransports(Deadline deadline) {
   connections_ = std::make_unique<transport::ConnectionManager>(rank_, nranks_);
   connections_->add(std::move(shm), 20, shmOff);
   connections_->add(std::move(tcp), 10, tcpOff);
+  // UCX only when asked for (GYRE_TRANSPORT=ucx): its creation is collective
+  // and costs a worker per communicator; on this host's wires (tcp, shared
+  // memory) it does not beat the built-in transports (PERFORMANCE-transports.md).
+  if (config_.transport == TransportChoice::Ucx) {
+#ifdef GYRE_HAVE_UCX
+    transport::UcxTransport::Options uo;
+    uo.memoryCopy = kernelsCopy;
+    uo.spinNs = spin(20'000);
+    connections_->add(transport::UcxTransport::create(*bootstrap_, uo, deadline), 30);
+#else
+    throwError(gyreInvalidArgument, "GYRE_TRANSPORT=ucx, but this gyre was built without UCX (libucx-dev)");
+#endif
+  }
   connections_->choose([&](int peer) { return bootstrap_->describe(peer); });
   canReadPeers_ = connections_->everyPeerCan(transport::kPeerRead);
   // Some peer does not report failures through a transport: reports come

@@ -36,8 +36,10 @@ void setTransport(Config& c, const std::string& v, const char* name) {
     c.transport = TransportChoice::Shm;
   else if (s == "tcp")
     c.transport = TransportChoice::Tcp;
+  else if (s == "ucx")
+    c.transport = TransportChoice::Ucx;
   else
-    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp");
+    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx");
 }
 
 const Param kParams[] = {
@@ -47,7 +49,7 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.timeoutMs = parseInt(v, n, 0, INT64_MAX / 1000000);
      }},
-    {{"GYRE_TRANSPORT", "auto", "auto (shm within a host, tcp across), shm, or tcp for every peer"},
+    {{"GYRE_TRANSPORT", "auto", "auto (shm within a host, tcp across), shm, tcp, or ucx for every peer"},
      setTransport},
     {{"GYRE_SHM_DISABLE", "0", "1: never use shared memory between ranks (peers on one host talk TCP)"},
      [](Config& c, const std::string& v, const char* n) { c.shmDisable = parseInt(v, n, 0, 1) == 1; }},

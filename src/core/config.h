@@ -12,7 +12,7 @@
 
 namespace gyre::core {
 
-enum class TransportChoice { Auto, Shm, Tcp };
+enum class TransportChoice { Auto, Shm, Tcp, Ucx };
 
 struct Config {
   int64_t timeoutMs = 600000;  // 0: wait forever

@@ -12,6 +12,14 @@
 
 #include "gyre/gyre.h"
 
+// The transports the multi-process suites run over: shm and tcp, and ucx
+// where this gyre was built with it.
+#ifdef GYRE_HAVE_UCX
+#define GYRE_TEST_TRANSPORTS "shm", "tcp", "ucx"
+#else
+#define GYRE_TEST_TRANSPORTS "shm", "tcp"
+#endif
+
 namespace gyre::test {
 
 struct RankOutcome {

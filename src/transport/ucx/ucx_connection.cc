@@ -1,0 +1,351 @@
+#include "transport/ucx/ucx_connection.h"
+
+#include <cstring>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "transport/ucx/ucx_transport.h"
+
+namespace gyre::transport {
+
+namespace {
+
+// UCP tags: the sender's rank above its sequence number toward this peer,
+// and a bit that marks the payload of a message sent in two parts.
+constexpr int kSeqBits = 44;
+constexpr uint64_t kPayloadBit = uint64_t{1} << (kSeqBits - 1);
+constexpr uint64_t kSeqMask = kPayloadBit - 1;
+constexpr uint64_t kFullMask = ~uint64_t{0};
+// Up to this size a message is one UCP message, header and payload in one
+// iov (eager: it lands whole or is probed whole). Larger ones go as the
+// header alone, then the payload in place (UCX's rendezvous reads it
+// straight from the sender's buffer into the receiver's).
+constexpr size_t kOnePartBytes = 8192;
+// Messages a stuck sender's connection reads ahead (as TCP's staging).
+constexpr size_t kReadAhead = 4;
+
+void onError(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxConnection*>(arg)->failed(status); }
+
+}  // namespace
+
+UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peerName, const void* address)
+    : Connection(transport.capabilities()),
+      transport_(transport),
+      peer_(peer),
+      peerName_(std::move(peerName)),
+      ep_(nullptr),
+      staged_(static_cast<size_t>(transport.options().stagingSlots)) {
+  for (size_t i = 0; i < staged_.size(); ++i)
+    sendStaging_.emplace_back(new (std::align_val_t(64)) uint8_t[transport.options().maxMessageBytes]);
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  p.address = static_cast<const ucp_address_t*>(address);
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = onError;
+  p.err_handler.arg = this;
+  if (ucs_status_t s = ucp_ep_create(transport.worker(), &p, &ep_); s != UCS_OK) throwStatus(s, "connect to");
+}
+
+UcxConnection::~UcxConnection() {
+  close();
+  // Memory from aligned new[] must go back through aligned delete[].
+  for (auto& b : sendStaging_) ::operator delete[](b.release(), std::align_val_t(64));
+}
+
+Transport& UcxConnection::transport() { return transport_; }
+size_t UcxConnection::maxMessageBytes() const { return transport_.options().maxMessageBytes; }
+
+void UcxConnection::throwStatus(ucs_status_t s, const char* what) const {
+  throw ConnectionError(s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_CONNECTION_RESET || s == UCS_ERR_UNREACHABLE ||
+                                s == UCS_ERR_CANCELED || s == UCS_ERR_IO_ERROR
+                            ? gyreRemoteError
+                            : gyreSystemError,
+                        peer_, std::string("ucx: ") + what + " " + peerName_ + ": " + ucs_status_string(s));
+}
+
+void UcxConnection::throwIfFailed() const {
+  if (failure_ != UCS_OK) throwStatus(failure_, "the connection to");
+  if (!ep_) throw ConnectionError(gyreRemoteError, peer_, "ucx: the connection to " + peerName_ + " is closed");
+}
+
+uint64_t UcxConnection::tagFor(int sender, uint64_t seq) const {
+  return (static_cast<uint64_t>(sender) << kSeqBits) | (seq & kSeqMask);
+}
+
+void UcxConnection::post(Send& s, const void* data, size_t bytes, const MessageTag& tag) {
+  s.header = Header{bytes, tag};
+  s.iov[0] = ucp_dt_iov_t{&s.header, sizeof(Header)};
+  s.iov[1] = ucp_dt_iov_t{const_cast<void*>(data), bytes};
+  const uint64_t utag = tagFor(transport_.rank(), sendSeq_++);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  p.datatype = ucp_dt_make_iov();
+  const bool onePart = bytes <= kOnePartBytes;
+  void* r = ucp_tag_send_nbx(ep_, s.iov, onePart && bytes ? 2 : 1, utag, &p);
+  if (UCS_PTR_IS_ERR(r)) throwStatus(UCS_PTR_STATUS(r), "send to");
+  s.request = r;  // null: complete already
+  s.payload = nullptr;
+  if (!onePart) {
+    ucp_request_param_t q{};
+    void* pr = ucp_tag_send_nbx(ep_, data, bytes, utag | kPayloadBit, &q);
+    if (UCS_PTR_IS_ERR(pr)) throwStatus(UCS_PTR_STATUS(pr), "send to");
+    s.payload = pr;
+  }
+  s.busy = true;
+}
+
+bool UcxConnection::finished(Send& s) {
+  if (!s.busy) return true;
+  for (void** req : {&s.request, &s.payload}) {
+    if (!*req) continue;
+    const ucs_status_t st = ucp_request_check_status(*req);
+    if (st == UCS_INPROGRESS) return false;
+    ucp_request_free(*req);
+    *req = nullptr;
+    if (st != UCS_OK) {
+      s.busy = false;
+      throwStatus(st, "send to");
+    }
+  }
+  s.busy = false;
+  return true;
+}
+
+void* UcxConnection::trySendBuffer(size_t bytes) {
+  throwIfFailed();
+  if (bytes > maxMessageBytes())
+    throwError(gyreInternalError, "ucx: a " + std::to_string(bytes) + "-byte message is over the largest");
+  if (reserved_ >= 0) return sendStaging_[static_cast<size_t>(reserved_)].get();
+  for (size_t i = 0; i < staged_.size(); ++i)
+    if (finished(staged_[i])) {
+      reserved_ = static_cast<int>(i);
+      return sendStaging_[i].get();
+    }
+  return nullptr;
+}
+
+void UcxConnection::sendCommit(size_t bytes, const MessageTag& tag) {
+  const size_t i = static_cast<size_t>(reserved_);
+  reserved_ = -1;
+  post(staged_[i], sendStaging_[i].get(), bytes, tag);
+}
+
+bool UcxConnection::trySendFrom(const void* src, size_t bytes, const MessageTag& tag) {
+  throwIfFailed();
+  if (!direct_.busy) post(direct_, src, bytes, tag);
+  return finished(direct_);
+}
+
+// Receiving a message: arrival (probe the next sequence number's first
+// part, which says its length), then placement (its header and payload into
+// the caller's buffer, or into a staging buffer of its own when it is read
+// ahead or received in the buffer form), then the check (size and tag
+// against the caller's). Messages are received in order: queue_[i] is
+// recvSeq_ + i.
+bool UcxConnection::arrive(Recv& r, uint64_t seq) {
+  if (r.posted) return true;
+  ucp_tag_recv_info_t info{};
+  r.message = ucp_tag_probe_nb(transport_.worker(), tagFor(peer_, seq), kFullMask, 1, &info);
+  if (!r.message) return false;
+  r.posted = true;
+  r.seq = seq;
+  r.length = info.length;
+  return true;
+}
+
+void UcxConnection::place(Recv& r, void* dst, size_t room) {
+  if (!dst) {
+    r.staging.reset(new uint8_t[maxMessageBytes()]);
+    dst = r.staging.get();
+    room = maxMessageBytes();
+  }
+  const bool headerAlone = r.length == sizeof(Header);
+  const size_t inline_ = r.length - std::min(r.length, sizeof(Header));
+  r.dst = dst;
+  r.room = room;
+  r.twoPart = headerAlone;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.datatype = ucp_dt_make_iov();
+  int parts = inline_ ? 2 : 1;
+  r.iov[0] = ucp_dt_iov_t{&r.header, sizeof(Header)};
+  r.iov[1] = ucp_dt_iov_t{dst, inline_};
+  if (inline_ > room) {
+    // A one-part message longer than the room is received whole aside (its
+    // header then names it); never past the end of dst.
+    r.aside.resize(r.length);
+    r.iov[0] = ucp_dt_iov_t{r.aside.data(), r.length};
+    parts = 1;
+  }
+  void* q = ucp_tag_msg_recv_nbx(transport_.worker(), r.iov, parts, r.message, &p);
+  if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
+  r.request = q;
+  r.placed = true;
+}
+
+// Moves a placed message on: its header, then (two parts) its payload into
+// place once the header says it fits. True when it has all arrived.
+bool UcxConnection::advance(Recv& r) {
+  if (r.request) {
+    const ucs_status_t st = ucp_request_check_status(r.request);
+    if (st == UCS_INPROGRESS) return false;
+    ucp_request_free(r.request);
+    r.request = nullptr;
+    if (st != UCS_OK) throwStatus(st, "receive from");
+    if (!r.aside.empty()) std::memcpy(&r.header, r.aside.data(), sizeof(Header));
+    // Two parts only above kOnePartBytes (an empty message is a header alone).
+    if (r.twoPart && r.aside.empty() && r.header.bytes > kOnePartBytes && r.header.bytes <= r.room) {
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+      void* q = ucp_tag_recv_nbx(transport_.worker(), r.dst, r.header.bytes, tagFor(peer_, r.seq) | kPayloadBit,
+                                 kFullMask, &p);
+      if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
+      r.payload = q;
+    }
+  }
+  if (r.payload) {
+    const ucs_status_t st = ucp_request_check_status(r.payload);
+    if (st == UCS_INPROGRESS) return false;
+    ucp_request_free(r.payload);
+    r.payload = nullptr;
+    if (st != UCS_OK) throwStatus(st, "receive from");
+  }
+  return true;
+}
+
+UcxConnection::Recv& UcxConnection::front() {
+  if (queue_.empty()) queue_.emplace_back(std::make_unique<Recv>());
+  return *queue_.front();
+}
+
+void UcxConnection::pop() {
+  queue_.pop_front();
+  ++recvSeq_;
+}
+
+// The arrived message against what the caller expects: a mismatch consumes
+// it (the pair is broken anyway) and says what came.
+void UcxConnection::check(Recv& r, size_t bytes, const MessageTag& tag) {
+  if (r.header.bytes == bytes && r.header.tag == tag && r.aside.empty()) return;
+  const Header h = r.header;
+  pop();
+  throw MessageMismatch(peer_, h.tag, h.bytes, tag, bytes);
+}
+
+// A peer that sent its last message and left: what arrived before it left
+// is still received; only a message that cannot come any more is an error.
+const void* UcxConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
+  Recv& r = front();
+  if (r.done) return r.dst;  // idempotent until release
+  if (!ep_ || !arrive(r, recvSeq_)) {
+    throwIfFailed();
+    return nullptr;
+  }
+  if (!r.placed) place(r, nullptr, 0);
+  if (!advance(r)) {
+    throwIfFailed();
+    return nullptr;
+  }
+  check(r, bytes, tag);
+  r.done = true;
+  return r.dst;
+}
+
+void UcxConnection::recvRelease(size_t) { pop(); }
+
+bool UcxConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) {
+  Recv& r = front();
+  if (!ep_ || !arrive(r, recvSeq_)) {
+    throwIfFailed();
+    return false;
+  }
+  if (!r.placed) place(r, dst, bytes);
+  if (!advance(r)) {
+    throwIfFailed();
+    return false;
+  }
+  check(r, bytes, tag);
+  if (r.dst != dst && bytes) std::memcpy(dst, r.dst, bytes);  // it came early, into staging
+  pop();
+  return true;
+}
+
+ProgressResult UcxConnection::progress(bool readAhead) {
+  ProgressResult res;
+  res.moved = ucp_worker_progress(transport_.worker()) != 0;
+  // A rendezvous holds a message at its sender until we post its receive:
+  // when some send of ours is stuck, take the next ones into staging, so
+  // that ranks each waiting on their own sends cannot stall each other.
+  if (readAhead && ep_ && failure_ == UCS_OK) {
+    for (size_t i = 0; i < kReadAhead; ++i) {
+      if (queue_.size() <= i) queue_.emplace_back(std::make_unique<Recv>());
+      Recv& r = *queue_[i];
+      if (r.done) continue;
+      if (!arrive(r, recvSeq_ + i)) {
+        if (i + 1 == queue_.size() && i > 0) queue_.pop_back();  // keep the queue to what arrived
+        break;
+      }
+      if (!r.placed) place(r, nullptr, 0);
+      advance(r);
+    }
+  }
+  res.sendBlocked = hasQueuedOutput();
+  return res;
+}
+
+bool UcxConnection::hasQueuedOutput() const {
+  if (direct_.busy) return true;
+  for (const Send& s : staged_)
+    if (s.busy) return true;
+  return false;
+}
+
+bool UcxConnection::sendsInFlight() noexcept {
+  bool any = false;
+  try {
+    any |= !finished(direct_);
+    for (Send& s : staged_) any |= !finished(s);
+  } catch (const Error&) {
+    return false;  // it failed: nothing more will complete
+  }
+  return any;
+}
+
+void UcxConnection::close(bool force) {
+  if (!ep_) return;
+  ucp_worker_h w = transport_.worker();
+  for (auto& r : queue_)
+    for (void** req : {&r->request, &r->payload})
+      if (*req) {
+        ucp_request_cancel(w, *req);
+        ucp_request_free(*req);
+        *req = nullptr;
+      }
+  queue_.clear();
+  ucp_request_param_t p{};
+  if (force || failure_ != UCS_OK) {
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  }
+  void* r = ucp_ep_close_nbx(ep_, &p);
+  ep_ = nullptr;
+  if (UCS_PTR_IS_PTR(r)) {
+    const Deadline d = Deadline::afterMs(1000);
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && !d.expired()) ucp_worker_progress(w);
+    ucp_request_free(r);
+  }
+  // The force close ended what was in flight: release it.
+  auto release = [](Send& s) {
+    for (void** req : {&s.request, &s.payload})
+      if (*req) {
+        ucp_request_free(*req);
+        *req = nullptr;
+      }
+    s.busy = false;
+  };
+  release(direct_);
+  for (Send& s : staged_) release(s);
+}
+
+}  // namespace gyre::transport

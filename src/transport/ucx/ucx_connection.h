@@ -1,0 +1,107 @@
+// One peer over UCX (ucx_transport.h): the try forms over tagged sends and
+// receives, each message a 32-byte header and its payload in one iov.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/memory_copy.h"
+#include "transport/transport.h"
+
+namespace gyre::transport {
+
+class UcxTransport;
+
+class UcxConnection final : public Connection {
+ public:
+  // Makes the endpoint to the worker at `address` (no handshake).
+  UcxConnection(UcxTransport& transport, int peer, std::string peerName, const void* address);
+  ~UcxConnection() override;
+
+  Transport& transport() override;
+  int peer() const override { return peer_; }
+  size_t maxMessageBytes() const override;
+
+  void* trySendBuffer(size_t bytes) override;
+  void sendCommit(size_t bytes, const MessageTag& tag) override;
+  bool trySendFrom(const void* src, size_t bytes, const MessageTag& tag) override;
+  const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
+  void recvRelease(size_t bytes) override;
+  bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
+  ProgressResult progress(bool readAhead) override;
+
+  bool hasQueuedOutput() const;
+  // Releases the sends that completed; true while some are still in flight.
+  // Never throws (a failed send is the failure the next call reports).
+  bool sendsInFlight() noexcept;
+  // Closes the endpoint: flushing what is in flight first (the end of a
+  // communicator), or at once (after a failure, force).
+  void close(bool force = true);
+  // UCX's error handler: the peer is gone or the wire broke.
+  void failed(ucs_status_t status) { failure_ = status; }
+
+ private:
+  struct Header {
+    uint64_t bytes;
+    MessageTag tag;
+  };
+  // A send in flight: its header and iov must live until UCX is done.
+  struct Send {
+    void* request = nullptr;  // the header (with the payload, up to kOnePartBytes)
+    void* payload = nullptr;  // the payload of a larger message
+    Header header{};
+    ucp_dt_iov_t iov[2]{};
+    int staging = -1;  // the staging slot it sends from (-1: caller memory)
+    bool busy = false;
+  };
+  struct Recv {
+    ucp_tag_message_h message = nullptr;  // arrived (probed), not yet received
+    uint64_t seq = 0;
+    size_t length = 0;     // of its first part
+    bool posted = false;   // it has arrived
+    bool placed = false;   // its receive is posted, into dst
+    bool twoPart = false;  // its payload may come as a second UCP message
+    bool done = false;     // buffer form: complete, until recvRelease
+    void* request = nullptr;  // the first part's receive
+    void* payload = nullptr;  // the second part's
+    Header header{};
+    ucp_dt_iov_t iov[2]{};
+    void* dst = nullptr;
+    size_t room = 0;
+    std::unique_ptr<uint8_t[]> staging;  // when read ahead or in the buffer form
+    std::vector<uint8_t> aside;          // a one-part message longer than the room
+  };
+
+  void throwIfFailed() const;
+  [[noreturn]] void throwStatus(ucs_status_t s, const char* what) const;
+  uint64_t tagFor(int sender, uint64_t seq) const;
+  // Posts a send of header + [data, + bytes) into slot s.
+  void post(Send& s, const void* data, size_t bytes, const MessageTag& tag);
+  // True once s completed (its request is released then).
+  bool finished(Send& s);
+  // The receive of a message, in steps (ucx_connection.cc).
+  bool arrive(Recv& r, uint64_t seq);
+  void place(Recv& r, void* dst, size_t room);  // dst null: its own staging
+  bool advance(Recv& r);
+  void check(Recv& r, size_t bytes, const MessageTag& tag);
+  Recv& front();  // the next message's (made on first use)
+  void pop();
+
+  UcxTransport& transport_;
+  int peer_;
+  std::string peerName_;
+  ucp_ep_h ep_;
+  ucs_status_t failure_ = UCS_OK;
+  uint64_t sendSeq_ = 0, recvSeq_ = 0;
+  Send direct_;               // a caller-memory send (trySendFrom), resumed
+  std::vector<Send> staged_;  // buffer-form sends, one per staging slot
+  std::vector<std::unique_ptr<uint8_t[]>> sendStaging_;
+  int reserved_ = -1;  // the slot trySendBuffer handed out
+  std::deque<std::unique_ptr<Recv>> queue_;  // queue_[i]: message recvSeq_ + i
+};
+
+}  // namespace gyre::transport

@@ -1,0 +1,166 @@
+#include "transport/ucx/ucx_transport.h"
+
+#include <poll.h>
+#include <ucm/api/ucm.h>
+
+#include <cstdlib>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "transport/ucx/ucx_connection.h"
+
+namespace gyre::transport {
+
+namespace {
+
+// How long the end of a communicator waits for its sends to be taken.
+constexpr int64_t kFlushMs = 10000;
+
+// What every rank tells the others at creation: its worker address's length
+// (0: UCX did not start here) and, if not, why.
+struct Started {
+  uint64_t addressBytes = 0;
+  char why[120] = {};
+};
+
+}  // namespace
+
+std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, const Options& options,
+                                                   Deadline deadline) {
+  std::unique_ptr<UcxTransport> t(new UcxTransport());
+  t->options_ = options;
+  t->rank_ = bs.rank();
+  t->nranks_ = bs.nranks();
+  // UCX's memory-event hooks (UCM) hung ucp_init here in its registration
+  // cache's setup, every time; gyre registers no memory through UCX yet, so
+  // they are off unless the user asks for them (UCX_MEM_EVENTS).
+  if (!std::getenv("UCX_MEM_EVENTS")) {
+    ucm_global_config_t o = ucm_global_opts;  // UCX 1.13 has no getter
+    o.enable_events = 0;
+    ucm_set_global_opts(&o);
+  }
+  std::string why;
+  ucp_address_t* address = nullptr;
+  size_t addressBytes = 0;
+  ucp_config_t* config = nullptr;
+  ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+  if (s == UCS_OK) {
+    ucp_params_t p{};
+    p.field_mask = UCP_PARAM_FIELD_FEATURES;
+    p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    s = ucp_init(&p, config, &t->context_);
+    ucp_config_release(config);
+  }
+  if (s == UCS_OK) {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    // One thread at a time drives it; gyreCommAbort signals it from another.
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    s = ucp_worker_create(t->context_, &wp, &t->worker_);
+  }
+  if (s == UCS_OK) s = ucp_worker_get_efd(t->worker_, &t->eventFd_);
+  if (s == UCS_OK) s = ucp_worker_get_address(t->worker_, &address, &addressBytes);
+  if (s != UCS_OK) why = std::string("UCX did not start: ") + ucs_status_string(s);
+
+  std::vector<Started> started(static_cast<size_t>(bs.nranks()));
+  Started& mine = started[static_cast<size_t>(bs.rank())];
+  mine.addressBytes = s == UCS_OK ? addressBytes : 0;
+  std::snprintf(mine.why, sizeof(mine.why), "%s", why.c_str());
+  bs.allGather(started.data(), sizeof(Started), deadline);
+  size_t longest = 0;
+  for (int r = 0; r < bs.nranks(); ++r) {
+    const Started& x = started[static_cast<size_t>(r)];
+    if (x.addressBytes == 0 && t->unusable_.empty())
+      t->unusable_ = bs.describe(r) + ": " + std::string(x.why, strnlen(x.why, sizeof(x.why)));
+    longest = std::max<size_t>(longest, x.addressBytes);
+  }
+  // Every rank takes part in the second exchange too (the bootstrap's
+  // collectives must match), with an empty address where there is none.
+  std::vector<uint8_t> all(longest * static_cast<size_t>(bs.nranks()), 0);
+  if (address) std::memcpy(all.data() + longest * static_cast<size_t>(bs.rank()), address, addressBytes);
+  if (address) ucp_worker_release_address(t->worker_, address);
+  if (longest) bs.allGather(all.data(), longest, deadline);
+  if (!t->unusable_.empty()) {
+    GYRE_INFO("rank %d: ucx unusable (%s)", bs.rank(), t->unusable_.c_str());
+    return t;
+  }
+  t->addresses_.resize(static_cast<size_t>(bs.nranks()));
+  for (int r = 0; r < bs.nranks(); ++r) {
+    const uint8_t* a = all.data() + longest * static_cast<size_t>(r);
+    t->addresses_[static_cast<size_t>(r)].assign(a, a + started[static_cast<size_t>(r)].addressBytes);
+  }
+  t->connections_.resize(static_cast<size_t>(bs.nranks()));
+  t->describe_ = [&bs](int peer) { return bs.describe(peer); };
+  GYRE_INFO("rank %d: ucx worker ready (%zu-byte address)", bs.rank(), addressBytes);
+  return t;
+}
+
+UcxTransport::~UcxTransport() {
+  // What was sent must reach the peers first: a rendezvous needs this side
+  // until the peer has taken the data (a peer that went away ends it).
+  const Deadline d = Deadline::afterMs(kFlushMs);
+  for (bool inFlight = true; inFlight && !d.expired();) {
+    if (worker_) ucp_worker_progress(worker_);
+    inFlight = false;
+    for (auto& c : connections_) inFlight |= c && c->sendsInFlight();
+  }
+  for (auto& c : connections_)
+    if (c) c->close(/*force=*/d.expired());
+  connections_.clear();  // the endpoints are closed while the worker lives
+  if (worker_) ucp_worker_destroy(worker_);
+  if (context_) ucp_cleanup(context_);
+}
+
+bool UcxTransport::canConnect(int peer, std::string* whyNot) const {
+  std::string why = !unusable_.empty() ? unusable_
+                    : peer == rank_ || peer < 0 || peer >= nranks_ ? "not a peer"
+                                                                    : std::string();
+  if (!why.empty() && whyNot) *whyNot = why;
+  return why.empty();
+}
+
+void UcxTransport::connect(std::span<const int> peers, Deadline) {
+  for (int p : peers) {
+    std::string why;
+    if (p == rank_ || connections_[static_cast<size_t>(p)]) continue;
+    if (!canConnect(p, &why)) throwError(gyreInternalError, "ucx: cannot connect rank " + std::to_string(p) + ": " + why);
+    connections_[static_cast<size_t>(p)] =
+        std::make_unique<UcxConnection>(*this, p, describe_(p), addresses_[static_cast<size_t>(p)].data());
+  }
+}
+
+Connection* UcxTransport::connection(int peer) {
+  if (peer < 0 || static_cast<size_t>(peer) >= connections_.size()) return nullptr;
+  return connections_[static_cast<size_t>(peer)].get();
+}
+
+bool UcxTransport::block(int64_t timeoutNs, FunctionRef<bool()> ready) {
+  if (!worker_) return ready();
+  if (ucp_worker_progress(worker_)) return ready();
+  // Armed, then the last look: an event after the arm wakes the poll.
+  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return ready();
+  if (ready()) return true;
+  pollfd fd{eventFd_, POLLIN, 0};
+  ::poll(&fd, 1, static_cast<int>((timeoutNs + 999'999) / 1'000'000));
+  return false;
+}
+
+bool UcxTransport::hasPendingOutput() const {
+  for (const auto& c : connections_)
+    if (c && c->hasQueuedOutput()) return true;
+  return false;
+}
+
+void UcxTransport::shutdown() {
+  for (auto& c : connections_)
+    if (c) c->close();
+}
+
+void UcxTransport::interrupt() {
+  if (worker_) ucp_worker_signal(worker_);
+}
+
+}  // namespace gyre::transport

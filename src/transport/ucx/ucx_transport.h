@@ -1,0 +1,76 @@
+// The UCX transport: one UCP worker per communicator, tagged messages to
+// every peer through UCX's own choice of wires (here tcp, posix/sysv shared
+// memory and cma; on a cluster rc/dc/ud verbs, as UCX_TLS says). Workers
+// exchange addresses through the bootstrap when the transport is created;
+// endpoints are made on a peer's first use and need no handshake.
+//
+// Messages keep the connection's order through their UCP tag (the sender's
+// rank and its sequence number toward this peer: the receiver asks for
+// exactly the next one), and carry a 32-byte header (size and the opaque
+// MessageTag) ahead of the payload in one iov send, so the receiver checks
+// both and never lets a larger message past the end of its buffer.
+// Waiting uses the worker's event descriptor (no busy spin when ranks
+// outnumber cores).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/memory_copy.h"
+#include "transport/transport.h"
+
+namespace gyre::transport {
+
+class UcxConnection;
+
+class UcxTransport final : public Transport {
+ public:
+  struct Options {
+    size_t maxMessageBytes = 4 << 20;  // a plan's pieces: UCX picks its own protocol per size
+    int stagingSlots = 4;              // buffer-form sends in flight per connection
+    int64_t spinNs = 20'000;
+    MemoryCopy memoryCopy;
+  };
+
+  // Collective over every rank of the bootstrap. A rank where UCX cannot
+  // start still takes part; then no rank uses it, and canConnect says why.
+  static std::unique_ptr<UcxTransport> create(bootstrap::Bootstrap& bootstrap, const Options& options,
+                                              Deadline deadline);
+  ~UcxTransport() override;
+
+  const char* name() const override { return "ucx"; }
+  Capabilities capabilities() const override { return kDirectIO | kNeedsProgress; }
+  bool canConnect(int peer, std::string* whyNot) const override;
+  void connect(std::span<const int> peers, Deadline deadline) override;
+  Connection* connection(int peer) override;
+  int64_t spinNs() const override { return options_.spinNs; }
+  bool block(int64_t timeoutNs, FunctionRef<bool()> ready) override;
+  bool hasPendingOutput() const override;
+  void shutdown() override;
+  void interrupt() override;
+
+  ucp_worker_h worker() const { return worker_; }
+  int rank() const { return rank_; }
+  const Options& options() const { return options_; }
+
+ private:
+  UcxTransport() = default;
+
+  Options options_;
+  int rank_ = 0;
+  int nranks_ = 0;
+  std::string unusable_;  // why no rank uses UCX (empty: usable)
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int eventFd_ = -1;
+  std::vector<std::vector<uint8_t>> addresses_;             // every rank's worker address
+  std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
+  std::function<std::string(int)> describe_;                 // a peer, for messages
+};
+
+}  // namespace gyre::transport
