@@ -1,6 +1,7 @@
 #include "transport/ucx/ucx_connection.h"
 
 #include <cstring>
+#include <utility>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -315,14 +316,14 @@ bool UcxConnection::sendsInFlight() noexcept {
 void UcxConnection::close(bool force) {
   if (!ep_) return;
   ucp_worker_h w = transport_.worker();
+  std::vector<void*> pending;
   for (auto& r : queue_)
     for (void** req : {&r->request, &r->payload})
       if (*req) {
         ucp_request_cancel(w, *req);
-        ucp_request_free(*req);
+        pending.push_back(*req);
         *req = nullptr;
       }
-  queue_.clear();
   ucp_request_param_t p{};
   if (force || failure_ != UCS_OK) {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -330,22 +331,35 @@ void UcxConnection::close(bool force) {
   }
   void* r = ucp_ep_close_nbx(ep_, &p);
   ep_ = nullptr;
-  if (UCS_PTR_IS_PTR(r)) {
-    const Deadline d = Deadline::afterMs(1000);
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && !d.expired()) ucp_worker_progress(w);
-    ucp_request_free(r);
-  }
-  // The force close ended what was in flight: release it.
-  auto release = [](Send& s) {
+  if (UCS_PTR_IS_PTR(r)) pending.push_back(r);
+  // The close ends the sends in flight.
+  auto ended = [&](Send& s) {
     for (void** req : {&s.request, &s.payload})
-      if (*req) {
-        ucp_request_free(*req);
-        *req = nullptr;
-      }
+      if (*req) pending.push_back(std::exchange(*req, nullptr));
     s.busy = false;
   };
-  release(direct_);
-  for (Send& s : staged_) release(s);
+  ended(direct_);
+  for (Send& s : staged_) ended(s);
+  // A receive a peer's rendezvous is already filling is not cancelled at
+  // once: UCX may still write into its buffer. Nothing it may touch is
+  // freed before its request has ended (a bounded wait; past it, the
+  // buffers live until the worker is gone).
+  auto open = [&] {
+    for (void* q : pending)
+      if (ucp_request_check_status(q) == UCS_INPROGRESS) return true;
+    return false;
+  };
+  const Deadline d = Deadline::afterMs(2000);
+  while (open() && !d.expired()) ucp_worker_progress(w);
+  const bool stuck = open();
+  for (void* q : pending) ucp_request_free(q);  // one still open is released when it ends
+  if (stuck) {
+    for (auto& x : queue_)
+      if (x->staging) transport_.deferFree([b = x->staging.release()] { delete[] b; });
+    for (auto& x : sendStaging_)
+      transport_.deferFree([b = x.release()] { ::operator delete[](b, std::align_val_t(64)); });
+  }
+  queue_.clear();
 }
 
 }  // namespace gyre::transport

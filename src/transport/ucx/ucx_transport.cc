@@ -111,6 +111,7 @@ UcxTransport::~UcxTransport() {
     if (c) c->close(/*force=*/d.expired());
   connections_.clear();  // the endpoints are closed while the worker lives
   if (worker_) ucp_worker_destroy(worker_);
+  for (auto& f : deferredFrees_) f();
   if (context_) ucp_cleanup(context_);
 }
 

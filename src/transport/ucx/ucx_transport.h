@@ -55,6 +55,9 @@ class UcxTransport final : public Transport {
   void interrupt() override;
 
   ucp_worker_h worker() const { return worker_; }
+  // Frees what UCX may still write into (a buffer of a request that would
+  // not end) only once the worker is destroyed.
+  void deferFree(std::function<void()> f) { deferredFrees_.push_back(std::move(f)); }
   int rank() const { return rank_; }
   const Options& options() const { return options_; }
 
@@ -71,6 +74,7 @@ class UcxTransport final : public Transport {
   std::vector<std::vector<uint8_t>> addresses_;             // every rank's worker address
   std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
   std::function<std::string(int)> describe_;                 // a peer, for messages
+  std::vector<std::function<void()>> deferredFrees_;
 };
 
 }  // namespace gyre::transport
