@@ -28,6 +28,27 @@ struct Shared {
   std::atomic<int> checked{0};  // survivors done with their checks
 };
 
+// What every survivor's message must say: the stopped rank, by its pid, as
+// the one that stopped making progress (and, on one host, seen stopped).
+void expectNamesTheStoppedRank(Checker& check, const std::string& msg, int pid, const std::string& where) {
+  check.expect(contains(msg, "rank 2 (pid " + std::to_string(pid)), "names the stopped rank: " + msg);
+  check.expect(contains(msg, "stopped making progress"), "says it stopped making progress: " + msg);
+  if (where != "hosts") check.expect(contains(msg, "it is stopped (SIGSTOP"), "sees it stopped: " + msg);
+}
+
+// The stopped rank ends by the survivors' SIGKILL, every survivor cleanly.
+void expectSurvivorsExitedAndTheStoppedRankKilled(const RunOutcome& out, int stopped) {
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  for (const RankOutcome& r : out.ranks) {
+    if (r.rank == stopped) {
+      EXPECT_EQ(r.signal, SIGKILL) << out.describe();
+    } else {
+      EXPECT_EQ(r.exitCode, 0) << out.describe();
+    }
+  }
+  if (std::getenv("GYRE_TEST_SHOW")) std::printf("%s", out.describe().c_str());
+}
+
 // where: "shm" and "tcp" on one host (a stopped local rank is seen stopped
 // in /proc); "hosts": tcp between ranks that claim different hosts (no pid
 // to look at: the chain of reports alone names it).
@@ -68,27 +89,14 @@ TEST_P(Stall, EverySurvivorNamesTheRankTheWaitIsStuckBehind) {
         std::printf("rank %d: %s\n", rank, msg.c_str());
         check.expect(r == gyreTimeout || r == gyreRemoteError,
                      std::string("a timeout, got ") + gyreGetErrorString(r));
-        check.expect(contains(msg, "rank 2 (pid " + std::to_string(shared->pids[stopped].load())),
-                     "names the stopped rank: " + msg);
-        check.expect(contains(msg, "stopped making progress"),
-                     "says it stopped making progress: " + msg);
-        if (where != "hosts")
-          check.expect(contains(msg, "it is stopped (SIGSTOP"), "sees it stopped: " + msg);
+        expectNamesTheStoppedRank(check, msg, shared->pids[stopped].load(), where);
         gyreCommDestroy(comm);
         if (shared->checked.fetch_add(1) + 1 == nranks - 1)
           kill(shared->pids[stopped].load(), SIGKILL);
         return check.failures();
       },
       o);
-  ASSERT_FALSE(out.timedOut) << out.describe();
-  for (const RankOutcome& r : out.ranks) {
-    if (r.rank == stopped) {
-      EXPECT_EQ(r.signal, SIGKILL) << out.describe();
-    } else {
-      EXPECT_EQ(r.exitCode, 0) << out.describe();
-    }
-  }
-  if (std::getenv("GYRE_TEST_SHOW")) std::printf("%s", out.describe().c_str());
+  expectSurvivorsExitedAndTheStoppedRankKilled(out, stopped);
   munmap(mem, sizeof(Shared));
 }
 
@@ -133,24 +141,13 @@ TEST_P(Stall, ARankOutsideTheStallNamesItAtItsNextCall) {
         std::printf("rank %d: %s\n", rank, msg.c_str());
         check.expect(r == (rank == 0 ? gyreTimeout : gyreRemoteError),
                      std::string("rank 0 times out, rank 1 hears it; got ") + gyreGetErrorString(r));
-        check.expect(contains(msg, "rank 2 (pid " + std::to_string(shared->pids[stopped].load())),
-                     "names the stopped rank: " + msg);
-        check.expect(contains(msg, "stopped making progress"), "says it stopped making progress: " + msg);
-        if (where != "hosts") check.expect(contains(msg, "it is stopped (SIGSTOP"), "sees it stopped: " + msg);
+        expectNamesTheStoppedRank(check, msg, shared->pids[stopped].load(), where);
         gyreCommDestroy(comm);
         if (rank == 1) kill(shared->pids[stopped].load(), SIGKILL);
         return check.failures();
       },
       o);
-  ASSERT_FALSE(out.timedOut) << out.describe();
-  for (const RankOutcome& r : out.ranks) {
-    if (r.rank == stopped) {
-      EXPECT_EQ(r.signal, SIGKILL) << out.describe();
-    } else {
-      EXPECT_EQ(r.exitCode, 0) << out.describe();
-    }
-  }
-  if (std::getenv("GYRE_TEST_SHOW")) std::printf("%s", out.describe().c_str());
+  expectSurvivorsExitedAndTheStoppedRankKilled(out, stopped);
   munmap(mem, sizeof(Shared));
 }
 

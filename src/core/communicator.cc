@@ -201,10 +201,11 @@ void Communicator::setUpTransports(Deadline deadline) {
   };
   yieldNs_ = config_.yieldNs >= 0 ? config_.yieldNs : oversubscribed ? 1'000'000 : 0;
 
-  // Every transport is created on every rank (creation is collective), and
-  // the connection manager picks one per peer: shared memory on the same
-  // host, else TCP, unless GYRE_TRANSPORT names one.
-  // Why a transport is off, if it is (named when a peer is left unreached).
+  // Shared memory and TCP are created on every rank (creation is
+  // collective), and the connection manager picks one per peer: shared
+  // memory on the same host, else TCP, unless GYRE_TRANSPORT names one or a
+  // switch turns one off. Why a transport is off, if it is, is named when
+  // that leaves a peer unreached.
   const std::string forced = std::string("GYRE_TRANSPORT=") + transportName(config_.transport);
   const bool anyOf = config_.transport == TransportChoice::Auto;
   const std::string shmOff = !anyOf && config_.transport != TransportChoice::Shm ? forced

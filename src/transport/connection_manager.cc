@@ -49,6 +49,11 @@ void ConnectionManager::choose(FunctionRef<std::string(int)> describePeer) {
     chosen_[static_cast<size_t>(peer)] = pick;
     if (Connection* c = pick->connection(peer)) connections_[static_cast<size_t>(peer)] = c;
   }
+  listNeedProgress();
+}
+
+void ConnectionManager::listNeedProgress() {
+  // In peer order, as the connections themselves are kept.
   needProgress_.clear();
   for (Connection* c : connections_)
     if (c && c->can(kNeedsProgress)) needProgress_.push_back(c);
@@ -72,11 +77,7 @@ void ConnectionManager::connect(std::span<const int> peers, Deadline deadline) {
     }
     made = true;
   }
-  if (!made) return;
-  // In peer order, as the connections themselves are kept.
-  needProgress_.clear();
-  for (Connection* c : connections_)
-    if (c && c->can(kNeedsProgress)) needProgress_.push_back(c);
+  if (made) listNeedProgress();
 }
 
 bool ConnectionManager::everyPeerCan(Capability c) const {

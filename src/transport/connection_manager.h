@@ -73,6 +73,9 @@ class ConnectionManager {
     int priority = 0;
     std::string disabledBy;
   };
+  // Rebuilds needProgress_ from the connections made so far.
+  void listNeedProgress();
+
   int rank_;
   std::vector<Registered> transports_;  // highest priority first
   std::vector<Transport*> chosen_;      // by peer (null for this rank)

@@ -96,14 +96,20 @@ void UcxConnection::post(Send& s, const void* data, size_t bytes, const MessageT
   s.busy = true;
 }
 
+ucs_status_t UcxConnection::settle(void*& request) {
+  if (!request) return UCS_OK;
+  const ucs_status_t st = ucp_request_check_status(request);
+  if (st == UCS_INPROGRESS) return st;
+  ucp_request_free(request);
+  request = nullptr;
+  return st;
+}
+
 bool UcxConnection::finished(Send& s) {
   if (!s.busy) return true;
   for (void** req : {&s.request, &s.payload}) {
-    if (!*req) continue;
-    const ucs_status_t st = ucp_request_check_status(*req);
+    const ucs_status_t st = settle(*req);
     if (st == UCS_INPROGRESS) return false;
-    ucp_request_free(*req);
-    *req = nullptr;
     if (st != UCS_OK) {
       s.busy = false;
       throwStatus(st, "send to");
@@ -189,10 +195,8 @@ void UcxConnection::place(Recv& r, void* dst, size_t room) {
 // place once the header says it fits. True when it has all arrived.
 bool UcxConnection::advance(Recv& r) {
   if (r.request) {
-    const ucs_status_t st = ucp_request_check_status(r.request);
+    const ucs_status_t st = settle(r.request);
     if (st == UCS_INPROGRESS) return false;
-    ucp_request_free(r.request);
-    r.request = nullptr;
     if (st != UCS_OK) throwStatus(st, "receive from");
     if (!r.aside.empty()) std::memcpy(&r.header, r.aside.data(), sizeof(Header));
     // Two parts only above kOnePartBytes (an empty message is a header alone).
@@ -205,13 +209,9 @@ bool UcxConnection::advance(Recv& r) {
       r.payload = q;
     }
   }
-  if (r.payload) {
-    const ucs_status_t st = ucp_request_check_status(r.payload);
-    if (st == UCS_INPROGRESS) return false;
-    ucp_request_free(r.payload);
-    r.payload = nullptr;
-    if (st != UCS_OK) throwStatus(st, "receive from");
-  }
+  const ucs_status_t st = settle(r.payload);
+  if (st == UCS_INPROGRESS) return false;
+  if (st != UCS_OK) throwStatus(st, "receive from");
   return true;
 }
 
@@ -234,29 +234,11 @@ void UcxConnection::check(Recv& r, size_t bytes, const MessageTag& tag) {
   throw MessageMismatch(peer_, h.tag, h.bytes, tag, bytes);
 }
 
-// A peer that sent its last message and left: what arrived before it left
-// is still received; only a message that cannot come any more is an error.
-const void* UcxConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
-  Recv& r = front();
-  if (r.done) return r.dst;  // idempotent until release
-  if (!ep_ || !arrive(r, recvSeq_)) {
-    throwIfFailed();
-    return nullptr;
-  }
-  if (!r.placed) place(r, nullptr, 0);
-  if (!advance(r)) {
-    throwIfFailed();
-    return nullptr;
-  }
-  check(r, bytes, tag);
-  r.done = true;
-  return r.dst;
-}
-
-void UcxConnection::recvRelease(size_t) { pop(); }
-
-bool UcxConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) {
-  Recv& r = front();
+// The next message, into dst (null: its own staging): true once it has all
+// arrived and is what the caller expects. A peer that sent its last
+// message and left: what arrived before it left is still received; only a
+// message that cannot come any more is an error.
+bool UcxConnection::receive(Recv& r, void* dst, size_t bytes, const MessageTag& tag) {
   if (!ep_ || !arrive(r, recvSeq_)) {
     throwIfFailed();
     return false;
@@ -267,6 +249,22 @@ bool UcxConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
     return false;
   }
   check(r, bytes, tag);
+  return true;
+}
+
+const void* UcxConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
+  Recv& r = front();
+  if (r.done) return r.dst;  // idempotent until release
+  if (!receive(r, nullptr, bytes, tag)) return nullptr;
+  r.done = true;
+  return r.dst;
+}
+
+void UcxConnection::recvRelease(size_t) { pop(); }
+
+bool UcxConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) {
+  Recv& r = front();
+  if (!receive(r, dst, bytes, tag)) return false;
   if (r.dst != dst && bytes) std::memcpy(dst, r.dst, bytes);  // it came early, into staging
   pop();
   return true;

@@ -83,11 +83,15 @@ class UcxConnection final : public Connection {
   void post(Send& s, const void* data, size_t bytes, const MessageTag& tag);
   // True once s completed (its request is released then).
   bool finished(Send& s);
+  // A request's status; once it has ended (anything but UCS_INPROGRESS) it
+  // is released and set to null. A null request has ended well.
+  static ucs_status_t settle(void*& request);
   // The receive of a message, in steps (ucx_connection.cc).
   bool arrive(Recv& r, uint64_t seq);
   void place(Recv& r, void* dst, size_t room);  // dst null: its own staging
   bool advance(Recv& r);
   void check(Recv& r, size_t bytes, const MessageTag& tag);
+  bool receive(Recv& r, void* dst, size_t bytes, const MessageTag& tag);
   Recv& front();  // the next message's (made on first use)
   void pop();
 
