@@ -485,7 +485,12 @@ void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
       };
       const bool movedOut = advance(true, sent);
       if (advance(false, received) || movedOut) continue;
-      checkPeers();
+      // Reports only, not deaths: a rank that exits may simply be done (its
+      // last block sent, perhaps not yet read here). A death that matters
+      // shows as a ring connection closed early, here or at a neighbour of
+      // the dead rank, which then reports it to every rank.
+      pumpListeners();
+      if (!notices_.empty()) throwNotice(notices_.front());
       // The next rank sends nothing back: readable means it closed. That is
       // a failure while it still needs something from us; after our last
       // send it may finish (and close) before we do.
