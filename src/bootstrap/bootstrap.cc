@@ -356,6 +356,10 @@ void Bootstrap::file(IncomingConnections::Arrival& a) {
       const auto inRange = [&](int r) { return r >= 0 && r < nranks_; };
       n.origin = inRange(a.notice.originRank) ? a.notice.originRank : h.fromRank;
       n.waitingOn = inRange(a.notice.waitingOn) ? a.notice.waitingOn : -1;
+      // Only a code that names a mistake of the job's: anything else from
+      // the wire reads as the peer's failure.
+      const auto shared = static_cast<gyreResult_t>(a.notice.sharedCode);
+      if (shared == gyreInvalidUsage || shared == gyreInvalidArgument) n.sharedCode = shared;
       n.message = a.noticeText;
     } else {
       n.origin = h.fromRank;
@@ -381,7 +385,7 @@ void Bootstrap::throwNotice(const AbortNotice& n) const {
   std::string msg = n.origin == n.reporter
                         ? describe(n.origin) + " failed: " + n.message
                         : n.message + " (reported by rank " + std::to_string(n.reporter) + ")";
-  throw PeerFailed(gyreRemoteError, n.origin, msg, true);
+  throw PeerFailed(n.result(), n.origin, msg, true);
 }
 
 void Bootstrap::checkPeers(int onlyPeer) {
@@ -517,7 +521,7 @@ void Bootstrap::barrier(Deadline deadline) {
   allGather(token.data(), 1, deadline);
 }
 
-void Bootstrap::notifyAbort(int originRank, const std::string& message, int waitingOn) {
+void Bootstrap::notifyAbort(int originRank, const std::string& message, int waitingOn, gyreResult_t sharedCode) {
   // Short attempts: a dead peer must not delay the others long.
   Deadline deadline = Deadline::afterMs(1000);
   const std::string text = message.substr(0, kMaxNoticeBytes);
@@ -530,7 +534,8 @@ void Bootstrap::notifyAbort(int originRank, const std::string& message, int wait
       h.kind = static_cast<uint32_t>(ConnKind::AbortNotice);
       h.fromRank = rank_;
       std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
-      AbortNoticeHeader n{originRank, static_cast<uint32_t>(text.size()), waitingOn, 0};
+      AbortNoticeHeader n{originRank, static_cast<uint32_t>(text.size()), waitingOn,
+                          static_cast<int32_t>(sharedCode)};
       s.sendAll(&h, sizeof(h), deadline, describe(r));
       s.sendAll(&n, sizeof(n), deadline, describe(r));
       s.sendAll(text.data(), text.size(), deadline, describe(r));
@@ -548,7 +553,8 @@ void Bootstrap::reportFailure(const Error& e) {
     if (!pf->fromNotice()) notifyAbort(pf->origin(), e.what());
     return;
   }
-  notifyAbort(rank_, e.what());
+  const bool shared = dynamic_cast<const SharedFinding*>(&e) != nullptr;
+  notifyAbort(rank_, e.what(), -1, shared ? e.code() : gyreSuccess);
 }
 
 std::optional<AbortNotice> Bootstrap::pollAbortNotice() {

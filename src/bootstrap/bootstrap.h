@@ -53,12 +53,24 @@ class PeerFailed : public Error {
   bool fromNotice_;
 };
 
+// A finding that is every rank's, not only the one that made it: the ranks'
+// settings differ. Peers told of it fail with the same code (usually
+// gyreInvalidUsage), not with gyreRemoteError: whichever rank saw it first,
+// every rank's call was wrong in the same way.
+class SharedFinding : public Error {
+ public:
+  using Error::Error;
+};
+
 // A peer's report that this communicator failed.
 struct AbortNotice {
   int origin = -1;     // where the failure began
   int reporter = -1;   // who sent it
   int waitingOn = -1;  // a timeout: the rank the reporter's wait was stuck on
+  gyreResult_t sharedCode = gyreSuccess;  // a SharedFinding's code (else gyreSuccess)
   std::string message;
+  // The code this rank fails with on hearing it.
+  gyreResult_t result() const { return sharedCode != gyreSuccess ? sharedCode : gyreRemoteError; }
 };
 
 class Bootstrap {
@@ -123,7 +135,9 @@ class Bootstrap {
 
   // Best effort, bounded: tell every peer this communicator failed.
   // waitingOn: for a timeout, the rank this rank's wait was stuck on.
-  void notifyAbort(int originRank, const std::string& message, int waitingOn = -1);
+  // sharedCode: a SharedFinding's code, which the peers fail with too.
+  void notifyAbort(int originRank, const std::string& message, int waitingOn = -1,
+                   gyreResult_t sharedCode = gyreSuccess);
   // After a failure of this rank's own making (or seen first here): tells
   // the peers, unless the news came from them already.
   void reportFailure(const Error& e);

@@ -23,7 +23,10 @@ struct AbortNoticeHeader {
   int32_t originRank;     // the rank where the failure began
   uint32_t messageBytes;  // at most kMaxNoticeBytes are kept
   int32_t waitingOn;      // a timeout: the rank the reporter's wait was stuck on (-1: none)
-  uint32_t reserved;
+  // A finding every rank shares (their settings differ): the result code
+  // the origin failed with, which its peers fail with too. 0: a failure of
+  // the origin alone, which its peers see as gyreRemoteError.
+  int32_t sharedCode;
 };
 
 constexpr uint32_t kMaxNoticeBytes = 4096;

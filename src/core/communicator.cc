@@ -151,9 +151,10 @@ void Communicator::setUpTransports(Deadline deadline) {
             ? "different GYRE_TUNER_ONLINE/GYRE_TUNER_RETUNE (or config.tunerOnline) settings than rank 0"
             : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_MAPPED_BUFFERS/GYRE_SHM_*/GYRE_TCP_*/"
               "GYRE_NSOCKS_PERPEER settings than rank 0";
-    throwError(gyreInvalidUsage,
-               "rank " + std::to_string(r) + " was started with " + what +
-                   "; every rank needs the same transport and algorithm settings");
+    // Every rank finds it; the first to tell the others gives them its code.
+    throw bootstrap::SharedFinding(gyreInvalidUsage,
+                                   "rank " + std::to_string(r) + " was started with " + what +
+                                       "; every rank needs the same transport and algorithm settings");
   }
 
   const auto& peers = bootstrap_->peers();
@@ -293,7 +294,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
         throw stalledOn(waitPeer_, (waitForData_ ? "data from " : "room at ") + bootstrap_->describe(waitPeer_), &*n);
       throw stallSeenFromOutside(*n);
     }
-    throw PeerFailure(gyreRemoteError, n->origin, n->message);
+    throw PeerFailure(n->result(), n->origin, n->message);
   }
   if (auto a = connections_->peerReport()) throw PeerFailure(gyreRemoteError, a->origin, a->message);
   // Only the peers we wait on: others may have finished this operation and
@@ -301,7 +302,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
   for (const WaitItem& w : awaited) {
     const int peer = w.conn->peer();
     if (!bootstrap_->liveness().isDead(peer)) continue;
-    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(gyreRemoteError, n->origin, n->message);
+    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(n->result(), n->origin, n->message);
     throw PeerFailure(gyreRemoteError, peer, bootstrap_->describe(peer) + " exited");
   }
 }
@@ -315,7 +316,7 @@ void Communicator::checkReports() {
   if (!networkReports_) return;
   if (auto n = bootstrap_->pollAbortNotice()) {
     if (n->waitingOn >= 0) throw fail(stallSeenFromOutside(*n));
-    throw fail(PeerFailure(gyreRemoteError, n->origin, n->message));
+    throw fail(PeerFailure(n->result(), n->origin, n->message));
   }
 }
 
