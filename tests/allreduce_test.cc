@@ -147,7 +147,8 @@ INSTANTIATE_TEST_SUITE_P(
                     MatrixParam{"shm", 3, nullptr}, MatrixParam{"shm", 4, nullptr},
                     MatrixParam{"shm", 5, nullptr}, MatrixParam{"tcp", 1, nullptr},
                     MatrixParam{"tcp", 2, nullptr}, MatrixParam{"tcp", 3, nullptr},
-                    MatrixParam{"tcp", 4, nullptr}, MatrixParam{"tcp", 5, nullptr}
+                    MatrixParam{"tcp", 4, nullptr}, MatrixParam{"tcp", 5, nullptr},
+                    MatrixParam{"net", 2, nullptr}, MatrixParam{"net", 3, nullptr}
 #ifdef GYRE_HAVE_UCX
                     ,
                     MatrixParam{"ucx", 2, nullptr}, MatrixParam{"ucx", 3, nullptr}, MatrixParam{"ucx", 4, nullptr}

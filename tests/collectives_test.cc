@@ -347,13 +347,14 @@ std::vector<Case> forcedCases() {
   return cases;
 }
 
-// The automatic choice at every rank count, both transports (and ucx where
-// built); 8 ranks (four per core here) for the oversubscribed case.
+// The automatic choice at every rank count, shm and tcp, the socket plugin
+// (net) and ucx where built; 8 ranks (four per core here) for the oversubscribed case.
 std::vector<Case> autoCases() {
   std::vector<Case> cases;
   for (const char* op : kOps) {
     for (int n : {1, 2, 4, 8}) cases.push_back({"shm", n, op, nullptr});
     for (int n : {1, 2, 4}) cases.push_back({"tcp", n, op, nullptr});
+    for (int n : {2, 3}) cases.push_back({"net", n, op, nullptr});
 #ifdef GYRE_HAVE_UCX
     for (int n : {2, 3}) cases.push_back({"ucx", n, op, nullptr});
 #endif

@@ -26,6 +26,7 @@
 #include "bootstrap/unique_id.h"
 #include "kernels/cpu/reduce.h"
 #include "tests/support/multiprocess.h"
+#include "transport/net/net_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #ifdef GYRE_HAVE_UCX
@@ -85,6 +86,16 @@ std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, boo
     return transport::UcxTransport::create(bs, o, d);
   }
 #endif
+  if (kind == "net") {  // gyre's socket network, loaded as an NCCL net plugin
+    transport::NetTransport::Options o;
+    o.plugin = GYRE_TEST_NET_PLUGIN;
+    o.pieceBytes = 64 * 1024;
+    o.memoryCopy = copy;
+    auto t = transport::NetTransport::create(bs, o, d);
+    std::string why;
+    if (!t->canConnect(1 - bs.rank(), &why)) throw Error(gyreInternalError, "net plugin unusable: " + why);
+    return t;
+  }
   transport::TcpTransport::Options o;
   o.chunkBytes = 64 * 1024;
   o.memoryCopy = copy;
@@ -574,7 +585,8 @@ TEST_P(Conformance, APeerThatDiesMidMessageDeliversNoPartialMessage) { peerDies(
 TEST_P(Conformance, GarbageFromThePeerIsAnErrorNamingIt) {
   const std::string kind = this->kind();
   if (kind == "shm") GTEST_SKIP() << "a local peer writes our memory; nothing to defend";
-  if (kind == "ucx") GTEST_SKIP() << "the wire is UCX's protocol, not ours; a wrong header is the mismatch test's";
+  if (kind == "ucx" || kind == "net")
+    GTEST_SKIP() << "the wire is UCX's or the plugin's protocol, not ours; a wrong header is the mismatch test's";
   RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
     if (rank == 1) {

@@ -17,6 +17,7 @@
 #include "topology/rank_topology.h"
 #include "transport/connection_manager.h"
 #include "transport/shm/shm_transport.h"
+#include "transport/net/net_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #ifdef GYRE_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
@@ -47,12 +48,19 @@ struct SharedSettings {
   uint64_t modelFingerprint;  // of GYRE_TUNER_FILE's model, 0 without one
   int32_t tunerOnline;
   uint64_t retuneCalls;
+  uint64_t netPluginHash;  // GYRE_NET_PLUGIN (0: none): its creation is collective
 };
 
 uint64_t hashString(const std::string& s) { return fnv1a(s); }
 
 const char* transportName(TransportChoice t) {
-  return t == TransportChoice::Shm ? "shm" : t == TransportChoice::Tcp ? "tcp" : t == TransportChoice::Ucx ? "ucx" : "auto";
+  switch (t) {
+    case TransportChoice::Shm: return "shm";
+    case TransportChoice::Tcp: return "tcp";
+    case TransportChoice::Ucx: return "ucx";
+    case TransportChoice::Net: return "net";
+    default: return "auto";
+  }
 }
 
 }  // namespace
@@ -136,6 +144,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.modelFingerprint = config_.tunerFile.empty() ? 0 : tuning_.model.fingerprint();
   mine.tunerOnline = config_.tunerOnline;
   mine.retuneCalls = config_.tunerOnline ? config_.retuneCalls : 0;
+  mine.netPluginHash = config_.netPlugin.empty() ? 0 : hashString(config_.netPlugin);
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
     if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
@@ -145,6 +154,8 @@ void Communicator::setUpTransports(Deadline deadline) {
                   " where rank 0 has " + transportName(TransportChoice(all[0].transport))
         : all[r].transportsDisabled != all[0].transportsDisabled
             ? "different GYRE_SHM_DISABLE/GYRE_TCP_DISABLE settings than rank 0"
+        : all[r].netPluginHash != all[0].netPluginHash
+            ? "a different GYRE_NET_PLUGIN than rank 0"
         : all[r].modelFingerprint != all[0].modelFingerprint || all[r].calibrate != all[0].calibrate
             ? "a different tuner model (GYRE_TUNER/GYRE_TUNER_FILE and its contents) than rank 0"
         : all[r].tunerOnline != all[0].tunerOnline || all[r].retuneCalls != all[0].retuneCalls
@@ -241,6 +252,20 @@ void Communicator::setUpTransports(Deadline deadline) {
   connections_ = std::make_unique<transport::ConnectionManager>(rank_, nranks_);
   connections_->add(std::move(shm), 20, shmOff);
   connections_->add(std::move(tcp), 10, tcpOff);
+  // An NCCL net plugin when one is named: across hosts it goes before TCP
+  // (as NCCL's NET before its sockets); a plugin that cannot be used says
+  // why on every rank and the others carry on.
+  if (config_.transport == TransportChoice::Net && config_.netPlugin.empty())
+    throwError(gyreInvalidArgument, "GYRE_TRANSPORT=net needs GYRE_NET_PLUGIN (a plugin's path or name)");
+  if (!config_.netPlugin.empty()) {
+    transport::NetTransport::Options no;
+    no.plugin = config_.netPlugin;
+    no.device = config_.netDevice;
+    no.memoryCopy = kernelsCopy;
+    no.spinNs = spin(20'000);
+    const bool netOff = !anyOf && config_.transport != TransportChoice::Net;
+    connections_->add(transport::NetTransport::create(*bootstrap_, no, deadline), 15, netOff ? forced : "");
+  }
   // UCX only when asked for (GYRE_TRANSPORT=ucx): its creation is collective
   // and costs a worker per communicator; on this host's wires (tcp, shared
   // memory) it does not beat the built-in transports (PERFORMANCE-transports.md).

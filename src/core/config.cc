@@ -38,8 +38,10 @@ void setTransport(Config& c, const std::string& v, const char* name) {
     c.transport = TransportChoice::Tcp;
   else if (s == "ucx")
     c.transport = TransportChoice::Ucx;
+  else if (s == "net")
+    c.transport = TransportChoice::Net;
   else
-    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx");
+    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx, net");
 }
 
 const Param kParams[] = {
@@ -49,8 +51,19 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.timeoutMs = parseInt(v, n, 0, INT64_MAX / 1000000);
      }},
-    {{"GYRE_TRANSPORT", "auto", "auto (shm within a host, tcp across), shm, tcp, or ucx for every peer"},
+    {{"GYRE_TRANSPORT", "auto",
+      "auto (shm within a host; across hosts the GYRE_NET_PLUGIN plugin if set, else tcp), or one for every "
+      "peer: shm, tcp, ucx, or net (the GYRE_NET_PLUGIN plugin)"},
      setTransport},
+    {{"GYRE_NET_PLUGIN", "",
+      "an NCCL net plugin (ncclNetPlugin_v8 to _v12) to reach other hosts through: a path, or NAME for "
+      "libgyre-net-NAME.so or libnccl-net-NAME.so (socket: gyre's own); one that cannot be used is "
+      "named and the built-in transports take over"},
+     [](Config& c, const std::string& v, const char*) { c.netPlugin = lower(v) == "none" ? "" : v; }},
+    {{"GYRE_NET_DEVICE", "auto", "the net plugin's device to use (auto: the rank's place on its host, modulo the devices)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.netDevice = lower(v) == "auto" ? -1 : static_cast<int>(parseInt(v, n, 0, 1023));
+     }},
     {{"GYRE_SHM_DISABLE", "0", "1: never use shared memory between ranks (peers on one host talk TCP)"},
      [](Config& c, const std::string& v, const char* n) { c.shmDisable = parseInt(v, n, 0, 1) == 1; }},
     {{"GYRE_TCP_DISABLE", "0",

@@ -12,13 +12,15 @@
 
 namespace gyre::core {
 
-enum class TransportChoice { Auto, Shm, Tcp, Ucx };
+enum class TransportChoice { Auto, Shm, Tcp, Ucx, Net };
 
 struct Config {
   int64_t timeoutMs = 600000;  // 0: wait forever
   TransportChoice transport = TransportChoice::Auto;
   bool shmDisable = false;  // GYRE_SHM_DISABLE: never shared memory (as NCCL_SHM_DISABLE)
   bool tcpDisable = false;  // GYRE_TCP_DISABLE: never TCP between ranks
+  std::string netPlugin;    // GYRE_NET_PLUGIN: an NCCL net plugin, by path or name (empty: none)
+  int netDevice = -1;       // GYRE_NET_DEVICE: the plugin's device (-1: by the rank's place on its host)
   std::string algo;  // empty: automatic choice
   std::string commName;
   std::string socketIfname;  // NCCL syntax: prefixes, ^exclude, =exact

@@ -157,6 +157,8 @@ gyreComm_t initRank(int rank, int nranks, const gyreUniqueId& id, const char* tr
   gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
   cfg.transport = transport;
   cfg.timeoutMs = timeoutMs;
+  // "net": the test build of gyre's socket plugin (in this rank's process only).
+  if (transport && std::string(transport) == "net") setenv("GYRE_NET_PLUGIN", GYRE_TEST_NET_PLUGIN, 1);
   gyreComm_t comm = nullptr;
   if (gyreCommInitRankConfig(&comm, nranks, id, rank, &cfg) != gyreSuccess) {
     std::printf("rank %d: init failed: %s\n", rank, gyreGetLastError(nullptr));

@@ -12,12 +12,13 @@
 
 #include "gyre/gyre.h"
 
-// The transports the multi-process suites run over: shm and tcp, and ucx
-// where this gyre was built with it.
+// The transports the multi-process suites run over: shm, tcp, net (gyre's
+// socket network loaded as an NCCL net plugin, GYRE_TEST_NET_PLUGIN), and
+// ucx where this gyre was built with it.
 #ifdef GYRE_HAVE_UCX
-#define GYRE_TEST_TRANSPORTS "shm", "tcp", "ucx"
+#define GYRE_TEST_TRANSPORTS "shm", "tcp", "net", "ucx"
 #else
-#define GYRE_TEST_TRANSPORTS "shm", "tcp"
+#define GYRE_TEST_TRANSPORTS "shm", "tcp", "net"
 #endif
 
 namespace gyre::test {
