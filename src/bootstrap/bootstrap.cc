@@ -381,12 +381,12 @@ void Bootstrap::waitForEvents(std::vector<pollfd> fds, Deadline deadline, int ca
   ::poll(fds.data(), fds.size(), deadline.pollMs(capMs));
 }
 
-void Bootstrap::throwNotice(const AbortNotice& n) const {
-  std::string msg = n.origin == n.reporter
-                        ? describe(n.origin) + " failed: " + n.message
-                        : n.message + " (reported by rank " + std::to_string(n.reporter) + ")";
-  throw PeerFailed(n.result(), n.origin, msg, true);
+std::string Bootstrap::explain(const AbortNotice& n) const {
+  return n.origin == n.reporter ? describe(n.origin) + " failed: " + n.message
+                                : n.message + " (reported by rank " + std::to_string(n.reporter) + ")";
 }
+
+void Bootstrap::throwNotice(const AbortNotice& n) const { throw PeerFailed(n.result(), n.origin, explain(n), true); }
 
 void Bootstrap::checkPeers(int onlyPeer) {
   pumpListeners();

@@ -146,6 +146,8 @@ class Bootstrap {
   std::optional<AbortNotice> pollAbortNotice();
   // Every notice received so far (after taking in what is pending).
   const std::vector<AbortNotice>& notices();
+  // A notice as a sentence that names where the failure began.
+  std::string explain(const AbortNotice& n) const;
   // Throws PeerFailed if a peer reported a failure or a local peer exited
   // (onlyPeer >= 0: only that peer's exit counts; the others may have
   // finished and left). Non-blocking; what every wait here calls.

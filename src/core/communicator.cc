@@ -319,7 +319,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
         throw stalledOn(waitPeer_, (waitForData_ ? "data from " : "room at ") + bootstrap_->describe(waitPeer_), &*n);
       throw stallSeenFromOutside(*n);
     }
-    throw PeerFailure(n->result(), n->origin, n->message);
+    throw PeerFailure(n->result(), n->origin, bootstrap_->explain(*n));
   }
   if (auto a = connections_->peerReport()) throw PeerFailure(gyreRemoteError, a->origin, a->message);
   // Only the peers we wait on: others may have finished this operation and
@@ -327,7 +327,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
   for (const WaitItem& w : awaited) {
     const int peer = w.conn->peer();
     if (!bootstrap_->liveness().isDead(peer)) continue;
-    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(n->result(), n->origin, n->message);
+    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(n->result(), n->origin, bootstrap_->explain(*n));
     throw PeerFailure(gyreRemoteError, peer, bootstrap_->describe(peer) + " exited");
   }
 }
@@ -341,7 +341,7 @@ void Communicator::checkReports() {
   if (!networkReports_) return;
   if (auto n = bootstrap_->pollAbortNotice()) {
     if (n->waitingOn >= 0) throw fail(stallSeenFromOutside(*n));
-    throw fail(PeerFailure(n->result(), n->origin, n->message));
+    throw fail(PeerFailure(n->result(), n->origin, bootstrap_->explain(*n)));
   }
 }
 
