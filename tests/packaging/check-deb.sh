@@ -70,6 +70,7 @@ want=(
   "\.$libdir/libgyre\.so\.0 -> libgyre\.so\.0\.[0-9]+\.[0-9]+$"
   "\.$libdir/libgyre\.so -> libgyre\.so\.0$"
   "\.$libdir/libgyre\.a$"
+  "\.$libdir/libgyre-net-socket\.so$"
   "\./usr/include/gyre/gyre\.h$"
   "\.$libdir/pkgconfig/gyre\.pc$"
   "\.$libdir/cmake/gyre/gyreConfig\.cmake$"
@@ -146,6 +147,17 @@ with gyre.init() as comm:
     assert (x == 3).all(), x
     print(\"python: rank\", comm.rank, \"loaded\", gyre.library_path)
 "
+    echo "-- the socket plugin by name (GYRE_NET_PLUGIN=socket finds libgyre-net-socket.so where libgyre is)"
+    env -u PYTHONPATH -u GYRE_LIBRARY -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 GYRE_TRANSPORT=net \
+      GYRE_NET_PLUGIN=socket GYRE_DEBUG=INFO \
+      /usr/bin/gyrerun -n 2 --timeout 30 /usr/bin/python3 -c "
+import numpy as np, gyre
+with gyre.init() as comm:
+    x = comm.allreduce(np.full(4, comm.rank + 1, np.int32))
+    assert (x == 3).all(), x
+" > "$tmp/net.log" 2>&1 || { cat "$tmp/net.log"; fail "the installed socket plugin"; }
+    has "net: plugin gyre-socket (v12, libgyre-net-socket.so) loaded" "$tmp/net.log" ||
+      { cat "$tmp/net.log"; fail "the installed socket plugin was not loaded by name"; }
   fi
 
   echo "-- dpkg --purge"

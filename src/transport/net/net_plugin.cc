@@ -137,7 +137,7 @@ std::unique_ptr<NetPlugin> NetPlugin::load(const std::string& spec) {
     p->version_ = -p->version_;  // not initialised: nothing to finalize
     p->fail(init, r);
   }
-  GYRE_INFO("net plugin %s loaded", p->describe().c_str());
+  GYRE_INFO("net: %s loaded", p->describe().c_str());
   return p;
 }
 
