@@ -31,6 +31,9 @@ constexpr int kPollCapMs = 20;
 // A ring connection closed or a local peer exited: how long to look for the
 // notice it may have sent first (it names the real cause).
 constexpr int64_t kNoticeGraceNs = 100'000'000;
+// A report that arrives during an exchange: how long the exchange may still
+// finish first (allGather).
+constexpr int64_t kExchangeGraceNs = 1'000'000'000;
 
 // What openDataListener exchanges: a rank's data listener (family 0: none).
 struct DataListenerInfo {
@@ -466,6 +469,7 @@ void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
   auto* base = static_cast<uint8_t*>(data);
   const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
   const std::string nextWho = describe(next), prevWho = describe(prev);
+  int64_t noticeGraceEnd = 0;
   for (int step = 0; step < nranks_ - 1; ++step) {
     const int sendBlock = (rank_ - step + nranks_) % nranks_;
     const int recvBlock = (rank_ - step - 1 + nranks_) % nranks_;
@@ -493,8 +497,15 @@ void Bootstrap::allGather(void* data, size_t bytes, Deadline deadline) {
       // last block sent, perhaps not yet read here). A death that matters
       // shows as a ring connection closed early, here or at a neighbour of
       // the dead rank, which then reports it to every rank.
+      // A report gets the exchange a grace period first: ranks that finished
+      // it may already have failed at what came next (a communicator split
+      // off and used at once) while the last blocks are still on their way
+      // here. Finished, this rank keeps the report for its next call.
       pumpListeners();
-      if (!notices_.empty()) throwNotice(notices_.front());
+      if (!notices_.empty()) {
+        if (noticeGraceEnd == 0) noticeGraceEnd = nowNs() + kExchangeGraceNs;
+        if (nowNs() >= noticeGraceEnd) throwNotice(notices_.front());
+      }
       // The next rank sends nothing back: readable means it closed. That is
       // a failure while it still needs something from us; after our last
       // send it may finish (and close) before we do.
