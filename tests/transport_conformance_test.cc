@@ -250,11 +250,13 @@ TEST_P(Conformance, ManyMessagesOutstandingBeforeTheReceiverReads) {
       Sender s{e, rank, {}};
       uint64_t sent = 0;
       // As far as the transport lets it before anyone reads. A transport
-      // whose sends complete only as it progresses gets a bounded number of
-      // turns at it before "no" counts as full.
+      // whose sends complete only as it progresses gets 2 s of turns at each
+      // before "no" counts as full (a connection UCX is still wiring up on a
+      // loaded host took longer than 10000 quick turns).
       while (sent < kMessages) {
         bool took = s.trySend(sent, kBytes);
-        for (int turn = 0; !took && turn < 10000 && e.conn->can(transport::kNeedsProgress); ++turn) {
+        const Deadline full = Deadline::afterMs(2000);
+        while (!took && !full.expired() && e.conn->can(transport::kNeedsProgress)) {
           e.conn->progress(false);
           took = s.trySend(sent, kBytes);
         }

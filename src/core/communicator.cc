@@ -324,11 +324,17 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
   if (auto a = connections_->peerReport()) throw PeerFailure(gyreRemoteError, a->origin, a->message);
   // Only the peers we wait on: others may have finished this operation and
   // exited normally; a failure elsewhere reaches us as a report.
+  // A dead peer whose messages still wait here unconsumed may have sent
+  // all this call needs: the one awaited can queue behind one another lane
+  // holds (seen with chain reduce over shared memory, its first rank done
+  // and gone while the second waited for room further down the chain).
   for (const WaitItem& w : awaited) {
     const int peer = w.conn->peer();
     if (!bootstrap_->liveness().isDead(peer)) continue;
+    if (w.what == Waiting::ForData && w.conn->hasUnreadData()) continue;
     if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(n->result(), n->origin, bootstrap_->explain(*n));
-    throw PeerFailure(gyreRemoteError, peer, bootstrap_->describe(peer) + " exited");
+    throw PeerFailure(gyreRemoteError, peer,
+                      bootstrap_->describe(peer) + " exited while this rank waited for " + describeWaits(awaited));
   }
 }
 

@@ -134,6 +134,11 @@ class Connection {
     return mapImpl(key, key.address + offset, bytes);
   }
 
+  // Whether something the peer sent waits here unconsumed (a message, or
+  // bytes of one). A peer that exited after sending it is not yet a
+  // failure: the caller may be waiting for a later message that queues
+  // behind one it has not consumed yet. Conservative default: no.
+  virtual bool hasUnreadData() const { return false; }
   // Moves queued bytes between user space and the kernel (sockets); with
   // readAhead, also pulls in data nobody asked for yet, into staging, so a
   // peer blocked on a full pipe can go on.

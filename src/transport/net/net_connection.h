@@ -32,6 +32,7 @@ class NetConnection final : public Connection {
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
   ProgressResult progress(bool readAhead) override;
+  bool hasUnreadData() const override { return recvsArrived_ > recvsConsumed_; }
 
   bool hasQueuedOutput() const { return sendsDone_ < sendsCommitted_; }
   // Waits (bounded) for the sends in flight to be taken, then closes both

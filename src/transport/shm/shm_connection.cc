@@ -45,6 +45,10 @@ const void* ShmConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
   return shm::Fifo::payload(s, bytes);
 }
 
+bool ShmConnection::hasUnreadData() const {
+  return in_.slot(received_)->seq.load(std::memory_order_acquire) == received_ + 1;
+}
+
 void ShmConnection::recvRelease(size_t) {
   ++received_;
   in_.control->consumed.store(received_, std::memory_order_release);

@@ -39,6 +39,8 @@ class ShmConnection final : public Connection {
   // gyreMemAlloc buffer also names the allocation, so the peer can map it.
   RemoteKey registerMemory(const void* p, size_t bytes, MemoryType type) override;
   ProgressResult progress(bool) override { return {}; }
+  // The next slot is published: the peer's message outlives the peer.
+  bool hasUnreadData() const override;
 
  protected:
   void getImpl(void* dst, const RemoteKey& key, uint64_t address, size_t bytes) override;

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_connection.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -290,6 +291,16 @@ bool TcpConnection::pumpRecv() {
   bool moved = false;
   for (int k = 0; k < int(lanes_.size()); ++k) moved |= pumpLaneIn(k);
   return moved;
+}
+
+bool TcpConnection::hasUnreadData() const {
+  for (uint64_t m = inHead_; m < inTail_; ++m)
+    if (!inQ_[m % queueSlots_].asked) return true;  // read ahead, waiting to be asked for
+  for (const bootstrap::Socket& lane : lanes_) {
+    int bytes = 0;  // not poll(): a closed socket is readable with nothing in it
+    if (lane.valid() && ::ioctl(lane.fd(), FIONREAD, &bytes) == 0 && bytes > 0) return true;
+  }
+  return false;
 }
 
 ProgressResult TcpConnection::progress(bool readAhead) {

@@ -38,6 +38,8 @@ class TcpConnection final : public Connection {
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
   ProgressResult progress(bool readAhead) override;
+  // Bytes in a lane's socket, or a message read ahead into staging.
+  bool hasUnreadData() const override;
 
   // poll() interest: fills (fd, events) pairs for lanes with work.
   void pollInterest(std::vector<pollfd>& fds) const;
