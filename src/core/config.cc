@@ -38,8 +38,10 @@ void setTransport(Config& c, const std::string& v, const char* name) {
     c.transport = TransportChoice::Tcp;
   else if (s == "ucx")
     c.transport = TransportChoice::Ucx;
+  else if (s == "verbs")
+    c.transport = TransportChoice::Verbs;
   else
-    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx");
+    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx, verbs");
 }
 
 const Param kParams[] = {
@@ -49,8 +51,17 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.timeoutMs = parseInt(v, n, 0, INT64_MAX / 1000000);
      }},
-    {{"GYRE_TRANSPORT", "auto", "auto (shm within a host, tcp across), shm, tcp, or ucx for every peer"},
+    {{"GYRE_TRANSPORT", "auto", "auto (shm within a host, tcp across), shm, tcp, ucx or verbs for every peer"},
      setTransport},
+    {{"GYRE_IB_HCA", "",
+      "verbs: RDMA devices and ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (name prefixes, :port), "
+      "^ to exclude, = for exact names (empty: the first active port)"},
+     [](Config& c, const std::string& v, const char*) { c.ibHca = v; }},
+    {{"GYRE_IB_GID_INDEX", "auto",
+      "verbs on RoCE: the GID table index to use (auto: the port's RoCE v2 GID of an IPv4 address)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.ibGidIndex = lower(v) == "auto" || v.empty() ? -1 : static_cast<int>(parseInt(v, n, 0, 255));
+     }},
     {{"GYRE_SHM_DISABLE", "0", "1: never use shared memory between ranks (peers on one host talk TCP)"},
      [](Config& c, const std::string& v, const char* n) { c.shmDisable = parseInt(v, n, 0, 1) == 1; }},
     {{"GYRE_TCP_DISABLE", "0",
