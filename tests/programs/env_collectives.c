@@ -2,9 +2,13 @@
  * a few sizes (one element, a few KiB, a few hundred KiB: the last above any
  * eager limit) with inputs whose results are exact in int32, checked element
  * by element. The Soft-RoCE VM test runs it over verbs with 2 and 3 ranks.
- * Prints "rank R of N: collectives ok" and exits 0, or a FAIL line and 1. */
+ * Prints "rank R of N: collectives ok" and exits 0, or a FAIL line and 1.
+ * With ENV_COLLECTIVES_EXIT_RANK=R, rank R exits (status 3) after the first
+ * AllReduce, without a word to anyone: the others must fail, naming it,
+ * instead of hanging. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "gyre/gyre.h"
 
@@ -63,10 +67,15 @@ int main(void) {
   int* a = malloc(largest * (size_t)n * sizeof(int));
   int* b = malloc(largest * (size_t)n * sizeof(int));
   if (!a || !b) return 1;
+  const char* exitRank = getenv("ENV_COLLECTIVES_EXIT_RANK");
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; ++k) {
     const size_t c = counts[k];
-    if (!allReduce(comm, rank, n, c, a) || !allToAll(comm, rank, n, c, a, b) || !broadcast(comm, rank, n, c, a))
-      return 1;
+    if (!allReduce(comm, rank, n, c, a)) return 1;
+    if (exitRank && atoi(exitRank) == rank) {
+      printf("rank %d of %d: exiting on purpose\n", rank, n);
+      _exit(3);
+    }
+    if (!allToAll(comm, rank, n, c, a, b) || !broadcast(comm, rank, n, c, a)) return 1;
   }
   if (!check(gyreCommDestroy(comm), "destroy")) return 1;
   free(a);

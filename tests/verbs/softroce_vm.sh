@@ -7,7 +7,10 @@
 #   - the transport conformance suite's verbs cases,
 #   - env_collectives (AllReduce, AllToAll, Broadcast, checked exactly) over
 #     GYRE_TRANSPORT=verbs with 2 and with 3 ranks,
-#   - 2 ranks with GYRE_IB_HCA naming no device: both must fail, naming it;
+#   - 2 ranks with GYRE_IB_HCA naming no device, and with GYRE_IB_GID_INDEX
+#     naming no GID: both must fail, naming the setting;
+#   - 3 ranks of which one exits between collectives: the others must fail
+#     naming it, within their time bound;
 # then powers off. The host side reads the guest's console log.
 # TCG, not KVM: /dev/kvm here is a nested hypervisor that cannot run a
 # stock kernel (see /work/shared/recipes/softroce-vm.sh). Emulated RDMA
@@ -134,6 +137,27 @@ for r in 0 1; do
     echo "GUEST bad GYRE_IB_HCA: rank $r named it"; grep FAIL /tmp/badhca.$r
   else
     echo "GUEST bad GYRE_IB_HCA: rank $r did not name it"; cat /tmp/badhca.$r; failed=1
+  fi
+done
+step bad-gid
+ranks 2 badgid GYRE_IB_GID_INDEX=200
+for r in 0 1; do
+  if grep -q 'FAIL gyreCommInitFromEnv' /tmp/badgid.$r && grep -q 'GYRE_IB_GID_INDEX=200: rxe0:1 has no GID there' /tmp/badgid.$r; then
+    echo "GUEST bad GYRE_IB_GID_INDEX: rank $r named it"
+  else
+    echo "GUEST bad GYRE_IB_GID_INDEX: rank $r did not name it"; cat /tmp/badgid.$r; failed=1
+  fi
+done
+
+# A rank that exits between collectives: the others fail naming it, in
+# bounded time (timeout's 124 would be a hang).
+step peer-exits
+ranks 3 dies ENV_COLLECTIVES_EXIT_RANK=1 GYRE_TIMEOUT_MS=30000
+for r in 0 2; do
+  if grep -q 'FAIL .*rank 1 .*exited' /tmp/dies.$r; then
+    echo "GUEST a rank exits: rank $r named it"; grep FAIL /tmp/dies.$r
+  else
+    echo "GUEST a rank exits: rank $r did not name it"; cat /tmp/dies.$r; failed=1
   fi
 done
 step done
