@@ -187,7 +187,15 @@ void VerbsConnection::checkPeer(FunctionRef<bool()> arrived) {
 
 // --- completions ---
 
+// What a completion owes (a FIN after a read, a credit, a receive's
+// repost) goes out at once, whichever connection's call polled it: the
+// peer may be waiting on it while this rank waits on someone else.
 void VerbsConnection::onCompletion(const ibv_wc& wc) {
+  take(wc);
+  pump();
+}
+
+void VerbsConnection::take(const ibv_wc& wc) {
   const WorkKind kind = workKind(wc.wr_id);
   if (kind != kRecvWork && sendsOutstanding_ > 0) --sendsOutstanding_;
   if (wc.status != IBV_WC_SUCCESS) {
@@ -306,7 +314,8 @@ void VerbsConnection::step() {
   pump();
 }
 
-bool VerbsConnection::busy() const {
+bool VerbsConnection::flushing() {
+  pump();
   return failure_.empty() &&
          (sendsOutstanding_ > 0 || finsOwed_ > 0 || (released_ > advertised_ && creditNow_));
 }

@@ -61,9 +61,10 @@ class VerbsConnection final : public Connection {
   uint32_t qpNumber() const { return qp_->qp_num; }
   // A completion of this queue pair's (VerbsTransport::poll).
   void onCompletion(const ibv_wc& wc);
-  // True while signalled work is outstanding or notices are owed: the end of
-  // a communicator waits for them, so the peer gets its last messages.
-  bool busy() const;
+  // Posts what is owed; true while signalled work is outstanding or notices
+  // are owed: the end of a communicator waits for them, so the peer gets
+  // its last messages.
+  bool flushing();
   bool failed() const { return !failure_.empty(); }
   // Stops all I/O: the queue pair goes to the error state.
   void close(const std::string& why);
@@ -109,6 +110,7 @@ class VerbsConnection final : public Connection {
     MrPtr mr;
   };
 
+  void take(const ibv_wc& wc);
   // Polls the transport's completions and posts what is owed.
   void step();
   void pump();

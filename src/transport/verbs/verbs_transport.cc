@@ -172,7 +172,7 @@ VerbsTransport::~VerbsTransport() {
       poll();
       busy = false;
       for (auto& c : peers_)
-        if (c && c->busy()) busy = true;
+        if (c && c->flushing()) busy = true;
     }
   }
   peers_.clear();  // queue pairs before the completion queue
