@@ -7,6 +7,8 @@
 #   - the transport conformance suite's verbs cases,
 #   - env_collectives (AllReduce, AllToAll, Broadcast, checked exactly) over
 #     GYRE_TRANSPORT=verbs with 2 and with 3 ranks,
+#   - the same with the single-copy (direct) algorithms, 3 ranks: registered
+#     memory read with RDMA READ;
 #   - 2 ranks with GYRE_IB_HCA naming no device, and with GYRE_IB_GID_INDEX
 #     naming no GID: both must fail, naming the setting;
 #   - 3 ranks of which one exits between collectives: the others must fail
@@ -128,6 +130,20 @@ for n in 2 3; do
       echo "GUEST collectives $n ranks: rank $r FAILED"; cat /tmp/coll$n.$r; failed=1
     fi
   done
+done
+
+# The single-copy algorithms: every rank registers its buffers and the
+# peers read their pieces with RDMA READ (Connection::get).
+step collectives-direct
+ranks 3 direct 'GYRE_ALGO=allreduce:direct;alltoall:direct;broadcast:direct'
+for r in 0 1 2; do
+  # Rank 0 logs the algorithm choices.
+  if grep -q "rank $r of 3: collectives ok" /tmp/direct.$r &&
+     { [ $r != 0 ] || grep -q 'allreduce of .*: direct' /tmp/direct.$r; }; then
+    echo "GUEST direct collectives 3 ranks: rank $r ok"
+  else
+    echo "GUEST direct collectives 3 ranks: rank $r FAILED"; cat /tmp/direct.$r; failed=1
+  fi
 done
 
 step bad-hca
