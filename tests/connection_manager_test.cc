@@ -16,6 +16,9 @@
 
 #include "base/error.h"
 #include "tests/support/multiprocess.h"
+#ifdef GYRE_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
 
 namespace gyre::test {
 namespace {
@@ -287,6 +290,21 @@ TEST(ConnectionManager, GyreTransportShmAcrossHostsFailsInitOnEveryRank) {
       },
       "shm: not on this host; tcp: disabled by GYRE_TRANSPORT=shm");
 }
+
+#ifdef GYRE_HAVE_VERBS
+// GYRE_TRANSPORT=verbs on a host without an RDMA device (most CI hosts):
+// every rank's init fails at once, naming the setting and what was found,
+// never waiting for a peer. (Where there is a device, the Soft-RoCE VM test
+// checks the same for a GYRE_IB_HCA that matches nothing.)
+TEST(ConnectionManager, GyreTransportVerbsWithoutADeviceFailsInitOnEveryRank) {
+  int devices = 0;
+  if (ibv_device** list = ibv_get_device_list(&devices)) ibv_free_device_list(list);
+  if (devices > 0) GTEST_SKIP() << "this host has an RDMA device";
+  auto forceVerbs = [](int) { setenv("GYRE_TRANSPORT", "verbs", 1); };
+  expectInitFails(3, forceVerbs, "no RDMA device on this host (ibv_get_device_list found none");
+  expectInitFails(2, forceVerbs, "tcp: disabled by GYRE_TRANSPORT=verbs");
+}
+#endif
 
 // GYRE_SHM_DISABLE=1 on one host: every peer over TCP, and the collective
 // still exact. What shows the transport: the direct AllReduce, which reads

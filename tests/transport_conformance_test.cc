@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -31,6 +32,11 @@
 #include "transport/tcp/tcp_transport.h"
 #ifdef GYRE_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
+#endif
+#ifdef GYRE_HAVE_VERBS
+#include <infiniband/verbs.h>
+
+#include "transport/verbs/verbs_transport.h"
 #endif
 
 namespace gyre::test {
@@ -96,6 +102,18 @@ std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, boo
     if (!t->canConnect(1 - bs.rank(), &why)) throw Error(gyreInternalError, "net plugin unusable: " + why);
     return t;
   }
+#ifdef GYRE_HAVE_VERBS
+  if (kind == "verbs") {
+    // Few slots, so that the suite's messages run out of credits; the
+    // largest message goes by rendezvous.
+    transport::VerbsTransport::Options o;
+    o.slots = 4;
+    o.maxMessageBytes = 64 * 1024;
+    o.memoryCopy = copy;
+    if (const char* hca = std::getenv("GYRE_IB_HCA")) o.hca = hca;
+    return transport::VerbsTransport::create(bs, o, d);
+  }
+#endif
   transport::TcpTransport::Options o;
   o.chunkBytes = 64 * 1024;
   o.memoryCopy = copy;
@@ -199,8 +217,25 @@ struct Receiver {
   }
 };
 
+#ifdef GYRE_HAVE_VERBS
+// Whether this host has an RDMA device at all: without one (most CI hosts)
+// the verbs cases skip; the Soft-RoCE guest (tests/verbs/softroce_vm.sh)
+// runs them.
+bool haveRdmaDevice() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list) ibv_free_device_list(list);
+  return n > 0;
+}
+#endif
+
 class Conformance : public testing::TestWithParam<const char*> {
  protected:
+  void SetUp() override {
+#ifdef GYRE_HAVE_VERBS
+    if (kind() == "verbs" && !haveRdmaDevice()) GTEST_SKIP() << "no RDMA device here (the Soft-RoCE VM test runs these)";
+#endif
+  }
   std::string kind() const { return GetParam(); }
 };
 
@@ -589,6 +624,9 @@ TEST_P(Conformance, GarbageFromThePeerIsAnErrorNamingIt) {
   if (kind == "shm") GTEST_SKIP() << "a local peer writes our memory; nothing to defend";
   if (kind == "ucx" || kind == "net")
     GTEST_SKIP() << "the wire is UCX's or the plugin's protocol, not ours; a wrong header is the mismatch test's";
+  if (kind == "verbs")
+    GTEST_SKIP() << "a hostile peer would need a queue pair of its own; the connection checks every header's "
+                    "number, kind and size and every notice (verbs_connection.cc)";
   RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
     if (rank == 1) {
@@ -620,8 +658,15 @@ TEST_P(Conformance, GarbageFromThePeerIsAnErrorNamingIt) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// Verbs joins this suite only (not GYRE_TEST_TRANSPORTS): the collective
+// suites would need a device on every host that runs them.
+#ifdef GYRE_HAVE_VERBS
+#define GYRE_CONFORMANCE_TRANSPORTS GYRE_TEST_TRANSPORTS, "verbs"
+#else
+#define GYRE_CONFORMANCE_TRANSPORTS GYRE_TEST_TRANSPORTS
+#endif
 INSTANTIATE_TEST_SUITE_P(Transports, Conformance,
-                         testing::Values(GYRE_TEST_TRANSPORTS),
+                         testing::Values(GYRE_CONFORMANCE_TRANSPORTS),
                          [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

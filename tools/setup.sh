@@ -11,6 +11,10 @@ packages=(
   dpkg-dev                                       # cpack -G DEB (dpkg-shlibdeps) and its check
   libhwloc-dev nlohmann-json3-dev libcli11-dev    # topology discovery, its JSON files, gyre-topo's options
   libucx-dev                                     # the ucx transport (GYRE_TRANSPORT=ucx)
+  libibverbs-dev rdma-core ibverbs-providers     # the verbs transport (GYRE_TRANSPORT=verbs)
+  ibverbs-utils                                  # ibv_devinfo, for looking at a device by hand
+  qemu-system-x86 linux-image-amd64              # the Soft-RoCE VM test (tests/verbs/softroce_vm.sh):
+  busybox-static cpio kmod                       #   a guest kernel with rdma_rxe and an initramfs
   iproute2 procps                                # network namespaces, process tools
   librsvg2-bin                                   # gyre-bench --plot FILE.png (rsvg-convert)
 )

@@ -106,7 +106,7 @@ typedef struct {
   unsigned int magic;     /* GYRE_CONFIG_MAGIC */
   unsigned int version;   /* GYRE_VERSION_CODE at compile time */
   int timeoutMs;          /* GYRE_TIMEOUT_MS: max time without progress (0 = never) */
-  const char* transport;  /* GYRE_TRANSPORT: "auto", "shm" or "tcp" */
+  const char* transport;  /* GYRE_TRANSPORT: "auto", "shm", "tcp", "ucx" or "verbs" */
   const char* algo;       /* GYRE_ALGO: algorithm override */
   const char* commName;   /* a name used in log and error messages */
   int blocking;           /* 0: gyreCommInitRankConfig returns gyreInProgress at once and

@@ -22,6 +22,9 @@
 #ifdef GYRE_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
 #endif
+#ifdef GYRE_HAVE_VERBS
+#include "transport/verbs/verbs_transport.h"
+#endif
 
 namespace gyre::core {
 
@@ -59,6 +62,7 @@ const char* transportName(TransportChoice t) {
     case TransportChoice::Tcp: return "tcp";
     case TransportChoice::Ucx: return "ucx";
     case TransportChoice::Net: return "net";
+    case TransportChoice::Verbs: return "verbs";
     default: return "auto";
   }
 }
@@ -277,6 +281,23 @@ void Communicator::setUpTransports(Deadline deadline) {
     connections_->add(transport::UcxTransport::create(*bootstrap_, uo, deadline), 30);
 #else
     throwError(gyreInvalidArgument, "GYRE_TRANSPORT=ucx, but this gyre was built without UCX (libucx-dev)");
+#endif
+  }
+  // Verbs likewise only when asked for (GYRE_TRANSPORT=verbs): creation is
+  // collective and brings up a queue pair to every peer. A rank where it
+  // cannot start (no device, GYRE_IB_HCA matching none, a GID that does not
+  // connect) says why, and the connection manager's error names it on every rank.
+  if (config_.transport == TransportChoice::Verbs) {
+#ifdef GYRE_HAVE_VERBS
+    transport::VerbsTransport::Options vo;
+    vo.memoryCopy = kernelsCopy;
+    vo.spinNs = spin(20'000);
+    vo.hca = config_.ibHca;
+    vo.gidIndex = config_.ibGidIndex;
+    connections_->add(transport::VerbsTransport::create(*bootstrap_, vo, deadline), 30);
+#else
+    throwError(gyreInvalidArgument,
+               "GYRE_TRANSPORT=verbs, but this gyre was built without RDMA verbs (libibverbs-dev)");
 #endif
   }
   connections_->choose([&](int peer) { return bootstrap_->describe(peer); });

@@ -40,8 +40,10 @@ void setTransport(Config& c, const std::string& v, const char* name) {
     c.transport = TransportChoice::Ucx;
   else if (s == "net")
     c.transport = TransportChoice::Net;
+  else if (s == "verbs")
+    c.transport = TransportChoice::Verbs;
   else
-    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx, net");
+    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx, net, verbs");
 }
 
 const Param kParams[] = {
@@ -53,7 +55,7 @@ const Param kParams[] = {
      }},
     {{"GYRE_TRANSPORT", "auto",
       "auto (shm within a host; across hosts the GYRE_NET_PLUGIN plugin if set, else tcp), or one for every "
-      "peer: shm, tcp, ucx, or net (the GYRE_NET_PLUGIN plugin)"},
+      "peer: shm, tcp, ucx, verbs, or net (the GYRE_NET_PLUGIN plugin)"},
      setTransport},
     {{"GYRE_NET_PLUGIN", "",
       "an NCCL net plugin (ncclNetPlugin_v8 to _v12) to reach other hosts through: a path, or NAME for "
@@ -63,6 +65,15 @@ const Param kParams[] = {
     {{"GYRE_NET_DEVICE", "auto", "the net plugin's device to use (auto: the rank's place on its host, modulo the devices)"},
      [](Config& c, const std::string& v, const char* n) {
        c.netDevice = lower(v) == "auto" ? -1 : static_cast<int>(parseInt(v, n, 0, 1023));
+     }},
+    {{"GYRE_IB_HCA", "",
+      "verbs: RDMA devices and ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (name prefixes, :port), "
+      "^ to exclude, = for exact names (empty: the first active port)"},
+     [](Config& c, const std::string& v, const char*) { c.ibHca = v; }},
+    {{"GYRE_IB_GID_INDEX", "auto",
+      "verbs on RoCE: the GID table index to use (auto: the port's RoCE v2 GID of an IPv4 address)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.ibGidIndex = lower(v) == "auto" || v.empty() ? -1 : static_cast<int>(parseInt(v, n, 0, 255));
      }},
     {{"GYRE_SHM_DISABLE", "0", "1: never use shared memory between ranks (peers on one host talk TCP)"},
      [](Config& c, const std::string& v, const char* n) { c.shmDisable = parseInt(v, n, 0, 1) == 1; }},

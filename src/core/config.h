@@ -12,7 +12,7 @@
 
 namespace gyre::core {
 
-enum class TransportChoice { Auto, Shm, Tcp, Ucx, Net };
+enum class TransportChoice { Auto, Shm, Tcp, Ucx, Net, Verbs };
 
 struct Config {
   int64_t timeoutMs = 600000;  // 0: wait forever
@@ -26,6 +26,8 @@ struct Config {
   std::string socketIfname;  // NCCL syntax: prefixes, ^exclude, =exact
   int socketFamily = 0;      // AF_UNSPEC, AF_INET or AF_INET6
   int socketsPerPeer = 1;
+  std::string ibHca;   // GYRE_IB_HCA: RDMA devices and ports, NCCL_IB_HCA's syntax
+  int ibGidIndex = -1;  // GYRE_IB_GID_INDEX; -1: the port's RoCE v2 IPv4 GID
   size_t shmSlotBytes = 256 * 1024;
   int shmSlots = 8;
   size_t tcpChunkBytes = 256 * 1024;  // measured: keeps the kernel's socket pages cache-hot
