@@ -84,8 +84,31 @@ bool NetConnection::pumpSends() {
 }
 
 bool NetConnection::pumpRecvs() noexcept {
-  bool moved = false;
-  if (recvFailure_) return false;
+  // Tests what is posted, in order; a failure stops there (that receive
+  // and those after it cannot complete) and is kept.
+  auto testPosted = [&] {
+    bool moved = false;
+    try {
+      while (recvsArrived_ < recvsPosted_) {
+        Slot& s = recvSlot(recvsArrived_);
+        size_t got = 0;
+        if (!guarded("receive", [&] { return plugin_.test(s.request, &got); })) break;
+        s.request = nullptr;
+        s.arrived = got;
+        s.complete = true;
+        ++recvsArrived_;
+        moved = true;
+      }
+    } catch (const ConnectionError& e) {
+      if (!recvFailure_) recvFailure_ = std::make_unique<ConnectionError>(e);
+    }
+    return moved;
+  };
+  // Completed receives count even after a failure: a peer that sent its
+  // last message and closed fails the receives after it, not the one
+  // holding that message (which a later post may have completed).
+  bool moved = testPosted();
+  if (recvFailure_) return moved;
   try {
     while (recvsPosted_ < recvsConsumed_ + recvs_.size()) {
       Slot& s = recvSlot(recvsPosted_);
@@ -97,20 +120,10 @@ bool NetConnection::pumpRecvs() noexcept {
       if (!s.request) break;
       ++recvsPosted_;
     }
-    while (recvsArrived_ < recvsPosted_) {
-      Slot& s = recvSlot(recvsArrived_);
-      size_t got = 0;
-      if (!guarded("receive", [&] { return plugin_.test(s.request, &got); })) break;
-      s.request = nullptr;
-      s.arrived = got;
-      s.complete = true;
-      ++recvsArrived_;
-      moved = true;
-    }
   } catch (const ConnectionError& e) {
     recvFailure_ = std::make_unique<ConnectionError>(e);
   }
-  return moved;
+  return testPosted() || moved;
 }
 
 void* NetConnection::trySendBuffer(size_t bytes) {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "transport/agreement.h"
 #include "transport/net/net_connection.h"
 
 namespace gyre::transport {
@@ -14,13 +15,6 @@ namespace {
 // The smallest payload a plugin must carry in one message for gyre to use it.
 constexpr size_t kMinPieceBytes = 4096;
 constexpr uint32_t kHelloMagic = 0x47594e48;  // "GYNH"
-
-// What each rank tells the others at creation: whether it can use the
-// plugin and, if not, why.
-struct Opened {
-  uint32_t usable = 0;
-  char why[244] = {};
-};
 
 // The first message on a send comm: who sent it.
 struct Hello {
@@ -95,15 +89,7 @@ std::unique_ptr<NetTransport> NetTransport::create(bootstrap::Bootstrap& bs, con
   t->bootstrap_ = &bs;
   const std::string why = t->open(bs);
 
-  std::vector<Opened> opened(static_cast<size_t>(bs.nranks()));
-  Opened& mine = opened[static_cast<size_t>(bs.rank())];
-  mine.usable = why.empty();
-  std::snprintf(mine.why, sizeof(mine.why), "%s", why.c_str());
-  bs.allGather(opened.data(), sizeof(Opened), deadline);
-  for (int r = 0; r < bs.nranks() && t->unusable_.empty(); ++r) {
-    const Opened& x = opened[static_cast<size_t>(r)];
-    if (!x.usable) t->unusable_ = bs.describe(r) + ": " + std::string(x.why, strnlen(x.why, sizeof(x.why)));
-  }
+  t->unusable_ = firstRankUnable(bs, why, deadline);
   if (!t->unusable_.empty()) {
     GYRE_WARN("rank %d: the net plugin is not used (%s)", bs.rank(), t->unusable_.c_str());
     return t;
@@ -140,11 +126,7 @@ NetTransport::~NetTransport() {
 }
 
 bool NetTransport::canConnect(int peer, std::string* whyNot) const {
-  std::string why = !unusable_.empty() ? unusable_
-                    : peer == rank_ || peer < 0 || peer >= nranks_ ? "not a peer"
-                                                                    : std::string();
-  if (!why.empty() && whyNot) *whyNot = why;
-  return why.empty();
+  return reachable(unusable_, rank_, nranks_, peer, whyNot);
 }
 
 void NetTransport::connect(std::span<const int> peers, Deadline deadline) {

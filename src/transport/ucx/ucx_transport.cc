@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/agreement.h"
 #include "transport/ucx/ucx_connection.h"
 
 namespace gyre::transport {
@@ -116,11 +117,7 @@ UcxTransport::~UcxTransport() {
 }
 
 bool UcxTransport::canConnect(int peer, std::string* whyNot) const {
-  std::string why = !unusable_.empty() ? unusable_
-                    : peer == rank_ || peer < 0 || peer >= nranks_ ? "not a peer"
-                                                                    : std::string();
-  if (!why.empty() && whyNot) *whyNot = why;
-  return why.empty();
+  return reachable(unusable_, rank_, nranks_, peer, whyNot);
 }
 
 void UcxTransport::connect(std::span<const int> peers, Deadline) {

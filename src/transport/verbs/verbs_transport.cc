@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/agreement.h"
 #include "transport/verbs/verbs_connection.h"
 
 namespace gyre::transport {
@@ -30,10 +31,6 @@ struct Opened {
   PortAddress port;
 };
 // The second: why a queue pair did not come up (empty: all did).
-struct Connected {
-  char why[256] = {};
-};
-
 template <size_t N>
 void setWhy(char (&dst)[N], const std::string& why) {
   std::snprintf(dst, N, "%s", why.c_str());
@@ -145,11 +142,7 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
 
   // Second: every queue pair up, and every rank knows it before anyone
   // sends (a message to a queue pair not yet ready to receive is dropped).
-  std::vector<Connected> connected(n);
-  setWhy(connected[me].why, t->bringUp(table, stride));
-  bs.allGather(connected.data(), sizeof(Connected), deadline);
-  t->unusable_ = firstWhy(reinterpret_cast<const uint8_t*>(connected.data()), sizeof(Connected),
-                          sizeof(Connected::why));
+  t->unusable_ = firstRankUnable(bs, t->bringUp(table, stride), deadline);
   if (!t->unusable_.empty()) {
     GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
     return t;
@@ -183,11 +176,7 @@ VerbsTransport::~VerbsTransport() {
 }
 
 bool VerbsTransport::canConnect(int peer, std::string* whyNot) const {
-  std::string why = !unusable_.empty()                             ? "unusable: " + unusable_
-                    : peer == rank_ || peer < 0 || peer >= nranks_ ? "not a peer"
-                                                                   : std::string();
-  if (!why.empty() && whyNot) *whyNot = why;
-  return why.empty();
+  return reachable(unusable_.empty() ? "" : "unusable: " + unusable_, rank_, nranks_, peer, whyNot);
 }
 
 void VerbsTransport::connect(std::span<const int> peers, Deadline) {
