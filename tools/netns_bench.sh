@@ -11,8 +11,9 @@
 # table of medians (busbw as a share of the link rate) and keeps the raw
 # rows in OUT.tsv.
 #   tools/netns_bench.sh [OUT]     (OUT: prefix for OUT.tsv and OUT.md; default /tmp/netns_bench)
-# Environment: BUILD (build), HOSTS ("2 4"), RATES ("1gbit 10gbit"), REPS (3),
-# SIZE (64M), ITERS (3), WARMUP (1), VARIANTS (names from the list below).
+# Environment: BUILD (build), HOSTS ("2 4"), RATES ("1gbit 10gbit"; "none":
+# unshaped, what the CPUs allow), REPS (3), SIZE (64M), ITERS (3), WARMUP (1),
+# VARIANTS (names from the list below), EXTRA_VARIANTS (more, see below).
 # Needs root; Open MPI's mpirun, Gloo's driver and UCX where built.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,12 @@ all_variants=(
   "ompi-ring ompi --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4"
   "gloo-ring gloo --algo ring_chunked"
 )
+# More, for experiments: EXTRA_VARIANTS="gyre-2socks gyre GYRE_NSOCKS_PERPEER=2 GYRE_ALGO=allreduce:ring; ..."
+IFS=';' read -ra extra <<<"${EXTRA_VARIANTS:-}"
+for v in "${extra[@]}"; do
+  v=$(echo $v)  # trims
+  [ -n "$v" ] && all_variants+=("$v")
+done
 variants=()
 for v in "${all_variants[@]}"; do
   [ -z "${VARIANTS:-}" ] || grep -qw "${v%% *}" <<<"$VARIANTS" && variants+=("$v")
@@ -151,7 +158,7 @@ for rate, hosts, variant in keys:
     ip = statistics.median(float(r["busbw_ip"]) for r in sel)
     oop = statistics.median(float(r["busbw_oop"]) for r in sel)
     per = statistics.median(float(r["link_bytes_per_call"]) for r in sel)
-    pct = lambda bw: f"{100 * bw * 1e9 / rate_bytes[rate]:.0f}%"
+    pct = lambda bw: f"{100 * bw * 1e9 / rate_bytes[rate]:.0f}%" if rate in rate_bytes else "-"
     print(f"| {rate} | {hosts} x 2 | {variant} | {oop:.3f} | {pct(oop)} | {ip:.3f} | {pct(ip)} | {per:.2f} | {len(sel)} |")
 EOF
 cat "$out.md"
