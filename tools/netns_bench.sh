@@ -13,7 +13,9 @@
 #   tools/netns_bench.sh [OUT]     (OUT: prefix for OUT.tsv and OUT.md; default /tmp/netns_bench)
 # Environment: BUILD (build), HOSTS ("2 4"), RATES ("1gbit 10gbit"; "none":
 # unshaped, what the CPUs allow), REPS (3), SIZE (64M), ITERS (3), WARMUP (1),
-# VARIANTS (names from the list below), EXTRA_VARIANTS (more, see below).
+# VARIANTS (names from the list below), EXTRA_VARIANTS (more, see below),
+# NICE (0; e.g. -10 runs every variant's ranks ahead of the machine's other
+# work, where other jobs share the CPUs).
 # Needs root; Open MPI's mpirun, Gloo's driver and UCX where built.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +27,7 @@ reps=${REPS:-3}
 size=${SIZE:-64M}
 iters=${ITERS:-3}
 warmup=${WARMUP:-1}
+nice=(nice -n "${NICE:-0}")
 most=$(tr ' ' '\n' <<<"$host_counts" | sort -n | tail -1)
 . "$root/tests/netns_hosts.sh" gyre-b "$most"
 netns_star 10.79.0 none
@@ -80,7 +83,7 @@ run_gyre() {
   secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
   for ((r = 0; r < n; r++)); do
     ip netns exec "${hosts[$((r / 2))]}" env GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=10.79.0.1:29414 \
-      GYRE_SECRET="$secret" "$@" timeout 600 "$build/bench/gyre-bench" allreduce \
+      GYRE_SECRET="$secret" "$@" "${nice[@]}" timeout 600 "$build/bench/gyre-bench" allreduce \
       -b "$size" -e "$size" -n "$iters" -w "$warmup" -c 0 >"$logs/run.$r" 2>&1 &
     pids+=($!)
   done
@@ -93,7 +96,7 @@ run_ompi() {
   shift
   : >"$logs/hostfile"
   for ((i = 0; i < nhosts; i++)); do echo "10.79.0.$((i + 1)) slots=2" >>"$logs/hostfile"; done
-  ip netns exec "$h0" unshare --uts sh -c "hostname $h0; exec timeout 600 mpirun --allow-run-as-root \
+  ip netns exec "$h0" unshare --uts sh -c "hostname $h0; exec ${nice[*]} timeout 600 mpirun --allow-run-as-root \
     -n $((2 * nhosts)) --hostfile $logs/hostfile --mca plm_rsh_agent $agent --mca pml ob1 \
     --mca btl tcp,vader,self --mca btl_tcp_if_include 10.79.0.0/24 --mca oob_tcp_if_include 10.79.0.0/24 $* \
     $build/bench/compare/mpi-allreduce-perf -b $size -e $size -n $iters -w $warmup -c 0"
@@ -105,7 +108,7 @@ run_gloo() {
   store=$(mktemp -d -p "$logs")
   for ((r = 0; r < n; r++)); do
     ip netns exec "${hosts[$((r / 2))]}" env GLOO_SOCKET_IFNAME="$netns_if$((r / 2))-$tag" \
-      timeout 600 "$build/bench/compare/gloo-allreduce-perf" "$@" --rank $r --size $n --store-dir "$store" \
+      "${nice[@]}" timeout 600 "$build/bench/compare/gloo-allreduce-perf" "$@" --rank $r --size $n --store-dir "$store" \
       -b "$size" -e "$size" -n "$iters" -w "$warmup" -c 0 >"$logs/run.$r" 2>&1 &
     pids+=($!)
   done
@@ -142,7 +145,7 @@ done
 
 # The table: medians over the rounds, busbw as a share of the link rate.
 {
-  echo "$(date -u +%F) $(git -C "$root" rev-parse --short HEAD), $(nproc) CPUs, SIZE=$size ITERS=$iters WARMUP=$warmup REPS=$reps;" \
+  echo "$(date -u +%F) $(git -C "$root" rev-parse --short HEAD), $(nproc) CPUs, SIZE=$size ITERS=$iters WARMUP=$warmup REPS=$reps NICE=${NICE:-0};" \
     "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
 } >"$out.md"
