@@ -25,7 +25,9 @@ netns_star 10.79.0 "$rate"
 # that selects it. A third transport is one more line, e.g.
 #   transports+=("plugin GYRE_NET_PLUGIN=/path/to/libgyre-net-socket.so")
 transports=("auto GYRE_TRANSPORT=auto")
-[ "$have_ucx" = 1 ] && transports+=("ucx GYRE_TRANSPORT=ucx")
+if [ "$have_ucx" = 1 ]; then transports+=("ucx GYRE_TRANSPORT=ucx"); fi
+# By hand until the plugin is built here: NETNS_NET_PLUGIN=/path/to/plugin.so
+if [ -n "${NETNS_NET_PLUGIN:-}" ]; then transports+=("plugin GYRE_NET_PLUGIN=$NETNS_NET_PLUGIN"); fi
 collectives=(allreduce allgather reducescatter alltoall alltoallv broadcast reduce gather scatter sendrecv)
 
 fail() {  # fail MESSAGE LOG
@@ -86,11 +88,12 @@ link_bytes() {  # what host 0 has sent and received over its link
 for nhosts in $host_counts; do
   last=$((2 * nhosts - 1))
   for t in "${transports[@]}"; do
-    read -r tname tvars <<<"$t"
+    read -r tname tvars <<<"$t"  # tvars: VAR=VALUE words, split on purpose below
     for c in "${collectives[@]}"; do
       name=$c-$tname-$nhosts
       # 4 B to 4 MiB: one element per rank up to several chunks.
       moved=$(link_bytes)
+      # shellcheck disable=SC2086
       launch "$name" "$nhosts" $tvars -- "$bench" "$c" -b 4 -e 4M -f 32 -n 2 -w 1 -c 1 -r "$last" -T 60
       check_wires "$name" "$nhosts" "$tname"
       # Host 0's ranks give or take at least 4 MiB / nranks each, in each of
@@ -100,6 +103,7 @@ for nhosts in $host_counts; do
       grep -q "Out of bounds values : 0 OK" "$logs/$name.0" || fail "$name: no clean check" "$logs/$name.0"
     done
     name=hier-$tname-$nhosts
+    # shellcheck disable=SC2086
     launch "$name" "$nhosts" $tvars GYRE_ALGO=allreduce:hierarchical -- "$bench" allreduce -b 4 -e 4M -f 32 -n 2 -w 1 -c 1 -d all -T 60
     grep -q "hierarchical" "$logs/$name.0" || fail "$name: the plan was not hierarchical" "$logs/$name.0"
     echo "$nhosts hosts x 2 ranks, $tname: ${collectives[*]} and hierarchical allreduce exact (${SECONDS}s so far)"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the network-namespace tests and benchmarks (multihost_netns.sh,
 # tcp_nic_netns.sh, netns_collectives.sh, tools/netns_bench.sh): NHOSTS
 # "hosts" as network namespaces (default 2), named PREFIX<i>-PID, in the
