@@ -12,7 +12,7 @@
 # rows in OUT.tsv.
 #   tools/netns_bench.sh [OUT]     (OUT: prefix for OUT.tsv and OUT.md; default /tmp/netns_bench)
 # Environment: BUILD (build), HOSTS ("2 4"), RATES ("1gbit 10gbit"; "none":
-# unshaped, what the CPUs allow), REPS (3), SIZE (64M), ITERS (3), WARMUP (1),
+# unshaped, what the CPUs allow), REPS (3), SIZE (64M), ITERS (10), WARMUP (1),
 # VARIANTS (names from the list below), EXTRA_VARIANTS (more, see below),
 # NICE (0; e.g. -10 runs every variant's ranks ahead of the machine's other
 # work, where other jobs share the CPUs).
@@ -25,7 +25,7 @@ host_counts=${HOSTS:-2 4}
 rates=${RATES:-1gbit 10gbit}
 reps=${REPS:-3}
 size=${SIZE:-64M}
-iters=${ITERS:-3}
+iters=${ITERS:-10}
 warmup=${WARMUP:-1}
 nice=(nice -n "${NICE:-0}")
 most=$(tr ' ' '\n' <<<"$host_counts" | sort -n | tail -1)
