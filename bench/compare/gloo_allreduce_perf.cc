@@ -1,6 +1,7 @@
 // gloo-allreduce-perf: Gloo allreduce (float, sum) or, with --collective
 // alltoall, Gloo alltoall (float) over Gloo's TCP transport bound to
-// 127.0.0.1, timed the way nccl-tests all_reduce_perf times ncclAllReduce and
+// 127.0.0.1 (or to the interface GLOO_SOCKET_IFNAME names), timed the way
+// nccl-tests all_reduce_perf times ncclAllReduce and
 // printing the same table. One process per rank; ranks meet through
 // gloo::rendezvous::FileStore in a fresh directory. tools/compare.py starts
 // the processes; by hand:
@@ -213,8 +214,16 @@ int run(const perf_opts& o) {
   }
   mkdir(store_dir, 0700);  // may exist already; FileStore reports real problems
 
+  // Loopback unless GLOO_SOCKET_IFNAME (PyTorch's name for it) names the
+  // interface: ranks in different network namespaces (tools/netns_bench.sh)
+  // meet over their own links, the store being a shared directory.
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  const std::string where = ifname && *ifname ? ifname : "127.0.0.1";
+  if (ifname && *ifname)
+    attr.iface = ifname;
+  else
+    attr.hostname = "127.0.0.1";
   attr.ai_family = AF_INET;
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -240,10 +249,10 @@ int run(const perf_opts& o) {
     char what[256];
     if (alltoall)
       std::snprintf(what, sizeof what, "gloo-allreduce-perf: Gloo %d.%d.%d alltoall, %d ranks, tcp transport on "
-                    "127.0.0.1", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, size);
+                    "%s", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, size, where.c_str());
     else
       std::snprintf(what, sizeof what, "gloo-allreduce-perf: Gloo %d.%d.%d algo %s, %d ranks, tcp transport on "
-                    "127.0.0.1", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, o.algo, size);
+                    "%s", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH, o.algo, size, where.c_str());
     perf_print_preamble(&o, what);
     char host[64] = {0};
     gethostname(host, sizeof host - 1);

@@ -18,8 +18,10 @@ namespace {
 constexpr uint32_t kPartMagic = 0x47595450;  // "GYTP"
 
 // One non-blocking vectored write or read. Returns bytes moved, 0 on EAGAIN;
-// throws when the peer is gone.
-size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const std::string& peer) {
+// throws when the peer is gone, except that a read given `ended` reports the
+// peer's orderly close there (and returns 0) instead.
+size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const std::string& peer,
+                  bool* ended = nullptr) {
   for (;;) {
     ssize_t r;
     if (writing) {
@@ -31,6 +33,7 @@ size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const s
       r = ::readv(fd, iov, n);
     }
     if (r > 0) return static_cast<size_t>(r);
+    if (r == 0 && !writing && ended) return *ended = true, 0;
     if (r == 0 && !writing)
       throw ConnectionError(gyreRemoteError, peerRank, peer + " closed its connection");
     if (r < 0 && errno == EINTR) continue;
@@ -248,7 +251,14 @@ bool TcpConnection::pumpLaneIn(int k) {
         partRange(m.bytes, k, off, len);
         if (len) iov[n++] = {m.dst + off, len};
       }
-      size_t r = vectoredIo(lanes_[k].fd(), false, iov, n, peer_, peerName_);
+      // A peer that has sent all it will send may close, and exit, while
+      // this rank still works with others and reads ahead here only to
+      // unblock its own sends: the end of the stream between messages is
+      // no failure until this rank asks for a message that would follow.
+      bool ended = false;
+      size_t r = vectoredIo(lanes_[k].fd(), false, iov, n, peer_, peerName_,
+                            lane.done == 0 && !m.asked ? &ended : nullptr);
+      if (ended) peerEnded_ = true;
       if (r == 0) break;
       moved = true;
       lane.done += r;
@@ -320,7 +330,7 @@ void TcpConnection::pollInterest(std::vector<pollfd>& fds) const {
   for (size_t k = 0; k < lanes_.size(); ++k) {
     short ev = 0;
     if (laneOut_[k].msg < outTail_) ev |= POLLOUT;
-    if (laneIn_[k].msg < inTail_) ev |= POLLIN;
+    if (laneIn_[k].msg < inTail_ && !peerEnded_) ev |= POLLIN;  // an ended stream is always readable
     if (ev) fds.push_back(pollfd{lanes_[k].fd(), ev, 0});
   }
 }

@@ -107,6 +107,8 @@ class TcpConnection final : public Connection {
   bool directSendActive_ = false;
   uint64_t directSendMsg_ = 0;
 
+  // The peer closed between messages while only read-ahead was waiting.
+  bool peerEnded_ = false;
   // Input: messages [inHead_, inTail_) have a destination; lanes fill them.
   std::vector<InMsg> inQ_;
   uint64_t inHead_ = 0, inTail_ = 0;
