@@ -147,8 +147,7 @@ Result post(Comm* c, uint8_t* data, size_t bytes, bool asSend, void** request) {
   Request& r = c->requests[c->posted % kMaxRequests];
   if (r.state != Request::State::Free) return netabi::kSuccess;  // full: the caller tries again
   r.state = Request::State::Active;
-  r.send = asSend;
-  r.seq = c->posted++;
+  ++c->posted;
   r.data = data;
   r.capacity = bytes;
   r.length = asSend ? bytes : 0;

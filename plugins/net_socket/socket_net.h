@@ -54,8 +54,6 @@ struct Comm;
 struct Request {
   Comm* comm = nullptr;
   enum class State { Free, Active, Done } state = State::Free;
-  bool send = false;
-  uint64_t seq = 0;
   uint8_t* data = nullptr;
   size_t capacity = 0;   // a receive's room
   uint64_t length = 0;   // the message's bytes (a receive: once its header arrived)

@@ -340,7 +340,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
         throw stalledOn(waitPeer_, (waitForData_ ? "data from " : "room at ") + bootstrap_->describe(waitPeer_), &*n);
       throw stallSeenFromOutside(*n);
     }
-    throw PeerFailure(n->result(), n->origin, bootstrap_->explain(*n));
+    throw reported(*n);
   }
   if (auto a = connections_->peerReport()) throw PeerFailure(gyreRemoteError, a->origin, a->message);
   // Only the peers we wait on: others may have finished this operation and
@@ -353,7 +353,7 @@ void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
     const int peer = w.conn->peer();
     if (!bootstrap_->liveness().isDead(peer)) continue;
     if (w.what == Waiting::ForData && w.conn->hasUnreadData()) continue;
-    if (auto n = bootstrap_->pollAbortNotice()) throw PeerFailure(n->result(), n->origin, bootstrap_->explain(*n));
+    if (auto n = bootstrap_->pollAbortNotice()) throw reported(*n);
     throw PeerFailure(gyreRemoteError, peer,
                       bootstrap_->describe(peer) + " exited while this rank waited for " + describeWaits(awaited));
   }
@@ -368,7 +368,7 @@ void Communicator::checkReports() {
   if (!networkReports_) return;
   if (auto n = bootstrap_->pollAbortNotice()) {
     if (n->waitingOn >= 0) throw fail(stallSeenFromOutside(*n));
-    throw fail(PeerFailure(n->result(), n->origin, bootstrap_->explain(*n)));
+    throw fail(reported(*n));
   }
 }
 

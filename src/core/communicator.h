@@ -159,6 +159,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // Another rank's stall report, found as a call starts: the same account,
   // followed from the reporter's wait.
   PeerFailure stallSeenFromOutside(const bootstrap::AbortNotice& report);
+  // A peer's report as this rank's failure: its code, its origin, its sentence.
+  PeerFailure reported(const bootstrap::AbortNotice& n) const {
+    return PeerFailure(n.result(), n.origin, bootstrap_->explain(n));
+  }
   PeerFailure explainStall(int start, int waitedOn, const std::string& sentence, gyreResult_t code,
                            bool startIsMe);
   // gyreCommSplit's exchanges: an AllGather through the transports, tagged

@@ -87,7 +87,7 @@ PeerFailure Communicator::explainStall(int start, int waitedOn, const std::strin
   auto absorb = [&] {
     for (const bootstrap::AbortNotice& n : bootstrap_->notices()) {
       // A failure of another kind (an exit, a mismatch) is the cause itself.
-      if (n.waitingOn < 0) otherCause.emplace(n.result(), n.origin, bootstrap_->explain(n));
+      if (n.waitingOn < 0) otherCause = reported(n);
       waitsOn[n.reporter] = n.waitingOn;
     }
     chain = follow(start, waitedOn, waitsOn);

@@ -95,7 +95,6 @@ bool NetConnection::pumpRecvs() noexcept {
         if (!guarded("receive", [&] { return plugin_.test(s.request, &got); })) break;
         s.request = nullptr;
         s.arrived = got;
-        s.complete = true;
         ++recvsArrived_;
         moved = true;
       }
@@ -112,7 +111,6 @@ bool NetConnection::pumpRecvs() noexcept {
   try {
     while (recvsPosted_ < recvsConsumed_ + recvs_.size()) {
       Slot& s = recvSlot(recvsPosted_);
-      s.complete = false;
       s.request = guarded("receive", [&] {
         return plugin_.irecv(recvComm_, s.data.get(), sizeof(Header) + transport_.pieceBytes(), kPluginTag,
                              s.mhandle);

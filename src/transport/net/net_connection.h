@@ -50,7 +50,6 @@ class NetConnection final : public Connection {
     void* mhandle = nullptr;
     void* request = nullptr;  // posted, not yet complete
     size_t arrived = 0;       // a receive's bytes, once complete
-    bool complete = false;
   };
 
   Slot& sendSlot(uint64_t n) { return sends_[n % sends_.size()]; }
