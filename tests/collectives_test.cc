@@ -324,7 +324,8 @@ TEST_P(Collective, ExactResultsForEveryTypeCountAndPlacement) {
 const char* const kOps[] = {"broadcast", "reduce",  "allgather", "reducescatter", "alltoall",
                             "alltoallv", "gather", "scatter",   "barrier"};
 
-// Every registered algorithm of every operation; single-copy ones need shm.
+// Every registered algorithm of every operation; single-copy ones need a
+// transport that reads peers' memory (shm, ucx).
 // AllToAllv's blockwise reads some blocks where it can (shm; with mapped
 // buffers from a few KiB up) and is pairwise over tcp.
 std::vector<Case> forcedCases() {
@@ -339,6 +340,11 @@ std::vector<Case> forcedCases() {
       cases.push_back({"shm", 4, op, a.name});  // power of two: every halving/doubling step
       cases.push_back({"shm", 5, op, a.name});
       if (!direct) cases.push_back({"tcp", 3, op, a.name});
+#ifdef GYRE_HAVE_UCX
+      // Reads through UCX's rkeys (only when asked: the tuner prices reads
+      // as the kernel's copies within a host).
+      if (direct) cases.push_back({"ucx", 3, op, a.name});
+#endif
       if (reads) {
         cases.push_back({"shm", 2, op, a.name, true});
         cases.push_back({"shm", 4, op, a.name, true});

@@ -329,7 +329,7 @@ TEST(ConnectionManager, ShmDisableSendsLocalPeersOverTcp) {
       // Refused on the rank that planned it, and on the others as its
       // report reaches them (in their init or their call).
       if (disable[0] == '1')
-        check.expect(r != gyreSuccess && msg.find("shared-memory transport") != std::string::npos,
+        check.expect(r != gyreSuccess && msg.find("reads peers' buffers") != std::string::npos,
                      "the direct AllReduce ran without shared memory: " + msg);
       else
         check.expect(r == gyreSuccess && v == 6, "the direct AllReduce over shared memory: " + msg);

@@ -43,9 +43,26 @@ class RecordingConnection : public transport::Connection {
   void* trySendBuffer(size_t) override { return payload_; }
   void sendCommit(size_t, const transport::MessageTag&) override { log_.push_back("S" + std::to_string(peer_)); }
   bool trySendFrom(const void*, size_t, const transport::MessageTag&) override {
+    if (refusals > 0) {
+      --refusals;
+      return false;
+    }
     log_.push_back("S" + std::to_string(peer_));
     return true;
   }
+  // The memory layer, logged: K<peer>:<id> registers, D deregisters, F
+  // releases a key the peer sent.
+  transport::RemoteKey registerMemory(const void* p, size_t bytes, transport::MemoryType type) override {
+    transport::RemoteKey k = Connection::registerMemory(p, bytes, type);
+    k.handle[0] = ++registrations_;
+    log_.push_back(keyed("K", k));
+    return k;
+  }
+  void deregisterMemory(const transport::RemoteKey& k) override { log_.push_back(keyed("D", k)); }
+  void releaseRemoteKey(const transport::RemoteKey& k) noexcept override { log_.push_back(keyed("F", k)); }
+  // What the next received message holds (a peer's address message).
+  void arriving(const void* p, size_t bytes) { std::memcpy(payload_, p, bytes); }
+  int refusals = 0;  // trySendFrom refuses this many times first
   const void* tryRecvBuffer(size_t, const transport::MessageTag&) override { return payload_; }
   void recvRelease(size_t) override { log_.push_back("R" + std::to_string(peer_)); }
   bool tryRecvInto(void*, size_t, const transport::MessageTag&) override {
@@ -56,10 +73,14 @@ class RecordingConnection : public transport::Connection {
   const unsigned char* payload() const { return payload_; }  // what the last buffered send wrote
 
  private:
+  std::string keyed(const char* what, const transport::RemoteKey& k) const {
+    return what + std::to_string(peer_) + ":" + std::to_string(k.handle[0]);
+  }
+  uint64_t registrations_ = 0;
   int peer_;
   std::vector<std::string>& log_;
   NullTransport& t_;
-  unsigned char payload_[64] = {};
+  unsigned char payload_[256] = {};
 };
 
 class RecordingContext final : public collectives::ExecContext {
@@ -67,12 +88,19 @@ class RecordingContext final : public collectives::ExecContext {
   RecordingContext() : a_(1, log, t_), b_(2, log, t_) {}
   virtual ~RecordingContext() = default;
   transport::Connection& connection(int peer) override { return peer == 1 ? a_ : b_; }
-  void waitUntil(std::span<const WaitItem>, FunctionRef<bool()>) override {
-    ADD_FAILURE() << "nothing here ever waits";
-    throw std::runtime_error("waited");
+  void waitUntil(std::span<const WaitItem>, FunctionRef<bool()> ready) override {
+    if (!mayWait) {
+      ADD_FAILURE() << "nothing here ever waits";
+      throw std::runtime_error("waited");
+    }
+    log.push_back("wait");
+    while (!ready()) {
+    }
   }
   std::vector<std::string> log;
+  bool mayWait = false;  // a test whose connection refuses a send at first
   const RecordingConnection& to(int peer) const { return peer == 1 ? a_ : b_; }
+  RecordingConnection& to(int peer) { return peer == 1 ? a_ : b_; }
 
  private:
   NullTransport t_;
@@ -163,6 +191,31 @@ TEST(ExecutorLanes, CopySendWritesTheOutputAndSendsTheSameBytes) {
   float sent[4];
   std::memcpy(sent, ctx.to(1).payload(), sizeof sent);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(sent[i], float(i + 3)) << i;
+}
+
+// A single-copy plan's registrations: made once per address message, even
+// when its send is refused and retried; held to the call's end and then
+// deregistered, and the keys a peer sent released, so nothing a call
+// registers outlives it (verbs pinned a region per call and never let go).
+TEST(ExecutorMemory, RegistrationsLastTheCallAndAreReleasedAtItsEnd) {
+  Fixture f;
+  collectives::add(f.plan, Prim::SendAddresses, BufId::Input, 0, BufId::Output, 0, 1, 1);
+  collectives::add(f.plan, Prim::RecvAddresses, BufId::Input, 0, BufId::Output, 0, collectives::kAnyCount, -1, 2);
+  f.plan.inputElems = f.plan.outputElems = 16;
+  RecordingContext ctx;
+  ctx.mayWait = true;
+  ctx.to(1).refusals = 2;
+  // Peer 2's address message: two keys, ids 7 and 8.
+  transport::RemoteKey theirs[2];
+  theirs[0].type = theirs[1].type = transport::MemoryType::Host;
+  theirs[0].bytes = theirs[1].bytes = 64;
+  theirs[0].handle[0] = 7;
+  theirs[1].handle[0] = 8;
+  unsigned char message[2 * sizeof(transport::RemoteKey) + 8] = {};
+  std::memcpy(message, theirs, sizeof theirs);
+  ctx.to(2).arriving(message, sizeof message);
+  collectives::execute(f.plan, f.args, ctx);
+  EXPECT_EQ(joined(ctx.log), "K1:1 K1:2 wait S1 R2 D1:1 D1:2 F2:7 F2:8");
 }
 
 }  // namespace

@@ -509,6 +509,7 @@ TEST_P(Conformance, RegisteredMemoryGetPutAndMapWithinTheKeyOnly) {
                        mine[kPutAt + kPutBytes] == pattern(rank, 9, kPutAt + kPutBytes),
                    "the peer's put wrote outside its range");
     }
+    for (const auto& k : theirs) c.releaseRemoteKey(k);
     for (const auto& k : keys) c.deregisterMemory(k);
     gyreMemFree(mapped);
     e.bs->barrier(Deadline::afterMs(kStepMs));

@@ -16,8 +16,9 @@ constexpr size_t kReadPieceBytes = 256 * 1024;
 void requireDirect(PlanEnv& env, const char* op) {
   if (!env.canReadPeerMemory())
     throwError(gyreInvalidUsage, std::string("GYRE_ALGO asks for the direct ") + op +
-                                     ", which needs every rank on one host with cross-process reads "
-                                     "(process_vm_readv) allowed and the shared-memory transport");
+                                     ", which reads peers' buffers: it needs a transport that can to every "
+                                     "peer (shared memory on one host with process_vm_readv allowed, UCX or "
+                                     "RDMA verbs)");
 }
 
 void allPeers(PlanEnv& env, Plan& plan) {

@@ -1,6 +1,7 @@
 #include "collectives/executor.h"
 
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -33,6 +34,22 @@ struct LaneState {
 class Runner {
  public:
   Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx) : plan_(plan), args_(args), ctx_(ctx) {}
+  // The call is over (or failed): what we registered for peers, which they
+  // have said they no longer read, is released, and so are the keys they
+  // sent us.
+  ~Runner() {
+    for (const Registration& r : registered_) {
+      try {
+        r.to->deregisterMemory(r.where.src);
+        r.to->deregisterMemory(r.where.dst);
+      } catch (const std::exception&) {
+        // A failing connection: the transport's shutdown releases the rest.
+      }
+    }
+    for (size_t p = 0; p < peerAddresses_.size(); ++p) release(static_cast<int>(p));
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
   const Plan& plan() const { return plan_; }
 
   // Runs the lane's steps until one cannot go on, or (oneMessage) until it
@@ -222,10 +239,17 @@ class Runner {
       }
       case Prim::SendAddresses: {
         Connection& out = ctx_.connection(s.sendPeer);
-        // Each of our two regions, from its step offset to the end of its
-        // buffer: the peer's reads must stay inside.
-        const PeerAddresses where{out.registerMemory(src, extentBytes(s.src, s.srcOffset)),
-                                  out.registerMemory(dst, extentBytes(s.dst, s.dstOffset)), s.count};
+        if (l.phase == 0) {
+          // Each of our two regions, from its step offset to the end of its
+          // buffer: the peer's reads must stay inside. Registered once per
+          // step (a blocked send is retried with the same bytes) and held
+          // until the call ends, after the peer's "done".
+          registered_.push_back({&out, &s,
+                                 PeerAddresses{out.registerMemory(src, extentBytes(s.src, s.srcOffset)),
+                                               out.registerMemory(dst, extentBytes(s.dst, s.dstOffset)), s.count}});
+          l.phase = 1;
+        }
+        const PeerAddresses& where = registrationOf(s);
         return out.trySendFrom(&where, sizeof(where), tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
       }
       case Prim::RecvAddresses: {
@@ -233,6 +257,7 @@ class Runner {
         const void* data = in.tryRecvBuffer(sizeof(PeerAddresses), tag);
         if (!data) return blocked(l, in, Waiting::ForData);
         if (peerAddresses_.size() <= static_cast<size_t>(s.recvPeer)) peerAddresses_.resize(s.recvPeer + 1);
+        release(s.recvPeer);  // a second message from the peer replaces its first
         std::memcpy(&peerAddresses_[s.recvPeer], data, sizeof(PeerAddresses));
         in.recvRelease(sizeof(PeerAddresses));
         // What the peer offers must be what we will read (AllToAllv counts).
@@ -275,6 +300,26 @@ class Runner {
     transport::RemoteKey src, dst;
     uint64_t count;
   };
+  // Our regions, registered for a peer by a SendAddresses step.
+  struct Registration {
+    Connection* to;
+    const Step* step;
+    PeerAddresses where;
+  };
+  const PeerAddresses& registrationOf(const Step& s) const {
+    for (auto r = registered_.rbegin(); r != registered_.rend(); ++r)
+      if (r->step == &s) return r->where;
+    throwError(gyreInternalError, "an address message without its registration");
+  }
+  // Done with the keys peer sent us.
+  void release(int peer) noexcept {
+    PeerAddresses& a = peerAddresses_[static_cast<size_t>(peer)];
+    if (a.src.type == transport::MemoryType::None && a.dst.type == transport::MemoryType::None) return;
+    transport::Connection& c = ctx_.connection(peer);
+    c.releaseRemoteKey(a.src);
+    c.releaseRemoteKey(a.dst);
+    a = PeerAddresses{};
+  }
   const PeerAddresses& addressesOf(const Step& s) const {
     if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
       throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
@@ -350,6 +395,7 @@ class Runner {
   const CallArgs& args_;
   ExecContext& ctx_;
   std::vector<PeerAddresses> peerAddresses_;  // by peer, for single-copy reads
+  std::deque<Registration> registered_;       // a deque: a send in flight keeps pointing at its entry
 };
 
 }  // namespace

@@ -47,9 +47,15 @@ class PlanEnv {
   // them first if needed (every rank plans the same call, so each listed
   // peer connects back in the same call).
   virtual size_t chunkBytes(std::span<const int> peers) = 0;
-  // Every rank shares this host and can read every other's memory directly
-  // (the single-copy algorithms' condition).
+  // Every peer's memory can be read directly (every connection offers
+  // kPeerRead): the single-copy algorithms can run, and GYRE_ALGO may ask
+  // for them.
   virtual bool canReadPeerMemory() const = 0;
+  // And those reads are the kernel's copies within this host, the price the
+  // cost model knows: only then does the tuner choose single-copy
+  // algorithms. A read over the network (UCX, verbs) is priced by nothing
+  // measured yet, so it is used only when asked for.
+  virtual bool readsAreLocal() const { return canReadPeerMemory(); }
 
  protected:
   ~PlanEnv() = default;

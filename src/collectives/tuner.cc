@@ -69,7 +69,7 @@ const Algorithm* allToAllvChoice(const PlanEnv& env) {
   // Every call with new counts comes here: no search by name.
   static const Algorithm* const blockwise = findAlgorithm(OpKind::AllToAllv, "blockwise");
   static const Algorithm* const pairwise = findAlgorithm(OpKind::AllToAllv, "pairwise");
-  return env.canReadPeerMemory() ? blockwise : pairwise;
+  return env.readsAreLocal() ? blockwise : pairwise;
 }
 
 // For the log (rank 0): blockwise's threshold, and what either way would
@@ -113,7 +113,7 @@ CallShape callShape(const CallRequest& req, const PlanEnv& env) {
   s.hosts = t.hosts;
   s.perHost = t.perHost;
   s.cores = t.cores;
-  s.canRead = env.canReadPeerMemory();
+  s.canRead = env.readsAreLocal();
   // Only where a read is the whole work: the reducing direct algorithms
   // (AllReduce, ReduceScatter) measured 0.67-0.89x the ring at 16-64 MiB
   // even from mapped buffers (docs/PERFORMANCE-memalloc.md), so they keep

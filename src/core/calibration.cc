@@ -136,7 +136,7 @@ collectives::CostModel Communicator::calibrate(Deadline deadline) {
     measureLink(rank_ == 0 ? remotePeer : 0, rank_ == 0, &m.networkLatencyUs, &m.networkGbps, in, out);
   if (remotePeer > 0) bootstrap_->barrier(deadline);
   const int64_t t3 = nowNs();
-  if (canReadPeers_ && localPeer > 0 && (rank_ == 0 || rank_ == localPeer))
+  if (localReads_ && localPeer > 0 && (rank_ == 0 || rank_ == localPeer))
     m.readGbps = measureRead(rank_ == 0 ? localPeer : 0, in, out, &m.readLatencyUs);
   GYRE_TRACE("calibration: reduce %.1f ms, local link %.1f ms, network %.1f ms, reads %.1f ms", (t1 - t0) / 1e6,
              (t2 - t1) / 1e6, (t3 - t2) / 1e6, (nowNs() - t3) / 1e6);

@@ -98,6 +98,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int hostIndex(int rank) const override { return hostIndex_[static_cast<size_t>(rank)]; }
   size_t chunkBytes(std::span<const int> peers) override;
   bool canReadPeerMemory() const override { return canReadPeers_; }
+  bool readsAreLocal() const override { return localReads_; }
 
  private:
   Communicator() = default;
@@ -275,7 +276,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
-  bool canReadPeers_ = false;  // all ranks local over shm, with cross-process reads
+  bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
+  bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)
   std::unordered_set<unsigned> loggedChoices_;  // (operation, size class) already logged
 
 };

@@ -113,8 +113,15 @@ class Connection {
   // key goes to the peer in a message. Cheap where nothing is pinned
   // (shared memory registers by address); deregisterMemory releases what a
   // registration holds.
+  // A registration lasts until deregisterMemory, which the owner calls once
+  // the peer has said it is done with the range (a pinned region or a UCX
+  // mapping is held until then).
   virtual RemoteKey registerMemory(const void* p, size_t bytes, MemoryType type = MemoryType::Host);
   virtual void deregisterMemory(const RemoteKey&) {}
+  // The reader's side of the same end: done with a key the peer sent, it
+  // frees what reading through the key held here (UCX: the unpacked rkey,
+  // or the rkey's message still on its way). Never throws.
+  virtual void releaseRemoteKey(const RemoteKey&) noexcept {}
   // Single copies between the peer's registered range and ours, at offset
   // within it (kPeerRead, kPeerWrite). Throw ConnectionError naming the peer
   // when the peer is gone, the access falls outside the key, or the

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "transport/memory_copy.h"
@@ -34,6 +35,13 @@ class UcxConnection final : public Connection {
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
   ProgressResult progress(bool readAhead) override;
 
+  // The memory layer (ucx_memory.cc): a registration maps the range with
+  // UCX and sends its packed rkey to the peer in a message of its own; the
+  // key names that message, which the peer takes on its first access.
+  RemoteKey registerMemory(const void* p, size_t bytes, MemoryType type) override;
+  void deregisterMemory(const RemoteKey& key) override;
+  void releaseRemoteKey(const RemoteKey& key) noexcept override;
+
   bool hasQueuedOutput() const;
   // Releases the sends that completed; true while some are still in flight.
   // Never throws (a failed send is the failure the next call reports).
@@ -44,7 +52,30 @@ class UcxConnection final : public Connection {
   // UCX's error handler: the peer is gone or the wire broke.
   void failed(ucs_status_t status) { failure_ = status; }
 
+ protected:
+  void getImpl(void* dst, const RemoteKey& key, uint64_t address, size_t bytes) override;
+  void putImpl(const RemoteKey& key, uint64_t address, const void* src, size_t bytes) override;
+
  private:
+  // A range of ours mapped for the peer, and its packed rkey's message.
+  struct Registration {
+    ucp_mem_h memory = nullptr;
+    void* packed = nullptr;  // what ucp_rkey_pack made; lives until its send ends
+    void* send = nullptr;
+  };
+  // A key the peer sent: its rkey's message on its way, then unpacked.
+  struct Remote {
+    std::vector<uint8_t> packed;
+    void* request = nullptr;
+    ucp_rkey_h rkey = nullptr;
+  };
+  ucp_rkey_h rkeyFor(const RemoteKey& key);
+  // Waits, bounded, for a request of a one-sided access or of a key.
+  void waitFor(void*& request, const std::string& what);
+  // Frees the retired registrations and drained keys whose messages ended.
+  void sweep() noexcept;
+  // At close: every registration and key, whatever state it is in.
+  void releaseMemory() noexcept;
   struct Header {
     uint64_t bytes;
     MessageTag tag;
@@ -79,6 +110,7 @@ class UcxConnection final : public Connection {
   void throwIfFailed() const;
   [[noreturn]] void throwStatus(ucs_status_t s, const char* what) const;
   uint64_t tagFor(int sender, uint64_t seq) const;
+  uint64_t keyTag(int sender, uint64_t id) const;  // a registration's packed rkey
   // Posts a send of header + [data, + bytes) into slot s.
   void post(Send& s, const void* data, size_t bytes, const MessageTag& tag);
   // True once s completed (its request is released then).
@@ -106,6 +138,12 @@ class UcxConnection final : public Connection {
   std::vector<std::unique_ptr<uint8_t[]>> sendStaging_;
   int reserved_ = -1;  // the slot trySendBuffer handed out
   std::deque<std::unique_ptr<Recv>> queue_;  // queue_[i]: message recvSeq_ + i
+  std::vector<std::unique_ptr<uint8_t[]>> freeStaging_;  // receive staging, for reuse
+  uint64_t nextKeyId_ = 0;
+  std::unordered_map<uint64_t, Registration> registrations_;  // by key id
+  std::unordered_map<uint64_t, Remote> remotes_;               // the peer's keys, by its key id
+  std::vector<Registration> retired_;  // deregistered while its rkey's send was still in flight
+  std::vector<Remote> draining_;       // released before its rkey came: received, then dropped
 };
 
 }  // namespace gyre::transport

@@ -51,7 +51,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   if (s == UCS_OK) {
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    p.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
     s = ucp_init(&p, config, &t->context_);
     ucp_config_release(config);
   }
@@ -65,10 +65,12 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   if (s == UCS_OK) s = ucp_worker_get_efd(t->worker_, &t->eventFd_);
   if (s == UCS_OK) s = ucp_worker_get_address(t->worker_, &address, &addressBytes);
   if (s != UCS_OK) why = std::string("UCX did not start: ") + ucs_status_string(s);
+  if (s == UCS_OK && static_cast<uint64_t>(bs.nranks()) > kMaxRanks)
+    why = "gyre's UCX tags hold at most " + std::to_string(kMaxRanks) + " ranks";
 
   std::vector<Started> started(static_cast<size_t>(bs.nranks()));
   Started& mine = started[static_cast<size_t>(bs.rank())];
-  mine.addressBytes = s == UCS_OK ? addressBytes : 0;
+  mine.addressBytes = why.empty() ? addressBytes : 0;
   std::snprintf(mine.why, sizeof(mine.why), "%s", why.c_str());
   bs.allGather(started.data(), sizeof(Started), deadline);
   size_t longest = 0;

@@ -30,6 +30,10 @@ class UcxConnection;
 
 class UcxTransport final : public Transport {
  public:
+  // UCP tags hold a rank in 19 bits (ucx_connection.cc); a larger job does
+  // not use UCX.
+  static constexpr uint64_t kMaxRanks = uint64_t{1} << 19;
+
   struct Options {
     size_t maxMessageBytes = 4 << 20;  // a plan's pieces: UCX picks its own protocol per size
     int stagingSlots = 4;              // buffer-form sends in flight per connection
@@ -44,7 +48,7 @@ class UcxTransport final : public Transport {
   ~UcxTransport() override;
 
   const char* name() const override { return "ucx"; }
-  Capabilities capabilities() const override { return kDirectIO | kNeedsProgress; }
+  Capabilities capabilities() const override { return kDirectIO | kNeedsProgress | kPeerRead | kPeerWrite; }
   bool canConnect(int peer, std::string* whyNot) const override;
   void connect(std::span<const int> peers, Deadline deadline) override;
   Connection* connection(int peer) override;
@@ -55,6 +59,7 @@ class UcxTransport final : public Transport {
   void interrupt() override;
 
   ucp_worker_h worker() const { return worker_; }
+  ucp_context_h context() const { return context_; }
   // Frees what UCX may still write into (a buffer of a request that would
   // not end) only once the worker is destroyed.
   void deferFree(std::function<void()> f) { deferredFrees_.push_back(std::move(f)); }
