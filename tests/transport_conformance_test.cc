@@ -71,8 +71,10 @@ std::unique_ptr<bootstrap::Bootstrap> rendezvous(int rank, int n, const gyreUniq
 // buffers, so that the suite's messages fill them).
 // tightBuffers: the kernel's socket buffers at their smallest, so a message
 // cannot hide whole in them.
+// advertisedGid (verbs): the GID this rank tells its peers instead of its own.
 std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, bootstrap::Bootstrap& bs,
-                                                    bool tightBuffers = false) {
+                                                    bool tightBuffers = false,
+                                                    const uint8_t* advertisedGid = nullptr) {
   const transport::MemoryCopy copy{kernels::copy, kernels::repMovsbCrawls};
   const Deadline d = Deadline::afterMs(kStepMs);
   std::vector<int> all;
@@ -111,6 +113,10 @@ std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, boo
     o.maxMessageBytes = 64 * 1024;
     o.memoryCopy = copy;
     if (const char* hca = std::getenv("GYRE_IB_HCA")) o.hca = hca;
+    if (advertisedGid) {
+      o.advertisedGid.emplace();
+      std::memcpy(o.advertisedGid->data(), advertisedGid, 16);
+    }
     return transport::VerbsTransport::create(bs, o, d);
   }
 #endif
@@ -653,6 +659,53 @@ TEST_P(Conformance, GarbageFromThePeerIsAnErrorNamingIt) {
     }
     check.expect(named, "garbage was not an error naming the peer");
     e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// A peer whose GID reaches nobody (rank 1 tells rank 0 an address no host
+// has): an error naming the peer on both ranks, within the step's bound,
+// whether the queue pair refuses to come up (the transport is then unusable,
+// saying why) or its packets go nowhere (the ack timeout's retries run out).
+TEST_P(Conformance, AnUnreachableGidIsAnErrorNamingThePeerOnBothRanks) {
+  const std::string kind = this->kind();
+  if (kind != "verbs") GTEST_SKIP() << "GIDs are verbs'";
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    auto bs = rendezvous(rank, n, id);
+    // ::ffff:10.9.9.9, a RoCE v2 GID (IPv4-mapped, as the guest's own) in a
+    // network no interface here has a route to.
+    const uint8_t nowhere[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 9, 9};
+    auto t = makeTransport(kind, *bs, false, rank == 1 ? nowhere : nullptr);
+    const int peer = 1 - rank;
+    std::string why;
+    bool named = false;
+    if (!t->canConnect(peer, &why)) {
+      named = why.find("rank") != std::string::npos;
+      std::printf("rank %d: unusable: %s\n", rank, why.c_str());
+    } else {
+      const int peers[] = {peer};
+      t->connect(peers, Deadline::afterMs(kStepMs));
+      Endpoint e;
+      e.t = std::move(t);
+      e.peer = peer;
+      e.conn = e.t->connection(peer);
+      std::vector<unsigned char> mine(100, 1), in(100);
+      try {
+        // Each sends, then waits for the other's message, which cannot come.
+        const bool sent = until(e, [&] { return e.conn->trySendFrom(mine.data(), mine.size(), tagOf(1, 100)); });
+        const bool got = sent && until(e, [&] { return e.conn->tryRecvInto(in.data(), in.size(), tagOf(1, 100)); });
+        check.fail(got ? "a message crossed a link to a GID nobody has" : "no error within the step's bound");
+      } catch (const transport::ConnectionError& err) {
+        named = err.peer() == peer;
+        std::printf("rank %d: %s\n", rank, err.what());
+      }
+      t = std::move(e.t);
+    }
+    check.expect(named, "the unreachable GID was not an error naming the peer");
+    bs->barrier(Deadline::afterMs(kStepMs));
     return check.failures();
   });
   EXPECT_FALSE(out.timedOut) << out.describe();

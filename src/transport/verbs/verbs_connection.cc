@@ -123,12 +123,12 @@ void VerbsConnection::bringUp(const QpInfo& remote, const PortAddress& port) {
     std::memcpy(x.raw, port.gid, 16);
     return x;
   }();
+  peerAddress_ = port.ethernet ? "GID " + gidText(g) : "LID " + std::to_string(port.lid);
   if (int e = ibv_modify_qp(qp_, &q,
                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     throwError(gyreSystemError,
-               "its queue pair would not connect to " + peerName_ + " at " +
-                   (port.ethernet ? "GID " + gidText(g) : "LID " + std::to_string(port.lid)) +
+               "its queue pair would not connect to " + peerName_ + " at " + peerAddress_ +
                    " (ready-to-receive: " + std::strerror(e) + "; is that address reachable from " +
                    dev.describe() + "? GYRE_IB_GID_INDEX picks another GID)");
   ibv_qp_attr r{};
@@ -214,6 +214,7 @@ void VerbsConnection::take(const ibv_wc& wc) {
   }
   switch (kind) {
     case kRecvWork: {
+      heard_ = true;
       const uint32_t imm = ntohl(wc.imm_data);
       const Notice n = noticeKind(imm);
       if (n == kMessage && widen(imm, arrived_) == arrived_) {
@@ -287,15 +288,6 @@ void VerbsConnection::pump() {
     if (!post(wr)) return;
     in.posted = true;
   }
-  auto notify = [&](Notice n, uint64_t counter) {
-    ibv_send_wr wr{};
-    wr.wr_id = workId(kNoticeWrite);
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl(notice(n, counter));
-    wr.wr.rdma.remote_addr = remote_.ringAddress;
-    wr.wr.rdma.rkey = remote_.ringRkey;
-    return post(wr);
-  };
   while (finsOwed_ > 0 && sendsOutstanding_ < sendDepth_) {
     if (!notify(kFin, finsSent_)) return;
     ++finsSent_;
@@ -308,6 +300,19 @@ void VerbsConnection::pump() {
     creditNow_ = false;
   }
 }
+
+bool VerbsConnection::notify(Notice n, uint64_t counter) {
+  ibv_send_wr wr{};
+  wr.wr_id = workId(kNoticeWrite);
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.imm_data = htonl(notice(n, counter));
+  wr.wr.rdma.remote_addr = remote_.ringAddress;
+  wr.wr.rdma.rkey = remote_.ringRkey;
+  return post(wr);
+}
+
+// A credit for no slot: the peer's count of our released slots stays at 0.
+void VerbsConnection::sayHello() { notify(kCredit, 0); }
 
 void VerbsConnection::step() {
   transport_.poll();

@@ -59,6 +59,15 @@ class VerbsConnection final : public Connection {
   // Error (saying which step) on failure.
   void bringUp(const verbs_wire::QpInfo& remote, const verbs_wire::PortAddress& port);
   uint32_t qpNumber() const { return qp_->qp_num; }
+  // Creation's check that the peer is heard over this queue pair (a queue
+  // pair toward an address that reaches nobody came up, and its packets
+  // vanished without an error, under Soft-RoCE): a credit notice that says
+  // nothing new. heard(): some notice or message of the peer's arrived.
+  void sayHello();
+  bool heard() const { return heard_; }
+  // Where the peer's queue pair is, for messages ("GID ..." or "LID ...").
+  const std::string& peerAddress() const { return peerAddress_; }
+  const std::string& failure() const { return failure_; }
   // A completion of this queue pair's (VerbsTransport::poll).
   void onCompletion(const ibv_wc& wc);
   // Posts what is owed; true while signalled work is outstanding or notices
@@ -120,6 +129,8 @@ class VerbsConnection final : public Connection {
   // the connection broke or the peer exited; `arrived` says whether it came after all.
   void checkPeer(FunctionRef<bool()> arrived);
   bool post(ibv_send_wr& wr);
+  // Posts a notice (an immediate into the peer's ring): a FIN or a credit.
+  bool notify(verbs_wire::Notice n, uint64_t counter);
 
   // Sending.
   bool canSendMessage() const;
@@ -151,6 +162,8 @@ class VerbsConnection final : public Connection {
   uint8_t* recvRing_ = nullptr;
   MrPtr sendRingMr_, recvRingMr_;
   verbs_wire::QpInfo remote_{};
+  std::string peerAddress_;  // its port's GID or LID, as bringUp was given it
+  bool heard_ = false;       // a receive of the peer's has completed
   std::string failure_;            // why the connection broke (empty: it did not)
   uint32_t sendsOutstanding_ = 0;  // signalled work requests not yet completed
 

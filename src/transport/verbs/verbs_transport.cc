@@ -23,6 +23,9 @@ using verbs_wire::QpInfo;
 
 // How long the end of a communicator waits for its last sends to be taken.
 constexpr int64_t kFlushMs = 10000;
+// How long a rank waits to hear each peer's hello over its queue pair
+// (emulated RDMA answers in milliseconds).
+constexpr int64_t kHelloMs = 10'000;
 
 // A rank's part of the first exchange: why verbs did not start there (empty:
 // it did) and how its port is addressed; a QpInfo per rank follows it.
@@ -92,6 +95,28 @@ std::string VerbsTransport::bringUp(const std::vector<uint8_t>& table, size_t st
   return {};
 }
 
+std::string VerbsTransport::hello(Deadline deadline) {
+  for (auto& c : peers_)
+    if (c) c->sayHello();
+  const Deadline d = deadline.remainingNs() < kHelloMs * 1'000'000 ? deadline : Deadline::afterMs(kHelloMs);
+  auto unheard = [&]() -> VerbsConnection* {
+    for (auto& c : peers_)
+      if (c && !c->heard()) return c.get();
+    return nullptr;
+  };
+  while (VerbsConnection* c = unheard()) {
+    if (c->failed())
+      return device_->describe() + ": the hello to " + describePeer(c->peer()) + " failed: " + c->failure();
+    if (d.expired())
+      return device_->describe() + " heard nothing from " + describePeer(c->peer()) +
+             " over its queue pair to " + c->peerAddress() + " in " + std::to_string(kHelloMs / 1000) +
+             " s: is that address reachable from here? (GYRE_IB_GID_INDEX picks another GID, "
+             "GYRE_IB_HCA another device)";
+    block(1'000'000, [&] { return unheard() == nullptr; });
+  }
+  return {};
+}
+
 std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
                                                        const Options& options, Deadline deadline) {
   std::unique_ptr<VerbsTransport> t(new VerbsTransport());
@@ -112,7 +137,7 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
     setWhy(o.why, why);
     if (why.empty()) {
       const VerbsDevice& d = *t->device_;
-      std::memcpy(o.port.gid, d.gid().raw, 16);
+      std::memcpy(o.port.gid, options.advertisedGid ? options.advertisedGid->data() : d.gid().raw, 16);
       o.port.lid = d.lid();
       o.port.mtu = static_cast<uint8_t>(d.mtu());
       o.port.ethernet = d.ethernet();
@@ -147,9 +172,15 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
     GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
     return t;
   }
-  t->handedOut_.assign(n, false);
+  // Third: every peer heard over its queue pair, or no rank uses verbs.
   for (auto& c : t->peers_)
     if (c) t->byQp_[c->qpNumber()] = c.get();
+  t->unusable_ = firstRankUnable(bs, t->hello(deadline), deadline);
+  if (!t->unusable_.empty()) {
+    GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
+    return t;
+  }
+  t->handedOut_.assign(n, false);
   GYRE_INFO("rank %d: verbs ready on %s, %zu queue pairs", bs.rank(),
             t->device_->describe().c_str(), n - 1);
   return t;

@@ -4,7 +4,8 @@
 // transport is created: every rank opens its device, makes a queue pair and
 // a receive ring per peer, and all-gathers their numbers, ring addresses and
 // keys with its LID/GID; then each brings its queue pairs up and all ranks
-// agree, in a second exchange, that every one did. A rank where any step
+// agree, in a second exchange, that every one did, and in a third that each
+// heard every peer's hello over its queue pair. A rank where any step
 // fails says why, and then no rank uses verbs (canConnect names the rank
 // and the reason), so a bad GYRE_IB_HCA or an unreachable GID is an error
 // on every rank, never a hang.
@@ -13,8 +14,10 @@
 // to sleep on. Messages and their protocol: verbs_connection.h.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +41,9 @@ class VerbsTransport final : public Transport {
     size_t maxMessageBytes = 4 << 20;  // a plan's pieces
     int64_t spinNs = 20'000;
     MemoryCopy memoryCopy;
+    // The GID this rank tells its peers, in place of its port's: a test's
+    // way to make it unreachable (nothing in gyre sets it).
+    std::optional<std::array<uint8_t, 16>> advertisedGid;
   };
 
   // Collective over every rank of the bootstrap, which must outlive the
@@ -74,6 +80,8 @@ class VerbsTransport final : public Transport {
   std::string open();
   // The second: every queue pair up, toward the peers' (their QpInfo for us).
   std::string bringUp(const std::vector<uint8_t>& table, size_t stride);
+  // The third: a hello over every queue pair, each heard from its peer.
+  std::string hello(Deadline deadline);
 
   Options options_;
   bootstrap::Bootstrap* bootstrap_ = nullptr;
