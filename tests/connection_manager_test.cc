@@ -278,6 +278,17 @@ void expectInitFails(int n, const std::function<void(int)>& setUp, const std::st
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// The verbs exchange's size follows GYRE_IB_QPS_PER_CONNECTION, so ranks
+// that differ must not start it: every rank's init fails naming the setting
+// (checked before any transport is made, so no device is needed). An
+// out-of-range value is refused by name.
+TEST(ConnectionManager, QueuePairsPerConnectionMustAgreeAndBeInRange) {
+  expectInitFails(
+      3, [](int rank) { setenv("GYRE_IB_QPS_PER_CONNECTION", rank == 2 ? "4" : "1", 1); },
+      "rank 2 was started with GYRE_IB_QPS_PER_CONNECTION=4 where rank 0 has 1", gyreInvalidUsage);
+  expectInitFails(2, [](int) { setenv("GYRE_IB_QPS_PER_CONNECTION", "17", 1); }, "GYRE_IB_QPS_PER_CONNECTION");
+}
+
 // Real ranks: two "hosts" (GYRE_HOSTID) and GYRE_TRANSPORT=shm leave each
 // rank a peer that shared memory cannot reach and TCP may not: every rank's
 // init fails at once, naming a peer and the setting.

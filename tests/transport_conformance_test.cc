@@ -113,6 +113,11 @@ std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, boo
     o.maxMessageBytes = 64 * 1024;
     o.memoryCopy = copy;
     if (const char* hca = std::getenv("GYRE_IB_HCA")) o.hca = hca;
+    if (const char* qps = std::getenv("GYRE_IB_QPS_PER_CONNECTION")) {
+      // Reads split across the queue pairs: messages large enough to split.
+      o.qpsPerPeer = std::atoi(qps);
+      o.maxMessageBytes = 256 * 1024;
+    }
     if (advertisedGid) {
       o.advertisedGid.emplace();
       std::memcpy(o.advertisedGid->data(), advertisedGid, 16);

@@ -52,6 +52,8 @@ struct SharedSettings {
   int32_t tunerOnline;
   uint64_t retuneCalls;
   uint64_t netPluginHash;  // GYRE_NET_PLUGIN (0: none): its creation is collective
+  int32_t ibQpsPerConnection;  // the verbs exchange's size depends on it
+  int32_t reserved;
 };
 
 uint64_t hashString(const std::string& s) { return fnv1a(s); }
@@ -149,6 +151,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.tunerOnline = config_.tunerOnline;
   mine.retuneCalls = config_.tunerOnline ? config_.retuneCalls : 0;
   mine.netPluginHash = config_.netPlugin.empty() ? 0 : hashString(config_.netPlugin);
+  mine.ibQpsPerConnection = config_.ibQpsPerConnection;
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
     if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
@@ -160,6 +163,9 @@ void Communicator::setUpTransports(Deadline deadline) {
             ? "different GYRE_SHM_DISABLE/GYRE_TCP_DISABLE settings than rank 0"
         : all[r].netPluginHash != all[0].netPluginHash
             ? "a different GYRE_NET_PLUGIN than rank 0"
+        : all[r].ibQpsPerConnection != all[0].ibQpsPerConnection
+            ? "GYRE_IB_QPS_PER_CONNECTION=" + std::to_string(all[r].ibQpsPerConnection) + " where rank 0 has " +
+                  std::to_string(all[0].ibQpsPerConnection)
         : all[r].modelFingerprint != all[0].modelFingerprint || all[r].calibrate != all[0].calibrate
             ? "a different tuner model (GYRE_TUNER/GYRE_TUNER_FILE and its contents) than rank 0"
         : all[r].tunerOnline != all[0].tunerOnline || all[r].retuneCalls != all[0].retuneCalls
@@ -294,6 +300,7 @@ void Communicator::setUpTransports(Deadline deadline) {
     vo.spinNs = spin(20'000);
     vo.hca = config_.ibHca;
     vo.gidIndex = config_.ibGidIndex;
+    vo.qpsPerPeer = config_.ibQpsPerConnection;
     connections_->add(transport::VerbsTransport::create(*bootstrap_, vo, deadline), 30);
 #else
     throwError(gyreInvalidArgument,

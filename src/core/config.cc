@@ -75,6 +75,12 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.ibGidIndex = lower(v) == "auto" || v.empty() ? -1 : static_cast<int>(parseInt(v, n, 0, 255));
      }},
+    {{"GYRE_IB_QPS_PER_CONNECTION", "1",
+      "verbs: queue pairs per peer (1-16); a large message's RDMA read is split across them, as "
+      "NCCL_IB_QPS_PER_CONNECTION (RoCE fabrics that spread flows by queue pair)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.ibQpsPerConnection = static_cast<int>(parseInt(v, n, 1, 16));
+     }},
     {{"GYRE_SHM_DISABLE", "0", "1: never use shared memory between ranks (peers on one host talk TCP)"},
      [](Config& c, const std::string& v, const char* n) { c.shmDisable = parseInt(v, n, 0, 1) == 1; }},
     {{"GYRE_TCP_DISABLE", "0",

@@ -28,6 +28,7 @@ struct Config {
   int socketsPerPeer = 1;
   std::string ibHca;   // GYRE_IB_HCA: RDMA devices and ports, NCCL_IB_HCA's syntax
   int ibGidIndex = -1;  // GYRE_IB_GID_INDEX; -1: the port's RoCE v2 IPv4 GID
+  int ibQpsPerConnection = 1;  // GYRE_IB_QPS_PER_CONNECTION: queue pairs that share each peer's reads
   size_t shmSlotBytes = 256 * 1024;
   int shmSlots = 8;
   size_t tcpChunkBytes = 256 * 1024;  // measured: keeps the kernel's socket pages cache-hot

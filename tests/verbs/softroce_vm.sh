@@ -10,6 +10,8 @@
 #     GYRE_TRANSPORT=verbs with 2 and with 3 ranks,
 #   - the same with the single-copy (direct) algorithms, 3 ranks: registered
 #     memory read with RDMA READ;
+#   - several queue pairs per peer (GYRE_IB_QPS_PER_CONNECTION): conformance
+#     cases with 3, the collectives with 4;
 #   - 2 ranks with GYRE_IB_HCA naming no device, and with GYRE_IB_GID_INDEX
 #     naming no GID: both must fail, naming the setting;
 #   - 3 ranks of which one exits between collectives: the others must fail
@@ -144,6 +146,29 @@ for r in 0 1 2; do
     echo "GUEST direct collectives 3 ranks: rank $r ok"
   else
     echo "GUEST direct collectives 3 ranks: rank $r FAILED"; cat /tmp/direct.$r; failed=1
+  fi
+done
+
+# Several queue pairs per peer: each large read is split across them, and
+# the FINs still go in message order; the conformance cases that move many
+# large messages, then the collectives.
+step queue-pairs
+GYRE_IB_QPS_PER_CONNECTION=3 timeout 200 /gyre/conformance \
+  --gtest_filter='*MessagesOfEverySize*/verbs:*ManyMessages*/verbs:*ManyRequests*/verbs:*RegisteredMemory*/verbs' \
+  --gtest_brief=1 > /tmp/confqps.log 2>&1
+rc=$?; cat /tmp/confqps.log
+if [ $rc = 0 ] && grep -q '\[  PASSED  \] 4 tests' /tmp/confqps.log; then
+  echo "GUEST conformance, 3 queue pairs per peer: ok"
+else
+  echo "GUEST conformance, 3 queue pairs per peer: FAILED"; failed=1
+fi
+ranks 3 qps GYRE_IB_QPS_PER_CONNECTION=4
+for r in 0 1 2; do
+  if grep -q "rank $r of 3: collectives ok" /tmp/qps.$r && grep -q 'peers x 4 queue pairs' /tmp/qps.$r &&
+     grep -Eq 'of [0-9]+ reads split across 4 queue pairs' /tmp/qps.$r && ! grep -q ' 0 of [0-9]* reads split' /tmp/qps.$r; then
+    echo "GUEST collectives 3 ranks, 4 queue pairs per peer: rank $r ok"
+  else
+    echo "GUEST collectives 3 ranks, 4 queue pairs per peer: rank $r FAILED"; cat /tmp/qps.$r; failed=1
   fi
 done
 

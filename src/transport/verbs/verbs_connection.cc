@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "transport/verbs/verbs_transport.h"
 #include "transport/verbs/verbs_work.h"
 
@@ -25,6 +27,10 @@ constexpr size_t kReadAhead = 4;
 // generous, because under emulation (Soft-RoCE in a TCG guest) an ack can
 // take a while; a dead remote peer is named after about 4 s.
 constexpr uint8_t kAckTimeout = 17;
+// The queue pairs that only read: a read of each message in flight at most.
+constexpr uint32_t kDataDepth = kReadAhead + 4;
+// A rendezvous read is split across the queue pairs in pieces of at least this.
+constexpr size_t kMinPieceBytes = 64 << 10;
 
 uint8_t* alignedRing(size_t bytes) {
   void* p = nullptr;
@@ -49,37 +55,56 @@ VerbsConnection::VerbsConnection(VerbsTransport& transport, int peer)
   // message and notice the peer may have in flight.
   sendDepth_ = static_cast<uint32_t>(slots_ + kReadAhead + 16);
   recvDepth_ = static_cast<uint32_t>(2 * slots_ + 16);
-  const VerbsDevice& dev = transport.device();
   sendRing_ = alignedRing(slots_ * slotBytes_);
   recvRing_ = alignedRing(slots_ * slotBytes_);
   sendRingMr_ = registerRange(sendRing_, slots_ * slotBytes_, 0, "its send slots");
   recvRingMr_ = registerRange(recvRing_, slots_ * slotBytes_,
                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, "its receive ring");
+  qp_ = makeQp(sendDepth_, recvDepth_);
+  psn_ = std::random_device{}() & 0xffffff;
+  // The queue pairs that share the reads (GYRE_IB_QPS_PER_CONNECTION): one
+  // read of each message in flight per queue pair at most, nothing received.
+  for (int i = 1; i < transport.options().qpsPerPeer; ++i) {
+    dataQps_.push_back(makeQp(kDataDepth, 1));
+    dataPsns_.push_back(std::random_device{}() & 0xffffff);
+    dataOutstanding_.push_back(0);
+  }
+}
+
+ibv_qp* VerbsConnection::makeQp(uint32_t sendDepth, uint32_t recvDepth) {
+  const VerbsDevice& dev = transport_.device();
   ibv_qp_init_attr a{};
-  a.send_cq = transport.cq();
-  a.recv_cq = transport.cq();
+  a.send_cq = transport_.cq();
+  a.recv_cq = transport_.cq();
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = sendDepth_;
-  a.cap.max_recv_wr = recvDepth_;
+  a.cap.max_send_wr = sendDepth;
+  a.cap.max_recv_wr = recvDepth;
   a.cap.max_send_sge = 1;
   a.cap.max_recv_sge = 1;
-  qp_ = ibv_create_qp(dev.pd(), &a);
-  if (!qp_)
+  ibv_qp* qp = ibv_create_qp(dev.pd(), &a);
+  if (!qp)
     throwError(gyreSystemError, "ibv_create_qp failed: " + std::string(std::strerror(errno)));
   ibv_qp_attr q{};
   q.qp_state = IBV_QPS_INIT;
   q.pkey_index = 0;
   q.port_num = static_cast<uint8_t>(dev.port());
   q.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (int e = ibv_modify_qp(qp_, &q,
-                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+  if (int e = ibv_modify_qp(qp, &q,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+    ibv_destroy_qp(qp);
     throwError(gyreSystemError,
                "the queue pair would not go to INIT: " + std::string(std::strerror(e)));
-  psn_ = std::random_device{}() & 0xffffff;
+  }
+  return qp;
 }
 
 VerbsConnection::~VerbsConnection() {
-  queue_.clear();  // their registrations go before the queue pair
+  if (!dataQps_.empty())
+    GYRE_INFO("verbs: to %s, %llu of %llu reads split across %zu queue pairs", peerName_.c_str(),
+              static_cast<unsigned long long>(readsSplit_), static_cast<unsigned long long>(readsPosted_),
+              dataQps_.size() + 1);
+  queue_.clear();  // their registrations go before the queue pairs
+  for (ibv_qp* q : dataQps_) ibv_destroy_qp(q);
   if (qp_) ibv_destroy_qp(qp_);
   direct_.mr.reset();
   staged_.mr.reset();
@@ -91,8 +116,13 @@ VerbsConnection::~VerbsConnection() {
   std::free(recvRing_);
 }
 
-QpInfo VerbsConnection::localInfo() const {
+QpInfo VerbsConnection::localInfo(int k) const {
   QpInfo i;
+  if (k > 0) {  // a queue pair of the reads: no ring
+    i.qpn = dataQps_[static_cast<size_t>(k - 1)]->qp_num;
+    i.psn = dataPsns_[static_cast<size_t>(k - 1)];
+    return i;
+  }
   i.qpn = qp_->qp_num;
   i.psn = psn_;
   i.ringAddress = reinterpret_cast<uint64_t>(recvRing_);
@@ -100,8 +130,31 @@ QpInfo VerbsConnection::localInfo() const {
   return i;
 }
 
-void VerbsConnection::bringUp(const QpInfo& remote, const PortAddress& port) {
-  remote_ = remote;
+std::vector<uint32_t> VerbsConnection::qpNumbers() const {
+  std::vector<uint32_t> n{qp_->qp_num};
+  for (ibv_qp* q : dataQps_) n.push_back(q->qp_num);
+  return n;
+}
+
+void VerbsConnection::bringUp(const std::vector<QpInfo>& remote, const PortAddress& port) {
+  remote_ = remote[0];
+  const ibv_gid g = [&] {
+    ibv_gid x;
+    std::memcpy(x.raw, port.gid, 16);
+    return x;
+  }();
+  peerAddress_ = port.ethernet ? "GID " + gidText(g) : "LID " + std::to_string(port.lid);
+  connectQp(qp_, remote[0], psn_, port);
+  for (size_t i = 0; i < dataQps_.size(); ++i) connectQp(dataQps_[i], remote[i + 1], dataPsns_[i], port);
+  for (uint32_t i = 0; i < recvDepth_; ++i) {
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = workId(kRecvWork);
+    if (int e = ibv_post_recv(qp_, &wr, &bad))
+      throwError(gyreSystemError, "ibv_post_recv failed: " + std::string(std::strerror(e)));
+  }
+}
+
+void VerbsConnection::connectQp(ibv_qp* qp, const QpInfo& remote, uint32_t psn, const PortAddress& port) {
   const VerbsDevice& dev = transport_.device();
   ibv_qp_attr q{};
   q.qp_state = IBV_QPS_RTR;
@@ -118,13 +171,7 @@ void VerbsConnection::bringUp(const QpInfo& remote, const PortAddress& port) {
     q.ah_attr.grh.sgid_index = static_cast<uint8_t>(dev.gidIndex());
     q.ah_attr.grh.hop_limit = 255;
   }
-  const ibv_gid g = [&] {
-    ibv_gid x;
-    std::memcpy(x.raw, port.gid, 16);
-    return x;
-  }();
-  peerAddress_ = port.ethernet ? "GID " + gidText(g) : "LID " + std::to_string(port.lid);
-  if (int e = ibv_modify_qp(qp_, &q,
+  if (int e = ibv_modify_qp(qp, &q,
                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     throwError(gyreSystemError,
@@ -136,19 +183,13 @@ void VerbsConnection::bringUp(const QpInfo& remote, const PortAddress& port) {
   r.timeout = kAckTimeout;
   r.retry_cnt = 7;
   r.rnr_retry = 7;  // receive-not-ready: retry without limit (the peer reposts as it polls)
-  r.sq_psn = psn_;
+  r.sq_psn = psn;
   r.max_rd_atomic = static_cast<uint8_t>(dev.maxReadsInFlight());
-  if (int e = ibv_modify_qp(qp_, &r,
+  if (int e = ibv_modify_qp(qp, &r,
                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
     throwError(gyreSystemError, "its queue pair to " + peerName_ +
                                     " would not go to ready-to-send: " + std::strerror(e));
-  for (uint32_t i = 0; i < recvDepth_; ++i) {
-    ibv_recv_wr wr{}, *bad = nullptr;
-    wr.wr_id = workId(kRecvWork);
-    if (int e = ibv_post_recv(qp_, &wr, &bad))
-      throwError(gyreSystemError, "ibv_post_recv failed: " + std::string(std::strerror(e)));
-  }
 }
 
 Transport& VerbsConnection::transport() { return transport_; }
@@ -162,6 +203,7 @@ void VerbsConnection::close(const std::string& why) {
   ibv_qp_attr q{};
   q.qp_state = IBV_QPS_ERR;
   ibv_modify_qp(qp_, &q, IBV_QP_STATE);  // flushes what is posted: nothing more lands in memory
+  for (ibv_qp* d : dataQps_) ibv_modify_qp(d, &q, IBV_QP_STATE);
 }
 
 void VerbsConnection::fail(const std::string& why, gyreResult_t code) {
@@ -197,7 +239,14 @@ void VerbsConnection::onCompletion(const ibv_wc& wc) {
 
 void VerbsConnection::take(const ibv_wc& wc) {
   const WorkKind kind = workKind(wc.wr_id);
-  if (kind != kRecvWork && sendsOutstanding_ > 0) --sendsOutstanding_;
+  if (kind != kRecvWork) {
+    if (wc.qp_num == qp_->qp_num) {
+      if (sendsOutstanding_ > 0) --sendsOutstanding_;
+    } else {
+      for (size_t i = 0; i < dataQps_.size(); ++i)
+        if (dataQps_[i]->qp_num == wc.qp_num && dataOutstanding_[i] > 0) --dataOutstanding_[i];
+    }
+  }
   if (wc.status != IBV_WC_SUCCESS) {
     // The first error names the failure; the flushes after it do not.
     if (failure_.empty() || wc.status != IBV_WC_WR_FLUSH_ERR) {
@@ -243,12 +292,22 @@ void VerbsConnection::take(const ibv_wc& wc) {
       break;
     case kRendezvousRead:
       for (Incoming& in : queue_)
-        if (in.posted && !in.ready) {  // reads complete in the order they were posted
-          in.ready = true;
-          in.mr.reset();
-          ++finsOwed_;
+        if (in.posted && !in.ready && in.id == workIndex(wc.wr_id)) {
+          if (--in.piecesLeft == 0) {
+            in.ready = true;
+            in.mr.reset();
+          }
           break;
         }
+      // FINs go in message order (the sender frees its buffers by their
+      // count): one for each read that has all arrived, up to the first
+      // that has not. Pieces on different queue pairs end in any order.
+      for (Incoming& in : queue_) {
+        if (!in.needsFin || in.finCounted) continue;
+        if (!in.ready) break;
+        in.finCounted = true;
+        ++finsOwed_;
+      }
       break;
     case kOneSided:
       oneSidedDone_ = true;
@@ -258,15 +317,19 @@ void VerbsConnection::take(const ibv_wc& wc) {
   }
 }
 
-bool VerbsConnection::post(ibv_send_wr& wr) {
+bool VerbsConnection::post(ibv_send_wr& wr, size_t q) {
   ibv_send_wr* bad = nullptr;
   wr.send_flags |= IBV_SEND_SIGNALED;
-  if (int e = ibv_post_send(qp_, &wr, &bad)) {
+  if (int e = ibv_post_send(q == 0 ? qp_ : dataQps_[q - 1], &wr, &bad)) {
     close(std::string("ibv_post_send failed: ") + std::strerror(e));
     return false;
   }
-  ++sendsOutstanding_;
+  ++(q == 0 ? sendsOutstanding_ : dataOutstanding_[q - 1]);
   return true;
+}
+
+bool VerbsConnection::hasRoom(size_t q) const {
+  return q == 0 ? sendsOutstanding_ < sendDepth_ : dataOutstanding_[q - 1] < kDataDepth;
 }
 
 // Posts what is owed, as room in the send queue allows: the reads of
@@ -275,18 +338,28 @@ void VerbsConnection::pump() {
   if (!failure_.empty()) return;
   for (Incoming& in : queue_) {
     if (in.posted || in.ready) continue;  // read already, or eager
-    if (sendsOutstanding_ >= sendDepth_) return;
-    ibv_sge sge{reinterpret_cast<uint64_t>(in.data), static_cast<uint32_t>(in.header.bytes),
-                in.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = workId(kRendezvousRead);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.wr.rdma.remote_addr = in.header.address;
-    wr.wr.rdma.rkey = in.header.rkey;
-    if (!post(wr)) return;
+    // One piece per queue pair, none under kMinPieceBytes.
+    const size_t bytes = in.header.bytes;
+    const size_t pieces = std::max<size_t>(1, std::min(1 + dataQps_.size(), bytes / kMinPieceBytes));
+    for (size_t q = 0; q < pieces; ++q)
+      if (!hasRoom(q)) return;
+    in.id = readsPosted_++;
+    readsSplit_ += pieces > 1;
+    in.piecesLeft = pieces;
     in.posted = true;
+    const size_t each = (bytes / pieces + 63) & ~size_t{63};
+    for (size_t q = 0, at = 0; q < pieces; ++q, at += each) {
+      const size_t len = q + 1 == pieces ? bytes - at : each;
+      ibv_sge sge{reinterpret_cast<uint64_t>(in.data + at), static_cast<uint32_t>(len), in.mr->lkey};
+      ibv_send_wr wr{};
+      wr.wr_id = workId(kRendezvousRead, in.id);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.wr.rdma.remote_addr = in.header.address + at;
+      wr.wr.rdma.rkey = in.header.rkey;
+      if (!post(wr, q)) return;
+    }
   }
   while (finsOwed_ > 0 && sendsOutstanding_ < sendDepth_) {
     if (!notify(kFin, finsSent_)) return;
@@ -321,8 +394,10 @@ void VerbsConnection::step() {
 
 bool VerbsConnection::flushing() {
   pump();
-  return failure_.empty() &&
-         (sendsOutstanding_ > 0 || finsOwed_ > 0 || (released_ > advertised_ && creditNow_));
+  bool reading = false;
+  for (uint32_t n : dataOutstanding_) reading |= n > 0;
+  return failure_.empty() && (sendsOutstanding_ > 0 || reading || finsOwed_ > 0 ||
+                              (released_ > advertised_ && creditNow_));
 }
 
 bool VerbsConnection::hasQueuedOutput() const {
@@ -481,6 +556,7 @@ VerbsConnection::Incoming VerbsConnection::takeRendezvous(const Header& h, uint8
   }
   in.data = into;
   in.mr = registerRange(into, h.bytes, IBV_ACCESS_LOCAL_WRITE, "a receive buffer");
+  in.needsFin = true;
   return in;
 }
 

@@ -54,11 +54,13 @@ class VerbsConnection final : public Connection {
   ~VerbsConnection() override;
 
   // What the peer needs to reach this queue pair and ring.
-  verbs_wire::QpInfo localInfo() const;
-  // Connects the queue pair to the peer's and posts its receives; throws
-  // Error (saying which step) on failure.
-  void bringUp(const verbs_wire::QpInfo& remote, const verbs_wire::PortAddress& port);
-  uint32_t qpNumber() const { return qp_->qp_num; }
+  // k: which of its queue pairs (0: the one of messages and notices; the
+  // others only read, GYRE_IB_QPS_PER_CONNECTION).
+  verbs_wire::QpInfo localInfo(int k = 0) const;
+  // Connects each queue pair to the peer's of the same index (remote[k])
+  // and posts the receives; throws Error (saying which step) on failure.
+  void bringUp(const std::vector<verbs_wire::QpInfo>& remote, const verbs_wire::PortAddress& port);
+  std::vector<uint32_t> qpNumbers() const;  // every queue pair's, for completions
   // Creation's check that the peer is heard over this queue pair (a queue
   // pair toward an address that reaches nobody came up, and its packets
   // vanished without an error, under Soft-RoCE): a credit notice that says
@@ -111,6 +113,10 @@ class VerbsConnection final : public Connection {
     bool intoCaller = false;  // data is the caller's dst (tryRecvInto)
     bool posted = false;      // its READ is posted
     bool ready = false;       // its payload is all there
+    uint64_t id = 0;          // its read's number (in its pieces' work ids)
+    size_t piecesLeft = 0;    // pieces of its read not yet complete
+    bool needsFin = false;    // a rendezvous: the sender waits for a FIN
+    bool finCounted = false;  // its FIN is owed or sent
   };
   // A rendezvous send waiting for its FIN.
   struct Rendezvous {
@@ -128,7 +134,12 @@ class VerbsConnection final : public Connection {
   // Nothing to take yet: fails (and throws) if it never can come, because
   // the connection broke or the peer exited; `arrived` says whether it came after all.
   void checkPeer(FunctionRef<bool()> arrived);
-  bool post(ibv_send_wr& wr);
+  ibv_qp* makeQp(uint32_t sendDepth, uint32_t recvDepth);
+  void connectQp(ibv_qp* qp, const verbs_wire::QpInfo& remote, uint32_t psn,
+                 const verbs_wire::PortAddress& port);
+  // Posts on queue pair q (0: qp_, k: dataQps_[k - 1]).
+  bool post(ibv_send_wr& wr, size_t q = 0);
+  bool hasRoom(size_t q) const;
   // Posts a notice (an immediate into the peer's ring): a FIN or a credit.
   bool notify(verbs_wire::Notice n, uint64_t counter);
 
@@ -158,6 +169,9 @@ class VerbsConnection final : public Connection {
   uint32_t sendDepth_, recvDepth_;
   ibv_qp* qp_ = nullptr;
   uint32_t psn_ = 0;
+  std::vector<ibv_qp*> dataQps_;  // the queue pairs that share the reads
+  std::vector<uint32_t> dataPsns_, dataOutstanding_;
+  uint64_t readsPosted_ = 0, readsSplit_ = 0;
   uint8_t* sendRing_ = nullptr;
   uint8_t* recvRing_ = nullptr;
   MrPtr sendRingMr_, recvRingMr_;

@@ -59,7 +59,9 @@ std::string VerbsTransport::open() {
   wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd_ < 0) return "eventfd failed: " + std::string(std::strerror(errno));
   // Every queue pair's sends and receives can be outstanding at once.
-  const size_t perPeer = 3 * static_cast<size_t>(options_.slots) + 40;
+  // (The queue pairs that only read: 8 reads each at most, and a receive.)
+  const size_t perPeer = 3 * static_cast<size_t>(options_.slots) + 40 +
+                         9 * static_cast<size_t>(options_.qpsPerPeer - 1);
   const int entries =
       static_cast<int>(std::min<size_t>(perPeer * static_cast<size_t>(std::max(nranks_ - 1, 1)),
                                         static_cast<size_t>(device_->maxCqEntries())));
@@ -83,9 +85,10 @@ std::string VerbsTransport::bringUp(const std::vector<uint8_t>& table, size_t st
     const uint8_t* theirs = table.data() + stride * static_cast<size_t>(p);
     Opened o;
     std::memcpy(&o, theirs, sizeof o);
-    QpInfo q;  // the peer's queue pair for this rank
-    std::memcpy(&q, theirs + sizeof(Opened) + sizeof(QpInfo) * static_cast<size_t>(rank_),
-                sizeof q);
+    const size_t qps = static_cast<size_t>(options_.qpsPerPeer);
+    std::vector<QpInfo> q(qps);  // the peer's queue pairs for this rank
+    std::memcpy(q.data(), theirs + sizeof(Opened) + sizeof(QpInfo) * qps * static_cast<size_t>(rank_),
+                sizeof(QpInfo) * qps);
     try {
       peers_[static_cast<size_t>(p)]->bringUp(q, o.port);
     } catch (const Error& e) {
@@ -121,6 +124,7 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
                                                        const Options& options, Deadline deadline) {
   std::unique_ptr<VerbsTransport> t(new VerbsTransport());
   t->options_ = options;
+  t->options_.qpsPerPeer = std::clamp(options.qpsPerPeer, 1, 16);
   t->bootstrap_ = &bs;
   t->rank_ = bs.rank();
   t->nranks_ = bs.nranks();
@@ -130,7 +134,10 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
   // First exchange: every rank's port address and, for each peer, the queue
   // pair and ring it made for that peer.
   const std::string why = t->open();
-  const size_t stride = sizeof(Opened) + sizeof(QpInfo) * n;
+  // The ranks' settings agree (the communicator compared them), so every
+  // rank's part has the same size.
+  const size_t qps = static_cast<size_t>(t->options_.qpsPerPeer);
+  const size_t stride = sizeof(Opened) + sizeof(QpInfo) * n * qps;
   std::vector<uint8_t> table(stride * n, 0);
   {
     Opened o;
@@ -142,9 +149,9 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
       o.port.mtu = static_cast<uint8_t>(d.mtu());
       o.port.ethernet = d.ethernet();
       for (size_t p = 0; p < n; ++p)
-        if (p != me) {
-          const QpInfo q = t->peers_[p]->localInfo();
-          std::memcpy(table.data() + stride * me + sizeof(Opened) + sizeof(QpInfo) * p, &q,
+        for (size_t k = 0; p != me && k < qps; ++k) {
+          const QpInfo q = t->peers_[p]->localInfo(static_cast<int>(k));
+          std::memcpy(table.data() + stride * me + sizeof(Opened) + sizeof(QpInfo) * (p * qps + k), &q,
                       sizeof q);
         }
     }
@@ -174,15 +181,16 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
   }
   // Third: every peer heard over its queue pair, or no rank uses verbs.
   for (auto& c : t->peers_)
-    if (c) t->byQp_[c->qpNumber()] = c.get();
+    if (c)
+      for (uint32_t qpn : c->qpNumbers()) t->byQp_[qpn] = c.get();
   t->unusable_ = firstRankUnable(bs, t->hello(deadline), deadline);
   if (!t->unusable_.empty()) {
     GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
     return t;
   }
   t->handedOut_.assign(n, false);
-  GYRE_INFO("rank %d: verbs ready on %s, %zu queue pairs", bs.rank(),
-            t->device_->describe().c_str(), n - 1);
+  GYRE_INFO("rank %d: verbs ready on %s, %zu peers x %zu queue pairs", bs.rank(),
+            t->device_->describe().c_str(), n - 1, qps);
   return t;
 }
 

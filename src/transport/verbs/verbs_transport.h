@@ -36,6 +36,7 @@ class VerbsTransport final : public Transport {
   struct Options {
     std::string hca;                   // GYRE_IB_HCA (NCCL_IB_HCA's syntax)
     int gidIndex = -1;                 // GYRE_IB_GID_INDEX; -1: automatic
+    int qpsPerPeer = 1;                // GYRE_IB_QPS_PER_CONNECTION: reads are split across them
     int slots = 16;                    // eager slots per direction and peer
     size_t slotBytes = 8192;           // each: a 64-byte header and up to 8128 bytes of payload
     size_t maxMessageBytes = 4 << 20;  // a plan's pieces
