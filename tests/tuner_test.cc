@@ -149,6 +149,23 @@ TEST(TunerChoice, HierarchicalWhenTheNetworkIsTheSlowLink) {
   EXPECT_NE(choose(env, OpKind::AllReduce, 64u << 20), "hierarchical");
 }
 
+// Across hosts both trees' traffic passes each host's one link (a host
+// interior in one tree and a leaf in the other: up to 2 S each way), more than
+// the ring's 2(n-1)/n S. Two ranks per host on 2 and 4 namespace hosts at
+// 1 Gbit/s, 64 MiB: the tree reached 85% and 40% of the link, the ring 95%
+// and 91% (docs/PERFORMANCE-transports.md); so with the built-in model and
+// with the one GYRE_TUNER=calibrate measured there (network 0.12 GB/s).
+TEST(TunerChoice, LargeAllReduceAcrossHostsTakesTheRingOverTheDoubleTree) {
+  for (const char* model : {"", "network.bandwidth_gbps = 0.12\nnetwork.latency_us = 60\n"})
+    for (int hosts : {2, 4}) {
+      FakeEnv env(2 * hosts, hosts, false);
+      env.params().model = CostModel::parse(model, "test");
+      for (size_t bytes : {size_t{16} << 20, size_t{64} << 20, size_t{256} << 20})
+        EXPECT_NE(choose(env, OpKind::AllReduce, bytes), "double_binary_tree")
+            << hosts << " hosts, " << bytes << " bytes, model '" << model << "'";
+    }
+}
+
 TEST(TunerChoice, SingleCopyWhenReadsAreFastAndNeverWithoutThem) {
   FakeEnv env(4, 1, true);
   env.params().model = CostModel::parse("read.bandwidth_gbps = 40\n", "fast reads");
