@@ -87,6 +87,7 @@ class UcxConnection final : public Connection {
     Header header{};
     ucp_dt_iov_t iov[2]{};
     int staging = -1;  // the staging slot it sends from (-1: caller memory)
+    uint8_t packed[256];  // a small message: header and payload in one piece
     bool busy = false;
   };
   struct Recv {
