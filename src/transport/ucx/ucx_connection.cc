@@ -184,8 +184,8 @@ bool UcxConnection::arrive(Recv& r, uint64_t seq) {
 void UcxConnection::place(Recv& r, void* dst, size_t room) {
   if (!dst) {
     // A buffer of the pool: a fresh one per message cost a page fault per
-    // 4 KiB of every message read ahead (AllReduce 1.3-1.6x slower from
-    // 4 MiB up, 2 ranks).
+    // 4 KiB of every message read ahead (AllReduce 1.4-1.8x slower at
+    // 4-64 MiB, 2 ranks).
     if (freeStaging_.empty()) {
       r.staging.reset(new uint8_t[maxMessageBytes()]);
     } else {
