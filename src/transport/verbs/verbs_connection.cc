@@ -64,10 +64,22 @@ VerbsConnection::VerbsConnection(VerbsTransport& transport, int peer)
   psn_ = std::random_device{}() & 0xffffff;
   // The queue pairs that share the reads (GYRE_IB_QPS_PER_CONNECTION): one
   // read of each message in flight per queue pair at most, nothing received.
-  for (int i = 1; i < transport.options().qpsPerPeer; ++i) {
-    dataQps_.push_back(makeQp(kDataDepth, 1));
-    dataPsns_.push_back(std::random_device{}() & 0xffffff);
-    dataOutstanding_.push_back(0);
+  try {
+    for (int i = 1; i < transport.options().qpsPerPeer; ++i) {
+      dataQps_.push_back(makeQp(kDataDepth, 1));
+      dataPsns_.push_back(std::random_device{}() & 0xffffff);
+      dataOutstanding_.push_back(0);
+    }
+  } catch (const Error&) {
+    // No destructor runs for a constructor that throws: what is not a
+    // member that frees itself goes here.
+    for (ibv_qp* q : dataQps_) ibv_destroy_qp(q);
+    ibv_destroy_qp(qp_);
+    sendRingMr_.reset();
+    recvRingMr_.reset();
+    std::free(sendRing_);
+    std::free(recvRing_);
+    throw;
   }
 }
 
