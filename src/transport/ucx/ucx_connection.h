@@ -69,6 +69,9 @@ class UcxConnection final : public Connection {
     void* request = nullptr;
     ucp_rkey_h rkey = nullptr;
   };
+  static bool namesRegistration(const RemoteKey& key);
+  // Posts the receive of key's packed rkey into r; the request, or UCX's error.
+  void* receiveKey(Remote& r, const RemoteKey& key);
   ucp_rkey_h rkeyFor(const RemoteKey& key);
   // Waits, bounded, for a request of a one-sided access or of a key.
   void waitFor(void*& request, const std::string& what);

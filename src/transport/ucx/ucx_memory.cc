@@ -82,16 +82,9 @@ void UcxConnection::releaseRemoteKey(const RemoteKey& key) noexcept {
   if (it == remotes_.end()) {
     // Never read through: its rkey's message still comes (or came), and is
     // received and dropped.
-    if (key.bytes == 0 || key.handle[0] == 0 || key.handle[1] == 0 || key.handle[1] > kMaxPackedBytes || !ep_)
-      return;
+    if (key.bytes == 0 || !namesRegistration(key) || !ep_) return;
     Remote r;
-    r.packed.resize(key.handle[1]);
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    void* q = ucp_tag_recv_nbx(transport_.worker(), r.packed.data(), r.packed.size(), keyTag(peer_, key.handle[0]),
-                               ~uint64_t{0}, &p);
-    if (UCS_PTR_IS_ERR(q)) return;  // a failing worker: its close ends everything
-    r.request = q;
+    if (UCS_PTR_IS_ERR(receiveKey(r, key))) return;  // a failing worker: its close ends everything
     draining_.push_back(std::move(r));
     return;
   }
@@ -101,24 +94,34 @@ void UcxConnection::releaseRemoteKey(const RemoteKey& key) noexcept {
   remotes_.erase(it);
 }
 
+// A key's handle: the id of the owner's registration and its packed rkey's size.
+bool UcxConnection::namesRegistration(const RemoteKey& key) {
+  return key.handle[0] != 0 && key.handle[1] != 0 && key.handle[1] <= kMaxPackedBytes;
+}
+
+void* UcxConnection::receiveKey(Remote& r, const RemoteKey& key) {
+  r.packed.resize(key.handle[1]);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  void* q = ucp_tag_recv_nbx(transport_.worker(), r.packed.data(), r.packed.size(), keyTag(peer_, key.handle[0]),
+                             ~uint64_t{0}, &p);
+  if (!UCS_PTR_IS_ERR(q)) r.request = q;
+  return q;
+}
+
 ucp_rkey_h UcxConnection::rkeyFor(const RemoteKey& key) {
-  const uint64_t id = key.handle[0], packedBytes = key.handle[1];
-  if (id == 0 || packedBytes == 0 || packedBytes > kMaxPackedBytes)
+  if (!namesRegistration(key))
     throw ConnectionError(gyreInvalidUsage, peer_,
-                          "ucx: a key from " + peerName_ + " names no registration (id " + std::to_string(id) +
-                              ", " + std::to_string(packedBytes) + "-byte rkey)");
-  auto [it, fresh] = remotes_.try_emplace(id);
+                          "ucx: a key from " + peerName_ + " names no registration (id " +
+                              std::to_string(key.handle[0]) + ", " + std::to_string(key.handle[1]) + "-byte rkey)");
+  auto [it, fresh] = remotes_.try_emplace(key.handle[0]);
   Remote& r = it->second;
   if (r.rkey) return r.rkey;
-  if (fresh) {
-    r.packed.resize(packedBytes);
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    void* q = ucp_tag_recv_nbx(transport_.worker(), r.packed.data(), r.packed.size(), keyTag(peer_, id),
-                               ~uint64_t{0}, &p);
-    if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receiving a registration's key from");
-    r.request = q;
-  }
+  if (fresh)
+    if (void* q = receiveKey(r, key); UCS_PTR_IS_ERR(q)) {
+      remotes_.erase(it);  // nothing is on its way into it
+      throwStatus(UCS_PTR_STATUS(q), "receiving a registration's key from");
+    }
   waitFor(r.request, "the key of a range registered by");
   if (ucs_status_t s = ucp_ep_rkey_unpack(ep_, r.packed.data(), &r.rkey); s != UCS_OK) {
     r.rkey = nullptr;

@@ -27,8 +27,7 @@ constexpr size_t kReadAhead = 4;
 // generous, because under emulation (Soft-RoCE in a TCG guest) an ack can
 // take a while; a dead remote peer is named after about 4 s.
 constexpr uint8_t kAckTimeout = 17;
-// The queue pairs that only read: a read of each message in flight at most.
-constexpr uint32_t kDataDepth = kReadAhead + 4;
+static_assert(VerbsConnection::kReadQueueDepth > kReadAhead, "a read of each message taken out of the ring");
 // A rendezvous read is split across the queue pairs in pieces of at least this.
 constexpr size_t kMinPieceBytes = 64 << 10;
 
@@ -66,7 +65,7 @@ VerbsConnection::VerbsConnection(VerbsTransport& transport, int peer)
   // read of each message in flight per queue pair at most, nothing received.
   try {
     for (int i = 1; i < transport.options().qpsPerPeer; ++i) {
-      dataQps_.push_back(makeQp(kDataDepth, 1));
+      dataQps_.push_back(makeQp(kReadQueueDepth, 1));
       dataPsns_.push_back(std::random_device{}() & 0xffffff);
       dataOutstanding_.push_back(0);
     }
@@ -341,7 +340,7 @@ bool VerbsConnection::post(ibv_send_wr& wr, size_t q) {
 }
 
 bool VerbsConnection::hasRoom(size_t q) const {
-  return q == 0 ? sendsOutstanding_ < sendDepth_ : dataOutstanding_[q - 1] < kDataDepth;
+  return q == 0 ? sendsOutstanding_ < sendDepth_ : dataOutstanding_[q - 1] < kReadQueueDepth;
 }
 
 // Posts what is owed, as room in the send queue allows: the reads of

@@ -61,6 +61,9 @@ class VerbsConnection final : public Connection {
   // and posts the receives; throws Error (saying which step) on failure.
   void bringUp(const std::vector<verbs_wire::QpInfo>& remote, const verbs_wire::PortAddress& port);
   std::vector<uint32_t> qpNumbers() const;  // every queue pair's, for completions
+  // Work requests a queue pair that only reads may have outstanding (a read
+  // of each message taken out of the ring, and room to spare).
+  static constexpr uint32_t kReadQueueDepth = 8;
   // Creation's check that the peer is heard over this queue pair (a queue
   // pair toward an address that reaches nobody came up, and its packets
   // vanished without an error, under Soft-RoCE): a credit notice that says

@@ -59,9 +59,9 @@ std::string VerbsTransport::open() {
   wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd_ < 0) return "eventfd failed: " + std::string(std::strerror(errno));
   // Every queue pair's sends and receives can be outstanding at once.
-  // (The queue pairs that only read: 8 reads each at most, and a receive.)
+  // (The queue pairs that only read: their reads, and a receive.)
   const size_t perPeer = 3 * static_cast<size_t>(options_.slots) + 40 +
-                         9 * static_cast<size_t>(options_.qpsPerPeer - 1);
+                         (VerbsConnection::kReadQueueDepth + 1) * static_cast<size_t>(options_.qpsPerPeer - 1);
   const int entries =
       static_cast<int>(std::min<size_t>(perPeer * static_cast<size_t>(std::max(nranks_ - 1, 1)),
                                         static_cast<size_t>(device_->maxCqEntries())));
@@ -166,28 +166,23 @@ std::unique_ptr<VerbsTransport> VerbsTransport::create(bootstrap::Bootstrap& bs,
     }
     return std::string();
   };
-  t->unusable_ = firstWhy(table.data(), stride, sizeof(Opened::why));
-  if (!t->unusable_.empty()) {
-    GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
-    return t;
-  }
+  // Each stage's outcome, the same on every rank: true (and logged) when it
+  // leaves verbs unusable.
+  auto unusable = [&](std::string reason) {
+    t->unusable_ = std::move(reason);
+    if (!t->unusable_.empty()) GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
+    return !t->unusable_.empty();
+  };
+  if (unusable(firstWhy(table.data(), stride, sizeof(Opened::why)))) return t;
 
   // Second: every queue pair up, and every rank knows it before anyone
   // sends (a message to a queue pair not yet ready to receive is dropped).
-  t->unusable_ = firstRankUnable(bs, t->bringUp(table, stride), deadline);
-  if (!t->unusable_.empty()) {
-    GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
-    return t;
-  }
+  if (unusable(firstRankUnable(bs, t->bringUp(table, stride), deadline))) return t;
   // Third: every peer heard over its queue pair, or no rank uses verbs.
   for (auto& c : t->peers_)
     if (c)
       for (uint32_t qpn : c->qpNumbers()) t->byQp_[qpn] = c.get();
-  t->unusable_ = firstRankUnable(bs, t->hello(deadline), deadline);
-  if (!t->unusable_.empty()) {
-    GYRE_INFO("rank %d: verbs unusable (%s)", bs.rank(), t->unusable_.c_str());
-    return t;
-  }
+  if (unusable(firstRankUnable(bs, t->hello(deadline), deadline))) return t;
   t->handedOut_.assign(n, false);
   GYRE_INFO("rank %d: verbs ready on %s, %zu peers x %zu queue pairs", bs.rank(),
             t->device_->describe().c_str(), n - 1, qps);
