@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -275,6 +276,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   bool waitForData_ = true;     // for data (else for room)
   bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
+  int64_t lastReportPollNs_ = INT64_MIN / 2;  // checkReports' latest poll of the network
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
   bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)
