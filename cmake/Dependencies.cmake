@@ -3,9 +3,9 @@ set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 find_package(PkgConfig QUIET)
 
-# CUDA toolkit: compiled where present; the CPU build never needs it.
-find_package(CUDAToolkit QUIET)
-set(GYRE_HAVE_CUDA ${CUDAToolkit_FOUND})
+# CUDA: the kernels and device paths where the toolkit is (cmake/Cuda.cmake);
+# the CPU build never needs it.
+include(${CMAKE_CURRENT_LIST_DIR}/Cuda.cmake)
 
 if(PkgConfig_FOUND)
   pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
@@ -22,7 +22,18 @@ else()
   set(GYRE_HAVE_VERBS FALSE)
 endif()
 
-if(GYRE_BUILD_TESTS)
+set(GYRE_GTEST_SOURCE "" CACHE PATH
+    "GoogleTest's sources to build the tests with, where no installed GoogleTest is (tools/gpu-check.sh)")
+if(GYRE_BUILD_TESTS AND GYRE_GTEST_SOURCE)
+  set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+  add_subdirectory(${GYRE_GTEST_SOURCE} ${PROJECT_BINARY_DIR}/googletest EXCLUDE_FROM_ALL SYSTEM)
+  foreach(t gtest gtest_main gmock)
+    if(NOT TARGET GTest::${t})  # googletest 1.11+ makes them itself
+      add_library(GTest::${t} ALIAS ${t})
+    endif()
+  endforeach()
+  set(GTest_FOUND TRUE)
+elseif(GYRE_BUILD_TESTS)
   find_package(GTest QUIET)
   if(NOT GTest_FOUND)
     message(FATAL_ERROR "GoogleTest not found: apt-get install libgtest-dev, or -DGYRE_BUILD_TESTS=OFF")

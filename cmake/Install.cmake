@@ -101,6 +101,10 @@ endif()
 if(GYRE_HAVE_VERBS)
   list(APPEND _gyre_pc_libs -libverbs)
 endif()
+if(GYRE_HAVE_CUDA)
+  # The CUDA runtime, static as libgyre.so links it (it opens the driver).
+  list(APPEND _gyre_pc_libs -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static)
+endif()
 # libgyre.a is C++: a C program linking it statically needs the C++ runtime.
 foreach(l IN LISTS GYRE_CXX_RUNTIME_LIBS)
   list(APPEND _gyre_pc_libs -l${l})

@@ -2,7 +2,6 @@
 // CPUs without AVX2 (and on other architectures) and defines the semantics the
 // vector versions are tested against.
 #include <cstring>
-#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -16,10 +15,9 @@
 namespace gyre::kernels::scalar {
 namespace {
 
+// The arithmetic itself is kernels/common/arith.h's, shared with the GPU.
 template <class T>
 struct IntV {
-  // Arithmetic in the unsigned type: wraps by definition, so UBSan is quiet.
-  using U = std::make_unsigned_t<T>;
   using Elem = T;
   using Reg = T;
   using Packed = T;
@@ -28,30 +26,13 @@ struct IntV {
   static Reg load(const T* p) { return *p; }
   static Packed pack(Reg r) { return r; }
   static void store(T* p, Packed v) { *p = v; }
-  static Reg add(Reg x, Reg y) {
-    return static_cast<T>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
-  }
-  // uint8 * uint8 promotes to int but cannot overflow it (255 * 255).
-  static Reg mul(Reg x, Reg y) {
-    return static_cast<T>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
-  }
-  static Reg max(Reg x, Reg y) { return y > x ? y : x; }
-  static Reg min(Reg x, Reg y) { return y < x ? y : x; }
+  static Reg add(Reg x, Reg y) { return arith::add(x, y); }
+  static Reg mul(Reg x, Reg y) { return arith::mul(x, y); }
+  static Reg max(Reg x, Reg y) { return arith::pickMax(x, y); }
+  static Reg min(Reg x, Reg y) { return arith::pickMin(x, y); }
   static Div makeDiv(uint32_t d) { return d; }
-  static Reg div(Reg r, Div d) { return divideInt(r, d); }
+  static Reg div(Reg r, Div d) { return arith::divide<arith::Plain<T>>(r, d); }
 };
-
-// Max/min pick one input, never compute: a if a is NaN, else b if b is NaN,
-// else b only when strictly greater (less), so equal values (and -0 vs +0)
-// give a.
-template <class F>
-inline F pickMax(F x, F y) {
-  return (!(x >= y) && x == x) ? y : x;
-}
-template <class F>
-inline F pickMin(F x, F y) {
-  return (!(x <= y) && x == x) ? y : x;
-}
 
 template <class F>
 struct FloatV {
@@ -63,10 +44,10 @@ struct FloatV {
   static Reg load(const F* p) { return *p; }
   static Packed pack(Reg r) { return r; }
   static void store(F* p, Packed v) { *p = v; }
-  static Reg add(Reg x, Reg y) { return x + y; }
-  static Reg mul(Reg x, Reg y) { return x * y; }
-  static Reg max(Reg x, Reg y) { return pickMax(x, y); }
-  static Reg min(Reg x, Reg y) { return pickMin(x, y); }
+  static Reg add(Reg x, Reg y) { return arith::add(x, y); }
+  static Reg mul(Reg x, Reg y) { return arith::mul(x, y); }
+  static Reg max(Reg x, Reg y) { return arith::pickMax(x, y); }
+  static Reg min(Reg x, Reg y) { return arith::pickMin(x, y); }
   static Div makeDiv(uint32_t d) { return static_cast<F>(d); }
   static Reg div(Reg r, Div d) { return r / d; }
 };
@@ -82,10 +63,10 @@ struct HalfV {
   static Reg load(const uint16_t* p) { return kToFloat(*p); }
   static Packed pack(Reg r) { return kFromFloat(r); }
   static void store(uint16_t* p, Packed v) { *p = v; }
-  static Reg add(Reg x, Reg y) { return x + y; }
-  static Reg mul(Reg x, Reg y) { return x * y; }
-  static Reg max(Reg x, Reg y) { return pickMax(x, y); }
-  static Reg min(Reg x, Reg y) { return pickMin(x, y); }
+  static Reg add(Reg x, Reg y) { return arith::add(x, y); }
+  static Reg mul(Reg x, Reg y) { return arith::mul(x, y); }
+  static Reg max(Reg x, Reg y) { return arith::pickMax(x, y); }
+  static Reg min(Reg x, Reg y) { return arith::pickMin(x, y); }
   static Div makeDiv(uint32_t d) { return static_cast<float>(d); }
   // reduce.h divides the stored out0, so round to 16 bits before dividing.
   static Reg div(Reg r, Div d) { return kToFloat(kFromFloat(r)) / d; }

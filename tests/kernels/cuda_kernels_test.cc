@@ -1,0 +1,205 @@
+// The CUDA kernels against the CPU kernels, on a real GPU (label `gpu`;
+// skipped, saying why, where the runtime sees no device). Every dtype, op,
+// divide, count and alignment, in place and out of place, with a second
+// output: the same bits as the CPU, except a NaN that a sum, product or
+// divide makes, whose payload the GPU does not keep (it is still a NaN).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/scale.h"
+#include "kernels/cuda/launch.h"
+#include "tests/kernels/reference.h"
+
+namespace gyre::kernels::testing {
+namespace {
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda::deviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  }
+};
+
+// Device memory holding bytes at an offset from a 256-byte boundary.
+struct DeviceBuffer {
+  DeviceBuffer(size_t bytes, size_t at) : offset(at) {
+    EXPECT_EQ(cudaMalloc(&base, bytes + at + 16), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(base); }
+  void* get() const { return static_cast<unsigned char*>(base) + offset; }
+  void* base = nullptr;
+  size_t offset;
+};
+
+void toDevice(void* dst, const std::vector<unsigned char>& src) {
+  ASSERT_EQ(cudaMemcpy(dst, src.data(), src.size(), cudaMemcpyHostToDevice), cudaSuccess);
+}
+std::vector<unsigned char> fromDevice(const void* src, size_t bytes) {
+  std::vector<unsigned char> out(bytes);
+  EXPECT_EQ(cudaMemcpy(out.data(), src, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  return out;
+}
+
+bool isNanAt(DType dt, const std::vector<unsigned char>& v, size_t i) {
+  switch (dt) {
+    case DType::Float32: {
+      float f;
+      std::memcpy(&f, v.data() + 4 * i, 4);
+      return std::isnan(f);
+    }
+    case DType::Float64: {
+      double f;
+      std::memcpy(&f, v.data() + 8 * i, 8);
+      return std::isnan(f);
+    }
+    case DType::Float16:
+    case DType::Bfloat16: {
+      uint16_t h;
+      std::memcpy(&h, v.data() + 2 * i, 2);
+      return dt == DType::Float16 ? (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) : (h & 0x7f80u) == 0x7f80u && (h & 0x7fu);
+    }
+    default:
+      return false;
+  }
+}
+
+::testing::AssertionResult same(DType dt, bool computed, const std::vector<unsigned char>& want,
+                                const std::vector<unsigned char>& got) {
+  const size_t size = dtypeSize(dt);
+  for (size_t i = 0; i < want.size() / size; ++i) {
+    if (std::memcmp(want.data() + i * size, got.data() + i * size, size) == 0) continue;
+    if (computed && isNanAt(dt, want, i) && isNanAt(dt, got, i)) continue;
+    return ::testing::AssertionFailure() << "element " << i << " differs";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(CudaKernels, ReduceMatchesTheCpuForEveryTypeOpDivideCountAndAlignment) {
+  uint64_t seed = 1;
+  for (DType dt : kAllDTypes) {
+    const size_t es = dtypeSize(dt);
+    for (size_t n : {size_t{1}, size_t{7}, size_t{1031}, size_t{(1u << 20) + 3}}) {
+      const auto a = randomValues(dt, n, ++seed);
+      const auto b = randomValues(dt, n, ++seed);
+      for (size_t offset : {size_t{0}, es, size_t{16} - es}) {
+        DeviceBuffer da(a.size(), offset), db(b.size(), offset), d0(a.size(), offset), d1(a.size(), 0);
+        toDevice(da.get(), a);
+        toDevice(db.get(), b);
+        for (Op op : kAllOps) {
+          for (bool hasB : {true, false}) {
+            for (uint32_t divisor : {1u, 3u}) {
+              if (!hasB && op != Op::Sum) continue;
+              ReduceTask t;
+              t.dtype = dt;
+              t.op = op;
+              t.a = a.data();
+              t.b = hasB ? b.data() : nullptr;
+              std::vector<unsigned char> want(a.size());
+              t.out0 = want.data();
+              t.count = n;
+              t.divisor = divisor;
+              run(t);
+              t.a = da.get();
+              t.b = hasB ? db.get() : nullptr;
+              t.out0 = d0.get();
+              t.out1 = d1.get();  // a second output at another alignment
+              ASSERT_EQ(cuda::reduce(t, nullptr), 0);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              const bool computed = (hasB && (op == Op::Sum || op == Op::Prod)) || divisor > 1;
+              EXPECT_TRUE(same(dt, computed, want, fromDevice(d0.get(), want.size())))
+                  << dtypeName(dt) << " " << opName(op) << " n=" << n << " offset " << offset << " divisor "
+                  << divisor << (hasB ? "" : " copy");
+              EXPECT_TRUE(same(dt, computed, want, fromDevice(d1.get(), want.size()))) << "out1";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernels, InPlaceReduceAndMisalignedPointersAreExact) {
+  const size_t n = 4099;
+  const auto a = randomValues(DType::Float32, n, 5);
+  const auto b = randomValues(DType::Float32, n, 6);
+  std::vector<unsigned char> want(a.size());
+  ReduceTask t;
+  t.a = a.data();
+  t.b = b.data();
+  t.out0 = want.data();
+  t.count = n;
+  run(t);
+  // a at offset 4, b at offset 8: they never share a 16-byte alignment.
+  DeviceBuffer da(a.size(), 4), db(b.size(), 8);
+  toDevice(da.get(), a);
+  toDevice(db.get(), b);
+  t.a = da.get();
+  t.b = db.get();
+  t.out0 = da.get();  // in place
+  ASSERT_EQ(cuda::reduce(t, nullptr), 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(same(DType::Float32, true, want, fromDevice(da.get(), want.size())));
+}
+
+TEST_F(CudaKernels, ScaleMatchesTheCpu) {
+  const size_t n = 10007;
+  for (DType dt : kAllDTypes) {
+    const auto x = randomValues(dt, n, 40 + static_cast<int>(dt));
+    const auto s = randomValues(dt, 1, 90 + static_cast<int>(dt));
+    std::vector<unsigned char> want(x.size());
+    scale(dt, want.data(), x.data(), n, s.data());
+    DeviceBuffer dx(x.size(), 0), dy(x.size(), dtypeSize(dt));
+    toDevice(dx.get(), x);
+    ASSERT_EQ(cuda::scale(dt, dy.get(), dx.get(), n, s.data(), nullptr), 0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(same(dt, true, want, fromDevice(dy.get(), want.size()))) << dtypeName(dt);
+  }
+}
+
+TEST_F(CudaKernels, CastsRoundLikeTheCpuAndRefuseOtherTypes) {
+  const size_t n = 65536;
+  std::vector<unsigned char> all(n * 2);
+  for (size_t i = 0; i < n; ++i) {  // every 16-bit encoding
+    const uint16_t h = static_cast<uint16_t>(i);
+    std::memcpy(all.data() + 2 * i, &h, 2);
+  }
+  for (DType narrow : {DType::Float16, DType::Bfloat16}) {
+    // Widening every encoding, then narrowing the result back.
+    std::vector<unsigned char> wide(n * 4);
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, all.data() + 2 * i, 2);
+      const float f = narrow == DType::Float16 ? halfToFloat(h) : bfloat16ToFloat(h);
+      std::memcpy(wide.data() + 4 * i, &f, 4);
+    }
+    DeviceBuffer dn(all.size(), 0), dw(wide.size(), 0), back(all.size(), 0);
+    toDevice(dn.get(), all);
+    ASSERT_EQ(cuda::cast(narrow, DType::Float32, dw.get(), dn.get(), n, nullptr), 0);
+    ASSERT_EQ(cuda::cast(DType::Float32, narrow, back.get(), dw.get(), n, nullptr), 0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(same(DType::Float32, false, wide, fromDevice(dw.get(), wide.size()))) << dtypeName(narrow);
+    std::vector<unsigned char> roundTrip(all.size());
+    for (size_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, wide.data() + 4 * i, 4);
+      const uint16_t h = narrow == DType::Float16 ? floatToHalf(f) : floatToBfloat16(f);
+      std::memcpy(roundTrip.data() + 2 * i, &h, 2);
+    }
+    EXPECT_TRUE(same(narrow, false, roundTrip, fromDevice(back.get(), all.size()))) << dtypeName(narrow);
+  }
+  DeviceBuffer d(64, 0);
+  const int e = cuda::cast(DType::Int32, DType::Float16, d.get(), d.get(), 4, nullptr);
+  EXPECT_NE(e, 0);
+  EXPECT_NE(cuda::errorString(e).find("invalid argument"), std::string::npos) << cuda::errorString(e);
+}
+
+}  // namespace
+}  // namespace gyre::kernels::testing

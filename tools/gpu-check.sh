@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with an NVIDIA GPU, build gyre with CUDA, run
+# the tests labelled `gpu` and the GPU benchmarks, and write a summary, in
+# well under 8 minutes (docs/gpu.md, "Running the device check").
+#
+#   tools/gpu-check.sh [summary-dir]
+#
+# The summary goes to summary-dir (default: $OUT where set, else
+# build-gpu/check): summary.md (what ran, what passed, the numbers) and the
+# logs beside it. Only the GPU targets are built. Where no GoogleTest is
+# installed, the sources from `tools/gpu-check.sh --prepare` (run on a
+# machine with Debian's googletest package; they land in .gpu-deps/, which
+# git ignores) are built instead: carry .gpu-deps to the GPU machine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = --prepare ]; then
+  mkdir -p .gpu-deps
+  grep -qx '/.gpu-deps/' .git/info/exclude 2>/dev/null || echo /.gpu-deps/ >> .git/info/exclude
+  rm -rf .gpu-deps/googletest
+  cp -r /usr/src/googletest .gpu-deps/googletest
+  echo "prepared .gpu-deps/googletest; carry .gpu-deps"
+  exit 0
+fi
+
+out=${1:-${OUT:-build-gpu/check}}
+mkdir -p "$out"
+summary=$out/summary.md
+jobs=$(nproc)
+start=$(date +%s)
+status=0
+say() { echo "$*" | tee -a "$summary"; }
+: > "$summary"
+say "# gyre GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say ""
+say '```'
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee -a "$summary"
+nvcc --version 2>&1 | tail -1 | tee -a "$summary"
+say '```'
+
+gtest=()
+if [ -d .gpu-deps/googletest ]; then gtest=(-DGYRE_GTEST_SOURCE="$PWD/.gpu-deps/googletest"); fi
+# One architecture: this GPU's (sm_90 on Hopper), found by nvidia-smi.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+arch=${arch:-90}
+if ! timeout 240 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGYRE_CUDA=ON \
+     -DCMAKE_CUDA_ARCHITECTURES="$arch" "${gtest[@]}" > "$out/configure.log" 2>&1; then
+  say "configure FAILED (tail of $out/configure.log):"; tail -20 "$out/configure.log" | tee -a "$summary"; exit 1
+fi
+targets=(gyre-gpu-kernel-bench)
+grep -q "tests (GoogleTest): yes" "$out/configure.log" && targets+=(cuda_kernels_test)
+if ! timeout 300 cmake --build build-gpu -j"$jobs" --target "${targets[@]}" > "$out/build.log" 2>&1; then
+  say "build FAILED (tail of $out/build.log):"; tail -30 "$out/build.log" | tee -a "$summary"; exit 1
+fi
+say ""
+say "built ${targets[*]} for sm_$arch in $(( $(date +%s) - start )) s"
+
+if [[ " ${targets[*]} " == *" cuda_kernels_test "* ]]; then
+  say ""
+  say "## tests labelled gpu"
+  if timeout 240 ctest --test-dir build-gpu -L gpu --output-on-failure -j4 > "$out/ctest.log" 2>&1; then
+    say "$(grep -E 'tests passed' "$out/ctest.log")"
+    # On a GPU machine a skip is a failure: the test found no device.
+    skipped=$(grep -c '(Skipped)' "$out/ctest.log")
+    if [ "$skipped" != 0 ]; then
+      status=1
+      say "but $skipped skipped (no usable GPU?):"; grep -m3 '(Skipped)' "$out/ctest.log" | tee -a "$summary"
+    fi
+  else
+    status=1
+    say "FAILED:"; grep -E "tests passed|\(Failed\)|\(Timeout\)|Skipped" "$out/ctest.log" | tee -a "$summary"
+  fi
+else
+  say "no GoogleTest here and no .gpu-deps: the gpu tests were not built"
+fi
+
+say ""
+say "## reduce kernel against the GPU's own copy (gyre-gpu-kernel-bench)"
+timeout 120 build-gpu/bench/gyre-gpu-kernel-bench --bytes $((256 << 20)) --reps 20 > "$out/kernel-bench.md" 2>&1 || status=1
+cat "$out/kernel-bench.md" | tee -a "$summary"
+
+say ""
+say "finished in $(( $(date +%s) - start )) s, status $status"
+exit $status
