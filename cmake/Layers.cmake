@@ -1,6 +1,6 @@
 # The library's layers, bottom to top (docs/design.md):
 #
-#   base  <  kernels, topology  <  bootstrap  <  transport  <  collectives  <  core  <  compat
+#   base  <  kernels < device, topology  <  bootstrap  <  transport  <  collectives  <  core  <  compat
 #
 # Every source file includes by layer ("transport/transport.h"), so one include
 # root holding all of src/ would let any file reach any layer. Instead each
@@ -43,12 +43,13 @@ endfunction()
 # What each layer may include: itself and the layers it builds on.
 set(GYRE_LAYER_base        base)
 set(GYRE_LAYER_kernels     base kernels)
+set(GYRE_LAYER_device      base kernels device)
 set(GYRE_LAYER_topology    base topology)
 set(GYRE_LAYER_bootstrap   base topology bootstrap)
 set(GYRE_LAYER_transport   base kernels topology bootstrap transport)
 set(GYRE_LAYER_collectives base kernels topology transport collectives)
-set(GYRE_LAYER_core        base kernels topology bootstrap transport collectives core)
-foreach(layer base kernels topology bootstrap transport collectives core)
+set(GYRE_LAYER_core        base kernels device topology bootstrap transport collectives core)
+foreach(layer base kernels device topology bootstrap transport collectives core)
   gyre_view(${layer} ${GYRE_LAYER_${layer}})
 endforeach()
 
@@ -66,7 +67,7 @@ endfunction()
 # tests that need more than the C ABI: that layer's view (and so the layers
 # below it), linked with the static library. Defined once the library exists.
 function(gyre_internal_apis)
-  foreach(layer base kernels topology bootstrap transport collectives core)
+  foreach(layer base kernels device topology bootstrap transport collectives core)
     add_library(gyre_internal_${layer} INTERFACE)
     target_include_directories(gyre_internal_${layer} INTERFACE ${GYRE_VIEWS_DIR}/${layer})
     target_link_libraries(gyre_internal_${layer} INTERFACE gyre_static)

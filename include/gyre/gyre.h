@@ -86,7 +86,12 @@ typedef enum GYRE_ENUM_INT {
 typedef struct gyreComm* gyreComm_t;
 
 /* An opaque stream handle: a cudaStream_t in a CUDA build, NULL for host
- * memory. Host calls with a NULL stream complete before they return. */
+ * memory. Host calls with a NULL stream complete before they return; a call
+ * on a stream (device or pinned host memory of the stream's GPU) is
+ * enqueued on it and returns at once: its results are visible to work
+ * enqueued after it on that stream, and to the host after a stream
+ * synchronize. Its failure (a dead peer, an abort, the timeout) releases
+ * the stream and is reported by gyreCommGetAsyncError and the next call. */
 typedef void* gyreStream_t;
 
 #define GYRE_UNIQUE_ID_BYTES 128
@@ -208,7 +213,8 @@ GYRE_API gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t
                                     gyreComm_t comm, gyreStream_t stream);
 
 /* ---- Collectives. Signatures follow NCCL's; counts are elements. A NULL
- * stream means host memory and a call that completes before it returns.
+ * stream means host memory and a call that completes before it returns; a
+ * stream, device memory and a call enqueued on it (see gyreStream_t).
  * "In place" is spelled as in NCCL: the send and receive buffers are the
  * same memory (for AllGather: sendbuff == recvbuff + rank * sendcount; for
  * ReduceScatter: recvbuff == sendbuff + rank * recvcount). ---- */

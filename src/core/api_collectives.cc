@@ -5,6 +5,7 @@
 
 #include "collectives/call.h"
 #include "core/api_support.h"
+#include "core/device_calls.h"
 #include "core/group.h"
 
 namespace {
@@ -15,7 +16,6 @@ using gyre::api::checkDataType;
 using gyre::api::checkOverlap;
 using gyre::api::checkRank;
 using gyre::api::checkRedOp;
-using gyre::api::checkStream;
 using gyre::api::guarded;
 using gyre::api::impl;
 using gyre::api::requireBuffer;
@@ -23,7 +23,8 @@ using gyre::collectives::OpKind;
 using gyre::core::Communicator;
 using gyre::core::Operation;
 
-void dispatch(Communicator& c, Operation op) {
+void dispatch(Communicator& c, Operation op, gyreStream_t stream) {
+  gyre::core::bindStream(op, stream);
   c.bindPreMulSum(op);
   if (gyre::core::group::active()) {
     c.checkUsable();
@@ -40,7 +41,7 @@ void dispatchNonblocking(Communicator& c, Operation op, gyreRequest_t* request) 
   op.request = state;
   auto handle = std::make_unique<gyreRequest>();
   handle->state = state;
-  dispatch(c, std::move(op));
+  dispatch(c, std::move(op), nullptr);
   *request = handle.release();
 }
 
@@ -58,6 +59,7 @@ Operation allReduceOp(Communicator& c, const void* s, void* r, size_t count, gyr
   o.count = count;
   o.dtype = t;
   o.redop = gyre::api::enumBits(op);
+  o.sendBytes = o.recvBytes = bytes;
   return o;
 }
 
@@ -77,6 +79,8 @@ Operation broadcastOp(Communicator& c, const void* s, void* r, size_t count, gyr
   o.count = count;
   o.dtype = t;
   o.root = root;
+  o.sendBytes = o.sendbuff ? bytes : 0;
+  o.recvBytes = bytes;
   return o;
 }
 
@@ -98,6 +102,8 @@ Operation reduceOp(Communicator& c, const void* s, void* r, size_t count, gyreDa
   o.dtype = t;
   o.redop = gyre::api::enumBits(op);
   o.root = root;
+  o.sendBytes = bytes;
+  o.recvBytes = o.recvbuff ? bytes : 0;
   return o;
 }
 
@@ -114,6 +120,8 @@ Operation allGatherOp(Communicator& c, const void* s, void* r, size_t count, gyr
   o.recvbuff = r;
   o.count = count;
   o.dtype = t;
+  o.sendBytes = bytes;
+  o.recvBytes = all;
   return o;
 }
 
@@ -132,6 +140,8 @@ Operation reduceScatterOp(Communicator& c, const void* s, void* r, size_t count,
   o.count = count;
   o.dtype = t;
   o.redop = gyre::api::enumBits(op);
+  o.sendBytes = all;
+  o.recvBytes = bytes;
   return o;
 }
 
@@ -147,6 +157,7 @@ Operation allToAllOp(Communicator& c, const void* s, void* r, size_t count, gyre
   o.recvbuff = r;
   o.count = count;
   o.dtype = t;
+  o.sendBytes = o.recvBytes = all;
   return o;
 }
 
@@ -182,6 +193,8 @@ Operation allToAllvOp(Communicator& c, const void* s, const size_t* sc, const si
   o.dtype = t;
   o.vcounts.reserve(4 * static_cast<size_t>(n));
   for (const size_t* a : {sc, sd, rc, rd}) o.vcounts.insert(o.vcounts.end(), a, a + n);
+  o.sendBytes = sendBytes;
+  o.recvBytes = recvBytes;
   return o;
 }
 
@@ -202,6 +215,8 @@ Operation gatherOp(Communicator& c, const void* s, void* r, size_t count, gyreDa
   o.count = count;
   o.dtype = t;
   o.root = root;
+  o.sendBytes = bytes;
+  o.recvBytes = o.recvbuff ? all : 0;
   return o;
 }
 
@@ -222,6 +237,8 @@ Operation scatterOp(Communicator& c, const void* s, void* r, size_t count, gyreD
   o.count = count;
   o.dtype = t;
   o.root = root;
+  o.sendBytes = o.sendbuff ? all : 0;
+  o.recvBytes = bytes;
   return o;
 }
 
@@ -242,6 +259,8 @@ Operation pointToPointOp(Communicator& c, bool isSend, const void* s, void* r, s
   o.count = count;
   o.dtype = t;
   o.peer = peer;
+  o.sendBytes = isSend ? bytes : 0;
+  o.recvBytes = isSend ? 0 : bytes;
   return o;
 }
 
@@ -261,8 +280,7 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count, g
   return guarded("gyreAllReduce", [&] {
     Communicator& c = impl(comm);
     Operation o = allReduceOp(c, sendbuff, recvbuff, count, datatype, op);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -271,8 +289,7 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count, g
   return guarded("gyreBroadcast", [&] {
     Communicator& c = impl(comm);
     Operation o = broadcastOp(c, sendbuff, recvbuff, count, datatype, root);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -281,8 +298,7 @@ gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyre
   return guarded("gyreReduce", [&] {
     Communicator& c = impl(comm);
     Operation o = reduceOp(c, sendbuff, recvbuff, count, datatype, op, root);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -291,8 +307,7 @@ gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   return guarded("gyreAllGather", [&] {
     Communicator& c = impl(comm);
     Operation o = allGatherOp(c, sendbuff, recvbuff, sendcount, datatype);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -301,8 +316,7 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   return guarded("gyreReduceScatter", [&] {
     Communicator& c = impl(comm);
     Operation o = reduceScatterOp(c, sendbuff, recvbuff, recvcount, datatype, op);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -311,8 +325,7 @@ gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count, gy
   return guarded("gyreAllToAll", [&] {
     Communicator& c = impl(comm);
     Operation o = allToAllOp(c, sendbuff, recvbuff, count, datatype);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -322,8 +335,7 @@ gyreResult_t gyreAllToAllv(const void* sendbuff, const size_t sendcounts[], cons
   return guarded("gyreAllToAllv", [&] {
     Communicator& c = impl(comm);
     Operation o = allToAllvOp(c, sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -332,8 +344,7 @@ gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t sendcount, 
   return guarded("gyreGather", [&] {
     Communicator& c = impl(comm);
     Operation o = gatherOp(c, sendbuff, recvbuff, sendcount, datatype, root);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -342,8 +353,7 @@ gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
   return guarded("gyreScatter", [&] {
     Communicator& c = impl(comm);
     Operation o = scatterOp(c, sendbuff, recvbuff, recvcount, datatype, root);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -352,8 +362,7 @@ gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatyp
   return guarded("gyreSend", [&] {
     Communicator& c = impl(comm);
     Operation o = pointToPointOp(c, true, sendbuff, nullptr, count, datatype, peer);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
@@ -362,16 +371,14 @@ gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int
   return guarded("gyreRecv", [&] {
     Communicator& c = impl(comm);
     Operation o = pointToPointOp(c, false, nullptr, recvbuff, count, datatype, peer);
-    checkStream(stream);
-    dispatch(c, std::move(o));
+    dispatch(c, std::move(o), stream);
   });
 }
 
 gyreResult_t gyreBarrier(gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreBarrier", [&] {
     Communicator& c = impl(comm);
-    checkStream(stream);
-    dispatch(c, barrierOp());
+    dispatch(c, barrierOp(), stream);
   });
 }
 

@@ -22,11 +22,6 @@ void checkRedOp(const gyreRedOp_t& op, const core::Communicator& comm, const gyr
                                         std::to_string(enumBits(t)));
 }
 
-void checkStream(gyreStream_t stream) {
-  if (stream)
-    throwError(gyreInvalidArgument, "stream must be NULL: this gyre was built without CUDA and works on host memory");
-}
-
 void checkRank(int r, int nranks, const char* what) {
   if (r < 0 || r >= nranks)
     throwError(gyreInvalidArgument, std::string(what) + " " + std::to_string(r) + " is outside [0, " +

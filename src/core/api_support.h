@@ -108,7 +108,6 @@ int enumBits(const E& e) {
 void checkDataType(const gyreDataType_t& t);
 // A built-in op, or a PreMulSum op of comm made for this data type.
 void checkRedOp(const gyreRedOp_t& op, const core::Communicator& comm, const gyreDataType_t& t);
-void checkStream(gyreStream_t stream);
 void checkRank(int r, int nranks, const char* what);  // "root", "peer"
 // count * blocks elements of t, in bytes; throws naming `what` on overflow.
 size_t bytesOf(size_t count, size_t blocks, gyreDataType_t t, const char* what);

@@ -119,6 +119,12 @@ class Communicator final : public collectives::ExecContext, public collectives::
   double measureReduce();
   // Execution of submitted calls, on whichever thread owns the executor.
   void execute(Operation& op);
+  void runGroupMembers(std::vector<Operation>& ops);
+  // Calls on CUDA streams (device_calls.cc): queued with their streams'
+  // events and gates; run by the worker through host staging.
+  void enqueueOnStreams(Operation op);
+  void runOnDevice(Operation& op);
+  static void releaseStreams(DeviceCall& call) noexcept;
   void executeCollective(Operation& op);
   void executePointToPoint(std::span<Operation> ops);
   // For PreMulSum: sendbuff scaled into a buffer of ours; returns it.

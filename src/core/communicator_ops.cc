@@ -35,6 +35,7 @@ bool reduces(OpKind k) {
 
 void Communicator::submit(Operation op) {
   checkUsable();
+  if (op.stream) return enqueueOnStreams(std::move(op));  // device_calls.cc
   std::unique_lock<std::mutex> lock(queueMu_);
   if (!op.request && queue_.empty() && !busy_) {
     // The common case: nothing queued ahead, run on the caller's thread.
@@ -80,6 +81,13 @@ void Communicator::workerLoop() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
+    if (op.device) {
+      runOnDevice(op);  // never throws: a failure breaks the communicator
+      lock.lock();
+      busy_ = false;
+      queueCv_.notify_all();
+      continue;
+    }
     gyreResult_t result = gyreSuccess;
     std::string why;
     try {
@@ -117,6 +125,23 @@ void Communicator::finalize() {
 }
 
 void Communicator::runGroup(std::vector<Operation>& ops) {
+  // A group on streams is enqueued as one unit, all its calls or none on
+  // streams (a host call's result is due when gyreGroupEnd returns).
+  size_t onStreams = 0;
+  for (const Operation& op : ops) onStreams += op.stream != nullptr;
+  if (onStreams) {
+    if (onStreams != ops.size())
+      throwError(gyreInvalidUsage, "a group mixes calls on CUDA streams with host calls (NULL stream): " +
+                                       std::to_string(onStreams) + " of its " + std::to_string(ops.size()) +
+                                       " calls on this communicator have a stream");
+    checkUsable();
+    Operation group;
+    group.kind = ops.front().kind;
+    group.members = std::move(ops);
+    ops.clear();
+    enqueueOnStreams(std::move(group));
+    return;
+  }
   // The group's calls run on this thread, after anything queued before.
   waitForTurn();
   Turn turn{*this};
@@ -124,16 +149,7 @@ void Communicator::runGroup(std::vector<Operation>& ops) {
   std::string why;
   try {
     checkUsable();
-    // Every rank runs its group the same way: all sends and receives first,
-    // progressed together (so no order of them can deadlock, and none waits
-    // behind a collective that its peer runs later in its group), then the
-    // collectives in call order.
-    std::vector<Operation> p2p;
-    for (Operation& op : ops)
-      if (op.kind == OpKind::SendRecv) p2p.push_back(op);
-    if (!p2p.empty()) executePointToPoint(p2p);
-    for (Operation& op : ops)
-      if (op.kind != OpKind::SendRecv) execute(op);
+    runGroupMembers(ops);
   } catch (const Error& e) {
     result = e.code();
     why = e.what();
@@ -141,6 +157,19 @@ void Communicator::runGroup(std::vector<Operation>& ops) {
   for (Operation& op : ops)
     if (op.request) op.request->complete(result, why);
   if (result != gyreSuccess) throw Error(result, why);
+}
+
+void Communicator::runGroupMembers(std::vector<Operation>& ops) {
+  // Every rank runs its group the same way: all sends and receives first,
+  // progressed together (so no order of them can deadlock, and none waits
+  // behind a collective that its peer runs later in its group), then the
+  // collectives in call order.
+  std::vector<Operation> p2p;
+  for (Operation& op : ops)
+    if (op.kind == OpKind::SendRecv) p2p.push_back(op);
+  if (!p2p.empty()) executePointToPoint(p2p);
+  for (Operation& op : ops)
+    if (op.kind != OpKind::SendRecv) execute(op);
 }
 
 void Communicator::execute(Operation& op) {

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -33,6 +34,19 @@ struct RequestState {
   }
 };
 
+// A call enqueued on CUDA streams (docs/gpu.md): where each stream it runs
+// on had got to when it was enqueued (an event the proxy waits for) and the
+// gate that holds the stream after it until the call is done. Made by
+// enqueue(), released by the communicator's worker.
+struct DeviceCall {
+  struct Point {
+    gyreStream_t stream = nullptr;
+    void* ready = nullptr;  // the stream's event: the inputs are written
+    void* gate = nullptr;   // holds the stream until the call is done
+  };
+  std::vector<Point> points;  // one per stream the call (or its group) uses
+};
+
 struct Operation {
   collectives::OpKind kind = collectives::OpKind::AllReduce;
   const void* sendbuff = nullptr;
@@ -50,6 +64,13 @@ struct Operation {
   bool isSend = false;  // point to point
   std::vector<size_t> vcounts;  // AllToAllv: sendcounts, sdispls, recvcounts, rdispls (n each)
   std::shared_ptr<RequestState> request;  // nonblocking calls only
+  // The bytes the call reads from sendbuff and writes to recvbuff (their
+  // extents: classification and device staging use them).
+  size_t sendBytes = 0;
+  size_t recvBytes = 0;
+  gyreStream_t stream = nullptr;  // a call on a device stream
+  std::shared_ptr<DeviceCall> device;  // set when enqueued on its stream(s)
+  std::vector<Operation> members;  // a group enqueued on streams as one unit
 };
 
 }  // namespace gyre::core

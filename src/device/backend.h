@@ -1,0 +1,75 @@
+// The device behind a narrow interface: what gyre needs of a GPU to run a
+// call enqueued on a stream (classify memory, order work on a stream, move
+// bytes), and nothing of how. Two implementations: CUDA's (cuda_backend.cc,
+// in a CUDA build on a host with a device) and the host-emulated one
+// (emulated.h), which the tests use to drive every device path on a CPU.
+//
+// Handles (streams, events) are the backend's own opaque pointers; a stream
+// is what the C ABI calls gyreStream_t (a cudaStream_t under CUDA).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gyre::device {
+
+enum class MemoryKind : uint8_t {
+  Host,        // pageable host memory: the device cannot reach it
+  PinnedHost,  // page-locked host memory, mapped for the device
+  Device,      // a device's own memory
+  Managed,     // unified memory: migrates between host and device
+};
+const char* kindName(MemoryKind k);  // "host memory", "pinned host memory", ...
+
+struct MemoryInfo {
+  MemoryKind kind = MemoryKind::Host;
+  int device = -1;  // the ordinal, for device and managed memory
+};
+
+using Stream = void*;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // "cuda", "emulated"
+  virtual int deviceCount() const = 0;
+  // The calling thread's current device (-1: none).
+  virtual int currentDevice() const = 0;
+  virtual MemoryInfo classify(const void* p) const = 0;
+  // The device a stream belongs to; an Error naming the handle when it is
+  // not a stream this backend knows.
+  virtual int streamDevice(Stream s) const = 0;
+
+  // Device memory on `device`, and its release.
+  virtual void* allocate(size_t bytes, int device) = 0;
+  virtual void free(void* p) = 0;
+  // A copy in any direction, complete when it returns (on the backend's own
+  // stream: it waits for nothing the caller enqueued).
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // Stream order. An event marks the point a stream has reached when it is
+  // recorded; done() says whether the stream got past it (an Error when the
+  // stream failed). A gate holds a stream until it is opened: waitGate()
+  // enqueues the wait, openGate() (from any thread) releases it.
+  virtual void* recordEvent(Stream s) = 0;
+  virtual bool eventDone(void* event) = 0;
+  virtual void destroyEvent(void* event) noexcept = 0;
+  virtual void* makeGate() = 0;
+  virtual void waitGate(Stream s, void* gate) = 0;
+  virtual void openGate(void* gate) noexcept = 0;
+  virtual void destroyGate(void* gate) noexcept = 0;
+  // Waits until everything enqueued on s so far has run.
+  virtual void synchronize(Stream s) = 0;
+};
+
+// The process's backend: the emulated one when GYRE_DEVICE_BACKEND=emulated
+// (tests), CUDA's where it is built in and sees a device, else null (a host
+// without a GPU: every buffer is host memory, and a stream is an error).
+// Decided once; `why` (may be null) says why there is none.
+Backend* backend(std::string* why = nullptr);
+
+// Installs b as the process's backend (tests; null restores the default).
+void setBackendForTesting(Backend* b);
+
+}  // namespace gyre::device

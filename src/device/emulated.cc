@@ -1,0 +1,190 @@
+#include "device/emulated.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace gyre::device {
+
+namespace {
+thread_local int tlsDevice = 0;
+struct EventRec {
+  std::atomic<bool> done{false};
+};
+}  // namespace
+
+// A stream: work items run in order by a thread of its own.
+struct EmulatedBackend::Queue {
+  explicit Queue(int d) : device(d), thread([this] { run(); }) {}
+  ~Queue() {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      stopping = true;
+      cv.notify_all();
+    }
+    thread.join();
+  }
+  void push(std::function<void()> f) {
+    std::lock_guard<std::mutex> l(mu);
+    items.push_back(std::move(f));
+    cv.notify_all();
+  }
+  void run() {
+    for (;;) {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return stopping || !items.empty(); });
+      if (items.empty()) return;  // stopping, and everything ran
+      auto f = std::move(items.front());
+      items.pop_front();
+      l.unlock();
+      f();
+    }
+  }
+  const int device;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> items;
+  bool stopping = false;
+  std::thread thread;  // last: starts once the rest is made
+};
+
+// Held by its maker and by each stream item waiting at it: the last to let
+// go deletes it (the maker may destroy it while the stream still wakes up).
+struct EmulatedBackend::Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> refs{1};
+  static void release(Gate* g) {
+    if (g->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete g;
+  }
+};
+
+EmulatedBackend::EmulatedBackend(int devices) : devices_(devices) {}
+
+EmulatedBackend::~EmulatedBackend() {
+  for (Queue* q : queues_) delete q;
+  for (auto& [start, block] : blocks_) std::free(reinterpret_cast<void*>(start));
+}
+
+int EmulatedBackend::currentDevice() const { return tlsDevice; }
+
+void EmulatedBackend::setDevice(int device) {
+  if (device < 0 || device >= devices_)
+    throwError(gyreInvalidArgument, "emulated device " + std::to_string(device) + " does not exist");
+  tlsDevice = device;
+}
+
+MemoryInfo EmulatedBackend::classify(const void* p) const {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = blocks_.upper_bound(a);
+  if (it == blocks_.begin()) return {};
+  --it;
+  if (a >= it->first + it->second.first) return {};
+  return it->second.second;
+}
+
+EmulatedBackend::Queue& EmulatedBackend::queueOf(Stream s) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto* q = static_cast<Queue*>(s);
+  if (!queues_.count(q))
+    throwError(gyreInvalidArgument, "stream " + std::to_string(reinterpret_cast<uintptr_t>(s)) +
+                                        " is not a stream of the emulated device");
+  return *q;
+}
+
+int EmulatedBackend::streamDevice(Stream s) const { return queueOf(s).device; }
+
+void* EmulatedBackend::allocate(size_t bytes, int device) {
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  if (!p) throwError(gyreSystemError, "emulated device: out of memory for " + std::to_string(bytes) + " bytes");
+  std::lock_guard<std::mutex> l(mu_);
+  blocks_[reinterpret_cast<uintptr_t>(p)] = {bytes ? bytes : 1, MemoryInfo{MemoryKind::Device, device}};
+  return p;
+}
+
+void* EmulatedBackend::allocatePinned(size_t bytes) {
+  void* p = allocate(bytes, -1);
+  std::lock_guard<std::mutex> l(mu_);
+  blocks_[reinterpret_cast<uintptr_t>(p)].second = MemoryInfo{MemoryKind::PinnedHost, -1};
+  return p;
+}
+
+void EmulatedBackend::free(void* p) {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!blocks_.erase(reinterpret_cast<uintptr_t>(p)))
+      throwError(gyreInvalidArgument, "emulated device: freeing memory it did not allocate");
+  }
+  std::free(p);
+}
+
+void EmulatedBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
+
+Stream EmulatedBackend::createStream(int device) {
+  auto* q = new Queue(device);
+  std::lock_guard<std::mutex> l(mu_);
+  queues_.insert(q);
+  return q;
+}
+
+void EmulatedBackend::destroyStream(Stream s) {
+  Queue* q = &queueOf(s);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queues_.erase(q);
+  }
+  delete q;  // runs what is queued first
+}
+
+void EmulatedBackend::enqueue(Stream s, std::function<void()> work) { queueOf(s).push(std::move(work)); }
+
+void* EmulatedBackend::recordEvent(Stream s) {
+  auto* e = new EventRec;
+  queueOf(s).push([e] { e->done.store(true, std::memory_order_release); });
+  return e;
+}
+
+bool EmulatedBackend::eventDone(void* event) {
+  return static_cast<EventRec*>(event)->done.load(std::memory_order_acquire);
+}
+
+void EmulatedBackend::destroyEvent(void* event) noexcept { delete static_cast<EventRec*>(event); }
+
+void* EmulatedBackend::makeGate() { return new Gate; }
+
+void EmulatedBackend::waitGate(Stream s, void* gate) {
+  auto* g = static_cast<Gate*>(gate);
+  Queue& q = queueOf(s);
+  g->refs.fetch_add(1, std::memory_order_relaxed);
+  q.push([g] {
+    {
+      std::unique_lock<std::mutex> l(g->mu);
+      g->cv.wait(l, [&] { return g->open; });
+    }
+    Gate::release(g);
+  });
+}
+
+void EmulatedBackend::openGate(void* gate) noexcept {
+  auto* g = static_cast<Gate*>(gate);
+  std::lock_guard<std::mutex> l(g->mu);
+  g->open = true;
+  g->cv.notify_all();
+}
+
+void EmulatedBackend::destroyGate(void* gate) noexcept { Gate::release(static_cast<Gate*>(gate)); }
+
+void EmulatedBackend::synchronize(Stream s) {
+  auto* e = static_cast<EventRec*>(recordEvent(s));
+  while (!e->done.load(std::memory_order_acquire)) std::this_thread::yield();
+  delete e;
+}
+
+}  // namespace gyre::device

@@ -1,0 +1,63 @@
+// A device emulated on the host, for tests: "device memory" is host memory
+// the backend hands out and remembers (so classify() tells it from the
+// caller's own), each stream is an ordered queue run by a thread of its
+// own, events and gates are items in those queues. Every device path above
+// the backend (classification, stream order, staging, abort and peer death
+// on enqueued calls) runs on it without a GPU.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "device/backend.h"
+
+namespace gyre::device {
+
+class EmulatedBackend final : public Backend {
+ public:
+  explicit EmulatedBackend(int devices = 2);
+  ~EmulatedBackend() override;
+
+  const char* name() const override { return "emulated"; }
+  int deviceCount() const override { return devices_; }
+  int currentDevice() const override;
+  MemoryInfo classify(const void* p) const override;
+  int streamDevice(Stream s) const override;
+  void* allocate(size_t bytes, int device) override;
+  void free(void* p) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void* recordEvent(Stream s) override;
+  bool eventDone(void* event) override;
+  void destroyEvent(void* event) noexcept override;
+  void* makeGate() override;
+  void waitGate(Stream s, void* gate) override;
+  void openGate(void* gate) noexcept override;
+  void destroyGate(void* gate) noexcept override;
+  void synchronize(Stream s) override;
+
+  // For tests: the calling thread's device, streams, pinned host memory, and
+  // work of their own on a stream (a kernel's stand-in).
+  void setDevice(int device);
+  Stream createStream(int device);
+  void destroyStream(Stream s);
+  void* allocatePinned(size_t bytes);
+  void enqueue(Stream s, std::function<void()> work);
+
+ private:
+  struct Queue;
+  struct Gate;
+  Queue& queueOf(Stream s) const;
+
+  const int devices_;
+  mutable std::mutex mu_;
+  std::map<uintptr_t, std::pair<size_t, MemoryInfo>> blocks_;  // by start address
+  std::set<Queue*> queues_;
+};
+
+}  // namespace gyre::device

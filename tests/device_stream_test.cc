@@ -1,0 +1,309 @@
+// Calls on device memory and streams, on the host-emulated device
+// (src/device/emulated.h): every rank is a real process over a real
+// transport; its "GPU" is host memory the backend hands out and its streams
+// are ordered queues run by threads. What is checked is what a CUDA user
+// relies on: a call on a stream returns at once, runs after the work
+// enqueued before it, and work enqueued after it sees its results; groups
+// go as one unit; bad buffers and streams are named; a dead peer or an
+// abort releases the stream and is reported, never a hang.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "device/emulated.h"
+#include "tests/support/multiprocess.h"
+
+namespace gyre::test {
+namespace {
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// A rank's emulated GPU, installed as the process's backend.
+struct Gpu {
+  device::EmulatedBackend emu{2};
+  Gpu() { device::setBackendForTesting(&emu); }
+  ~Gpu() { device::setBackendForTesting(nullptr); }
+  float* floats(size_t n, int dev = 0) { return static_cast<float*>(emu.allocate(n * sizeof(float), dev)); }
+  // Host-side reads and writes of device memory, in stream order.
+  void fill(device::Stream s, float* p, std::vector<float> v) {
+    emu.enqueue(s, [p, v] { std::memcpy(p, v.data(), v.size() * sizeof(float)); });
+  }
+  std::vector<float> read(device::Stream s, const float* p, size_t n) {
+    std::vector<float> out(n);
+    emu.enqueue(s, [p, n, &out] { std::memcpy(out.data(), p, n * sizeof(float)); });
+    emu.synchronize(s);
+    return out;
+  }
+};
+
+constexpr const char* kTransport = "shm";
+
+// ---- every collective on device buffers, in stream order ----
+
+int everyCollectiveBody(int rank, int n, const gyreUniqueId& id, const char* transport) {
+  Checker check(rank);
+  Gpu gpu;
+  gyreComm_t comm = initRank(rank, n, id, transport);
+  if (!comm) return 1;
+  device::Stream s = gpu.emu.createStream(0);
+  const size_t count = 1000;
+  float* send = gpu.floats(count * n);
+  float* recv = gpu.floats(count * n);
+  auto expectAll = [&](const std::vector<float>& got, const std::function<float(size_t)>& want,
+                       const std::string& what) {
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != want(i)) {
+        check.fail(what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
+                   std::to_string(want(i)));
+        return;
+      }
+  };
+  std::vector<float> mine(count * n);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(rank * 10000 + i);
+  const float rankSum = static_cast<float>(n * (n - 1) / 2);
+
+  // AllReduce: its input written by the stream just before, its result
+  // read by the stream just after.
+  gpu.fill(s, send, mine);
+  check.expectOk(gyreAllReduce(send, recv, count, gyreFloat32, gyreSum, comm, s), "allreduce");
+  expectAll(gpu.read(s, recv, count),
+            [&](size_t i) { return rankSum * 10000 + static_cast<float>(n * i); }, "allreduce");
+  // In place.
+  gpu.fill(s, recv, std::vector<float>(count, static_cast<float>(rank + 1)));
+  check.expectOk(gyreAllReduce(recv, recv, count, gyreFloat32, gyreMax, comm, s), "allreduce in place");
+  expectAll(gpu.read(s, recv, count), [&](size_t) { return static_cast<float>(n); }, "allreduce in place");
+  // Broadcast from the last rank.
+  gpu.fill(s, send, mine);
+  check.expectOk(gyreBroadcast(send, recv, count, gyreFloat32, n - 1, comm, s), "broadcast");
+  expectAll(gpu.read(s, recv, count), [&](size_t i) { return static_cast<float>((n - 1) * 10000 + i); },
+            "broadcast");
+  // AllGather.
+  check.expectOk(gyreAllGather(send, recv, count, gyreFloat32, comm, s), "allgather");
+  expectAll(gpu.read(s, recv, count * n),
+            [&](size_t i) { return static_cast<float>((i / count) * 10000 + i % count); }, "allgather");
+  // ReduceScatter.
+  check.expectOk(gyreReduceScatter(send, recv, count, gyreFloat32, gyreSum, comm, s), "reducescatter");
+  expectAll(gpu.read(s, recv, count),
+            [&](size_t i) { return rankSum * 10000 + static_cast<float>(n * (rank * count + i)); },
+            "reducescatter");
+  // AllToAll.
+  check.expectOk(gyreAllToAll(send, recv, count, gyreFloat32, comm, s), "alltoall");
+  expectAll(gpu.read(s, recv, count * n),
+            [&](size_t i) { return static_cast<float>((i / count) * 10000 + rank * count + i % count); },
+            "alltoall");
+  // Send/Recv in a group: a ring shift, one unit on the stream.
+  check.expectOk(gyreGroupStart(), "group start");
+  gyreSend(send, count, gyreFloat32, (rank + 1) % n, comm, s);
+  gyreRecv(recv, count, gyreFloat32, (rank + n - 1) % n, comm, s);
+  check.expectOk(gyreGroupEnd(), "group end");
+  expectAll(gpu.read(s, recv, count),
+            [&](size_t i) { return static_cast<float>(((rank + n - 1) % n) * 10000 + i); }, "send/recv");
+  // A host call after stream calls runs after them (call order).
+  std::vector<float> host(count, 1.0f);
+  check.expectOk(gyreAllReduce(host.data(), host.data(), count, gyreFloat32, gyreSum, comm, nullptr),
+                 "host allreduce after stream calls");
+  check.expect(host[0] == static_cast<float>(n), "the host call's result");
+  gyreResult_t async = gyreSuccess;
+  check.expectOk(gyreCommGetAsyncError(comm, &async), "async error query");
+  check.expect(async == gyreSuccess, "no async error");
+  check.expectOk(gyreCommDestroy(comm), "destroy");
+  gpu.emu.destroyStream(s);
+  return check.failures() ? 1 : 0;
+}
+
+class DeviceCollectives : public testing::TestWithParam<std::tuple<const char*, int>> {};
+
+TEST_P(DeviceCollectives, EveryCollectiveRunsInStreamOrderOnDeviceBuffers) {
+  const char* transport = std::get<0>(GetParam());
+  RunOutcome out = runRanks(std::get<1>(GetParam()), [&](int r, int n, const gyreUniqueId& id) {
+    return everyCollectiveBody(r, n, id, transport);
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DeviceCollectives,
+                         testing::Combine(testing::Values("shm", "tcp"), testing::Values(2, 3)),
+                         [](const auto& p) {
+                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
+                         });
+
+// ---- a call on a stream returns before the stream reaches it ----
+
+TEST(DeviceStreams, ACallReturnsAtOnceAndWaitsForTheWorkBeforeIt) {
+  RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Gpu gpu;
+    gyreComm_t comm = initRank(rank, n, id, kTransport);
+    if (!comm) return 1;
+    device::Stream s = gpu.emu.createStream(0);
+    float* buf = gpu.floats(4);
+    // The stream is held by earlier work that writes the input late.
+    std::atomic<bool> release{false};
+    gpu.emu.enqueue(s, [&] {
+      while (!release.load()) std::this_thread::yield();
+    });
+    gpu.fill(s, buf, {1, 2, 3, static_cast<float>(rank)});
+    check.expectOk(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, comm, s), "enqueue while the stream is held");
+    release.store(true);  // only now can the input be written
+    const std::vector<float> got = gpu.read(s, buf, 4);
+    check.expect(got[0] == 2 && got[2] == 6 && got[3] == 1, "the call saw the input written before it");
+    check.expectOk(gyreCommDestroy(comm), "destroy");
+    gpu.emu.destroyStream(s);
+    return check.failures() ? 1 : 0;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// ---- bad buffers and streams are named ----
+
+TEST(DeviceStreams, BadBuffersAndStreamsAreErrorsNamingThem) {
+  RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Gpu gpu;
+    gyreComm_t comm = initRank(rank, n, id, kTransport);
+    if (!comm) return 1;
+    device::Stream s0 = gpu.emu.createStream(0), s1 = gpu.emu.createStream(1);
+    float* dev0 = gpu.floats(16, 0);
+    float* dev1 = gpu.floats(16, 1);
+    std::vector<float> host(16, 1.0f);
+    auto refused = [&](gyreResult_t r, gyreResult_t code, const std::string& words, const std::string& what) {
+      const std::string msg = gyreGetLastError(comm);
+      check.expect(r == code, what + ": got " + gyreGetErrorString(r) + " (" + msg + ")");
+      check.expect(contains(msg, words), what + ": the message says '" + words + "': " + msg);
+    };
+    refused(gyreAllReduce(host.data(), dev0, 16, gyreFloat32, gyreSum, comm, s0), gyreInvalidArgument,
+            "sendbuff is pageable host memory", "host memory on a stream");
+    refused(gyreAllReduce(dev0, dev0, 16, gyreFloat32, gyreSum, comm, nullptr), gyreInvalidArgument,
+            "stream is NULL", "device memory without a stream");
+    refused(gyreAllReduce(dev0, dev1, 16, gyreFloat32, gyreSum, comm, s0), gyreInvalidArgument,
+            "recvbuff is device memory of GPU 1, but the stream is GPU 0's", "a buffer of another GPU");
+    refused(gyreAllReduce(dev1, dev1, 16, gyreFloat32, gyreSum, comm, s0), gyreInvalidArgument, "GPU 1",
+            "buffers of the stream's other GPU");
+    int notAStream = 0;
+    refused(gyreAllReduce(dev0, dev0, 16, gyreFloat32, gyreSum, comm, &notAStream), gyreInvalidArgument,
+            "is not a stream", "a handle that is not a stream");
+    check.expectOk(gyreGroupStart(), "group start");
+    gyreAllReduce(dev0, dev0, 16, gyreFloat32, gyreSum, comm, s0);
+    gyreAllReduce(host.data(), host.data(), 16, gyreFloat32, gyreSum, comm, nullptr);
+    refused(gyreGroupEnd(), gyreInvalidUsage, "mixes calls on CUDA streams with host calls", "a mixed group");
+    // None of it broke the communicator: a good call still works.
+    gpu.fill(s0, dev0, std::vector<float>(16, 2.0f));
+    check.expectOk(gyreAllReduce(dev0, dev0, 16, gyreFloat32, gyreSum, comm, s0), "a good call after");
+    check.expect(gpu.read(s0, dev0, 16)[15] == 2.0f * n, "its result");
+    check.expectOk(gyreCommDestroy(comm), "destroy");
+    gpu.emu.destroyStream(s0);
+    gpu.emu.destroyStream(s1);
+    return check.failures() ? 1 : 0;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// ---- pinned host memory is device-reachable: allowed on a stream ----
+
+TEST(DeviceStreams, PinnedHostMemoryWorksOnAStream) {
+  RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Gpu gpu;
+    gyreComm_t comm = initRank(rank, n, id, kTransport);
+    if (!comm) return 1;
+    device::Stream s = gpu.emu.createStream(0);
+    auto* pinned = static_cast<float*>(gpu.emu.allocatePinned(8 * sizeof(float)));
+    for (int i = 0; i < 8; ++i) pinned[i] = static_cast<float>(rank + i);
+    check.expectOk(gyreAllReduce(pinned, pinned, 8, gyreFloat32, gyreSum, comm, s), "pinned on a stream");
+    gpu.emu.synchronize(s);
+    check.expect(pinned[7] == static_cast<float>(1 + 14), "its result");
+    check.expectOk(gyreCommDestroy(comm), "destroy");
+    gpu.emu.destroyStream(s);
+    return check.failures() ? 1 : 0;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// ---- a dead peer releases the stream, and the error names it ----
+
+TEST(DeviceStreams, APeerKilledWhileACallIsEnqueuedReleasesTheStream) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  RunOutcome out = runRanks(
+      3,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, kTransport, 30000);
+        if (!comm) return 1;
+        device::Stream s = gpu.emu.createStream(0);
+        float* buf = gpu.floats(1 << 16);
+        // One call everybody makes, then rank 2 dies before the second.
+        check.expectOk(gyreAllReduce(buf, buf, 1 << 16, gyreFloat32, gyreSum, comm, s), "first call");
+        gpu.emu.synchronize(s);
+        if (rank == 2) kill(getpid(), SIGKILL);
+        check.expectOk(gyreAllReduce(buf, buf, 1 << 16, gyreFloat32, gyreSum, comm, s), "enqueue the second");
+        gpu.emu.synchronize(s);  // must return: the stream is released
+        gyreResult_t async = gyreSuccess;
+        check.expectOk(gyreCommGetAsyncError(comm, &async), "async error query");
+        check.expect(async == gyreRemoteError, std::string("async error is a remote error: ") +
+                                                   gyreGetErrorString(async));
+        const gyreResult_t next = gyreAllReduce(buf, buf, 1, gyreFloat32, gyreSum, comm, s);
+        const std::string msg = gyreGetLastError(comm);
+        check.expect(next != gyreSuccess, "the next call reports the failure");
+        check.expect(contains(msg, "rank 2"), "and names the dead rank: " + msg);
+        gyreCommDestroy(comm);
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  for (const RankOutcome& r : out.ranks) {
+    if (r.rank == 2) {
+      EXPECT_EQ(r.signal, SIGKILL) << out.describe();
+    } else {
+      EXPECT_EQ(r.exitCode, 0) << out.describe();
+    }
+  }
+}
+
+// ---- an abort ends an enqueued call, and releases its stream ----
+
+TEST(DeviceStreams, AnAbortReleasesTheStreamOfAnEnqueuedCall) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  RunOutcome out = runRanks(
+      2,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, kTransport, 0);  // no timeout: only the abort ends it
+        if (!comm) return 1;
+        if (rank == 1) {
+          // Waits for rank 0, which aborts instead: the barrier fails.
+          const gyreResult_t r = gyreBarrier(comm, nullptr);
+          check.expect(r != gyreSuccess, "the peer of an aborted rank is told");
+          gyreCommDestroy(comm);
+          return check.failures() ? 1 : 0;
+        }
+        device::Stream s = gpu.emu.createStream(0);
+        float* buf = gpu.floats(16);
+        std::atomic<bool> release{false};
+        gpu.emu.enqueue(s, [&] {
+          while (!release.load()) std::this_thread::yield();
+        });
+        check.expectOk(gyreAllReduce(buf, buf, 16, gyreFloat32, gyreSum, comm, s), "enqueue");
+        check.expectOk(gyreCommAbort(comm), "abort while the call waits for its stream");
+        release.store(true);
+        gpu.emu.synchronize(s);  // returns: the abort released the gate
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+}  // namespace
+}  // namespace gyre::test
