@@ -225,6 +225,39 @@ TEST(DeviceStreams, PinnedHostMemoryWorksOnAStream) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// ---- gyreMemAlloc gives device memory; the legacy stream as NCCL's NULL ----
+
+TEST(DeviceStreams, MemAllocGivesDeviceMemoryAndTheLegacyStreamIsNcclsNull) {
+  RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Gpu gpu;
+    gyreComm_t comm = initRank(rank, n, id, kTransport);
+    if (!comm) return 1;
+    int dev = -2;
+    check.expectOk(gyreCommDevice(comm, &dev), "comm device");
+    check.expect(dev == 0, "the communicator is GPU 0's: " + std::to_string(dev));
+    void* p = nullptr;
+    check.expectOk(gyreMemAlloc(&p, 64 * sizeof(float)), "gyreMemAlloc");
+    check.expect(gpu.emu.classify(p).kind == device::MemoryKind::Device, "gyreMemAlloc gave device memory");
+    auto* buf = static_cast<float*>(p);
+    const device::Stream legacy = GYRE_STREAM_LEGACY;
+    gpu.fill(legacy, buf, std::vector<float>(64, static_cast<float>(rank + 1)));
+    check.expectOk(gyreAllReduce(buf, buf, 64, gyreFloat32, gyreSum, comm, GYRE_STREAM_LEGACY),
+                   "device memory on the legacy stream");
+    check.expect(gpu.read(legacy, buf, 64)[63] == 3.0f, "enqueued on the legacy stream, in order");
+    // Host memory on the legacy stream: a host call, done on return.
+    std::vector<float> host(8, 1.0f);
+    check.expectOk(gyreAllReduce(host.data(), host.data(), 8, gyreFloat32, gyreSum, comm, GYRE_STREAM_LEGACY),
+                   "host memory on the legacy stream");
+    check.expect(host[7] == 2.0f, "a host call: its result is there when it returns");
+    check.expectOk(gyreMemFree(p), "gyreMemFree of device memory");
+    check.expect(gpu.emu.classify(p).kind == device::MemoryKind::Host, "freed through the device");
+    check.expectOk(gyreCommDestroy(comm), "destroy");
+    return check.failures() ? 1 : 0;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 // ---- a dead peer releases the stream, and the error names it ----
 
 TEST(DeviceStreams, APeerKilledWhileACallIsEnqueuedReleasesTheStream) {

@@ -93,6 +93,11 @@ typedef struct gyreComm* gyreComm_t;
  * synchronize. Its failure (a dead peer, an abort, the timeout) releases
  * the stream and is reported by gyreCommGetAsyncError and the next call. */
 typedef void* gyreStream_t;
+/* CUDA's legacy default stream (cudaStreamLegacy): a call on device memory
+ * is enqueued on it; with host memory (or on a host without a GPU) it is a
+ * host call, as with NULL. What NCCL's NULL stream means; the NCCL library
+ * passes it for NULL. */
+#define GYRE_STREAM_LEGACY ((gyreStream_t)0x1)
 
 #define GYRE_UNIQUE_ID_BYTES 128
 /* Identifies one rendezvous: the root's address and a random secret. Create

@@ -32,10 +32,10 @@ gyreComm_t g(ncclComm_t c) { return reinterpret_cast<gyreComm_t>(c); }
 gyreDataType_t g(ncclDataType_t t) { return static_cast<gyreDataType_t>(t); }
 gyreRedOp_t g(ncclRedOp_t op) { return static_cast<gyreRedOp_t>(op); }
 
-// gyre has no CUDA path in this build: buffers are host memory, which needs no
-// stream, so whatever handle the caller passes (NULL, cudaStreamLegacy ...)
-// stands for "now" and gyre gets NULL, its spelling of that.
-gyreStream_t g(cudaStream_t) { return nullptr; }
+// NCCL's NULL stream is CUDA's legacy default stream, which gyre spells
+// GYRE_STREAM_LEGACY (a host call for host memory, as before); any other
+// handle is the caller's CUDA stream.
+gyreStream_t g(cudaStream_t s) { return s ? reinterpret_cast<gyreStream_t>(s) : GYRE_STREAM_LEGACY; }
 
 gyreUniqueId g(const ncclUniqueId& id) {
   gyreUniqueId out;

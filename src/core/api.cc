@@ -16,6 +16,7 @@
 #include "core/api_support.h"
 #include "core/communicator.h"
 #include "core/config.h"
+#include "device/backend.h"
 #include "gyre/gyre.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/shm/shared_allocation.h"
@@ -318,8 +319,7 @@ gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
 gyreResult_t gyreCommDevice(const gyreComm_t comm, int* device) {
   return guarded("gyreCommDevice", [&] {
     if (!device) throwError(gyreInvalidArgument, "device is NULL");
-    impl(comm);
-    *device = -1;  // no CUDA in this build: every buffer is host memory
+    *device = impl(comm).device();  // -1 without a GPU
   });
 }
 
@@ -327,6 +327,12 @@ gyreResult_t gyreMemAlloc(void** ptr, size_t size) {
   return guarded("gyreMemAlloc", [&] {
     if (!ptr) throwError(gyreInvalidArgument, "ptr is NULL");
     *ptr = nullptr;
+    // Device memory where the calling thread has a GPU, as ncclMemAlloc.
+    gyre::device::Backend* b = gyre::device::backend();
+    if (b && b->currentDevice() >= 0) {
+      *ptr = b->allocate(size, b->currentDevice());
+      return;
+    }
     // Memory local peers can map, so single-copy algorithms copy from it at
     // memory speed instead of through the kernel; ordinary page-aligned
     // memory where memfds are unavailable. A zero size still gives a
@@ -341,6 +347,9 @@ gyreResult_t gyreMemAlloc(void** ptr, size_t size) {
 
 gyreResult_t gyreMemFree(void* ptr) {
   return guarded("gyreMemFree", [&] {
+    if (!ptr) return;
+    gyre::device::Backend* b = gyre::device::backend();
+    if (b && b->classify(ptr).kind == gyre::device::MemoryKind::Device) return b->free(ptr);
     if (!gyre::transport::shm::freeShared(ptr)) std::free(ptr);
   });
 }

@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/hash.h"
 #include "base/log.h"
+#include "device/backend.h"
 #include "collectives/call.h"
 #include "collectives/tuner.h"
 #include "core/group.h"
@@ -82,6 +83,8 @@ std::unique_ptr<Communicator> Communicator::makeShell(int rank, int nranks, cons
   c->rank_ = rank;
   c->nranks_ = nranks;
   c->config_ = config;
+  // As NCCL's: the communicator belongs to the GPU current when it is made.
+  if (device::Backend* b = device::backend()) c->device_ = b->currentDevice();
   log::setThreadRank(rank);
   // An unknown algorithm name is an error now, before any rendezvous.
   c->overrides_ = collectives::AlgoOverrides(c->config_.algo);

@@ -84,6 +84,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // peers, and waits until no call is inside the communicator.
   void abort();
   gyreResult_t asyncError() const { return failedCode_.load(); }
+  int device() const { return device_; }
 
   // Throws Error(gyreInvalidUsage) if an earlier failure broke the communicator.
   void checkUsable() const;
@@ -283,6 +284,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
   int64_t lastReportPollNs_ = INT64_MIN / 2;  // checkReports' latest poll of the network
+  int device_ = -1;      // the GPU current when it was made (-1: none; gyreCommDevice)
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
   bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)

@@ -41,6 +41,18 @@ struct Buffer {
 void bindStream(Operation& op, gyreStream_t stream) {
   device::Backend* b = device::backend();
   const Buffer buffers[] = {{op.sendbuff, op.sendBytes, "sendbuff"}, {op.recvbuff, op.recvBytes, "recvbuff"}};
+  if (stream == GYRE_STREAM_LEGACY) {
+    // NCCL's NULL: the legacy default stream for device memory, now for host
+    // memory.
+    bool onDevice = false;
+    if (b)
+      for (const Buffer& x : buffers)
+        if (x.p && x.bytes) {
+          const device::MemoryKind k = b->classify(x.p).kind;
+          onDevice |= k == device::MemoryKind::Device || k == device::MemoryKind::Managed;
+        }
+    if (!onDevice) stream = nullptr;
+  }
   if (!stream) {
     if (!b) return;  // no device here: every buffer is host memory
     for (const Buffer& x : buffers) {

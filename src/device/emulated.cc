@@ -10,8 +10,14 @@ namespace gyre::device {
 
 namespace {
 thread_local int tlsDevice = 0;
+// Held by its maker and by the stream item that marks it: an event may be
+// destroyed before its stream gets there (an aborted call), as CUDA allows.
 struct EventRec {
   std::atomic<bool> done{false};
+  std::atomic<int> refs{2};
+  static void release(EventRec* e) {
+    if (e->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete e;
+  }
 };
 }  // namespace
 
@@ -66,6 +72,7 @@ EmulatedBackend::EmulatedBackend(int devices) : devices_(devices) {}
 
 EmulatedBackend::~EmulatedBackend() {
   for (Queue* q : queues_) delete q;
+  for (auto& [d, q] : legacy_) delete q;
   for (auto& [start, block] : blocks_) std::free(reinterpret_cast<void*>(start));
 }
 
@@ -89,6 +96,11 @@ MemoryInfo EmulatedBackend::classify(const void* p) const {
 
 EmulatedBackend::Queue& EmulatedBackend::queueOf(Stream s) const {
   std::lock_guard<std::mutex> l(mu_);
+  if (s == reinterpret_cast<Stream>(0x1)) {  // the legacy default stream (GYRE_STREAM_LEGACY)
+    Queue*& q = legacy_[tlsDevice];
+    if (!q) q = new Queue(tlsDevice);
+    return *q;
+  }
   auto* q = static_cast<Queue*>(s);
   if (!queues_.count(q))
     throwError(gyreInvalidArgument, "stream " + std::to_string(reinterpret_cast<uintptr_t>(s)) +
@@ -146,8 +158,12 @@ void EmulatedBackend::destroyStream(Stream s) {
 void EmulatedBackend::enqueue(Stream s, std::function<void()> work) { queueOf(s).push(std::move(work)); }
 
 void* EmulatedBackend::recordEvent(Stream s) {
+  Queue& q = queueOf(s);
   auto* e = new EventRec;
-  queueOf(s).push([e] { e->done.store(true, std::memory_order_release); });
+  q.push([e] {
+    e->done.store(true, std::memory_order_release);
+    EventRec::release(e);
+  });
   return e;
 }
 
@@ -155,7 +171,7 @@ bool EmulatedBackend::eventDone(void* event) {
   return static_cast<EventRec*>(event)->done.load(std::memory_order_acquire);
 }
 
-void EmulatedBackend::destroyEvent(void* event) noexcept { delete static_cast<EventRec*>(event); }
+void EmulatedBackend::destroyEvent(void* event) noexcept { EventRec::release(static_cast<EventRec*>(event)); }
 
 void* EmulatedBackend::makeGate() { return new Gate; }
 
@@ -184,7 +200,7 @@ void EmulatedBackend::destroyGate(void* gate) noexcept { Gate::release(static_ca
 void EmulatedBackend::synchronize(Stream s) {
   auto* e = static_cast<EventRec*>(recordEvent(s));
   while (!e->done.load(std::memory_order_acquire)) std::this_thread::yield();
-  delete e;
+  EventRec::release(e);
 }
 
 }  // namespace gyre::device

@@ -58,6 +58,7 @@ class EmulatedBackend final : public Backend {
   mutable std::mutex mu_;
   std::map<uintptr_t, std::pair<size_t, MemoryInfo>> blocks_;  // by start address
   std::set<Queue*> queues_;
+  mutable std::map<int, Queue*> legacy_;  // each device's legacy default stream, made on first use
 };
 
 }  // namespace gyre::device
