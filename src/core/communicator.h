@@ -137,8 +137,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void bindPreMulSum(Operation& op) const;
 
  private:
-  // The background thread of nonblocking calls.
+  // The background thread of nonblocking calls, and the queue's one way in
+  // (queueMu_ held).
   void workerLoop();
+  void pushToWorker(Operation op);
   void drainQueue();
   // Plans and runs one call; failures break the communicator (except
   // invalid arguments found before anything was sent).

@@ -48,14 +48,18 @@ void Communicator::submit(Operation op) {
   // Queued: a nonblocking call, or a blocking one waiting its turn.
   std::shared_ptr<RequestState> waitFor;
   if (!op.request) op.request = waitFor = std::make_shared<RequestState>();
-  queue_.push_back(std::move(op));
-  if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
-  queueCv_.notify_all();
+  pushToWorker(std::move(op));
   lock.unlock();
   if (!waitFor) return;
   std::unique_lock<std::mutex> wait(waitFor->mu);
   waitFor->cv.wait(wait, [&] { return waitFor->done; });
   if (waitFor->result != gyreSuccess) throw Error(waitFor->result, waitFor->message);
+}
+
+void Communicator::pushToWorker(Operation op) {
+  queue_.push_back(std::move(op));
+  if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  queueCv_.notify_all();
 }
 
 Communicator::Turn::~Turn() {

@@ -113,9 +113,7 @@ void Communicator::enqueueOnStreams(Operation op) {
   }
   op.device = std::move(call);
   std::lock_guard<std::mutex> lock(queueMu_);
-  queue_.push_back(std::move(op));
-  if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
-  queueCv_.notify_all();
+  pushToWorker(std::move(op));
 }
 
 void Communicator::releaseStreams(DeviceCall& call) noexcept {
