@@ -11,11 +11,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <thread>
 #include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "device/emulated.h"
 #include "tests/support/multiprocess.h"
 
@@ -97,6 +100,22 @@ int everyCollectiveBody(int rank, int n, const gyreUniqueId& id, const char* tra
   expectAll(gpu.read(s, recv, count * n),
             [&](size_t i) { return static_cast<float>((i / count) * 10000 + rank * count + i % count); },
             "alltoall");
+  // AllToAllv with gaps: one element to each peer, at a stride of 3 in the
+  // receive buffer; the gaps keep what the stream wrote there before.
+  {
+    std::vector<size_t> sc(n, 1), sd(n), rc(n, 1), rd(n);
+    for (int p = 0; p < n; ++p) sd[p] = p, rd[p] = 3 * p;
+    gpu.fill(s, recv, std::vector<float>(3 * n, -1.0f));
+    check.expectOk(gyreAllToAllv(send, sc.data(), sd.data(), recv, rc.data(), rd.data(), gyreFloat32, comm, s),
+                   "alltoallv");
+    expectAll(gpu.read(s, recv, 3 * n),
+              [&](size_t i) { return i % 3 ? -1.0f : static_cast<float>((i / 3) * 10000 + rank); }, "alltoallv");
+  }
+  // Reduce to rank 0: the others' receive buffers are not touched.
+  gpu.fill(s, recv, std::vector<float>(count, -2.0f));
+  check.expectOk(gyreReduce(send, recv, count, gyreFloat32, gyreSum, 0, comm, s), "reduce");
+  expectAll(gpu.read(s, recv, count),
+            [&](size_t i) { return rank == 0 ? rankSum * 10000 + static_cast<float>(n * i) : -2.0f; }, "reduce");
   // Send/Recv in a group: a ring shift, one unit on the stream.
   check.expectOk(gyreGroupStart(), "group start");
   gyreSend(send, count, gyreFloat32, (rank + 1) % n, comm, s);
@@ -213,7 +232,7 @@ TEST(DeviceStreams, PinnedHostMemoryWorksOnAStream) {
     gyreComm_t comm = initRank(rank, n, id, kTransport);
     if (!comm) return 1;
     device::Stream s = gpu.emu.createStream(0);
-    auto* pinned = static_cast<float*>(gpu.emu.allocatePinned(8 * sizeof(float)));
+    auto* pinned = static_cast<float*>(gpu.emu.allocateHost(8 * sizeof(float)));
     for (int i = 0; i < 8; ++i) pinned[i] = static_cast<float>(rank + i);
     check.expectOk(gyreAllReduce(pinned, pinned, 8, gyreFloat32, gyreSum, comm, s), "pinned on a stream");
     gpu.emu.synchronize(s);
@@ -330,6 +349,97 @@ TEST(DeviceStreams, AnAbortReleasesTheStreamOfAnEnqueuedCall) {
         check.expectOk(gyreCommAbort(comm), "abort while the call waits for its stream");
         release.store(true);
         gpu.emu.synchronize(s);  // returns: the abort released the gate
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// ---- many calls in flight: staging is reused and bounded ----
+
+// Each call stages 16 MiB; 80 of them enqueued back to back are five times
+// the communicator's staging limit, so the caller waits for the stream to
+// give blocks back, and every call still sees the one before.
+TEST(DeviceStreams, ManyCallsInFlightShareBoundedStaging) {
+  RunOptions o;
+  o.timeoutSec = 120;
+  RunOutcome out = runRanks(
+      2,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, kTransport, 60000);
+        if (!comm) return 1;
+        device::Stream s = gpu.emu.createStream(0);
+        const size_t count = size_t{4} << 20;
+        float* buf = gpu.floats(count);
+        gpu.fill(s, buf, std::vector<float>(count, 1.0f));
+        const int calls = 80;
+        for (int i = 0; i < calls && !check.failures(); ++i)
+          check.expectOk(gyreAllReduce(buf, buf, count, gyreFloat32, gyreSum, comm, s), "call " + std::to_string(i));
+        const std::vector<float> got = gpu.read(s, buf, count);
+        const float want = std::ldexp(1.0f, calls);  // doubled by every call (2 ranks)
+        check.expect(got[0] == want && got[count - 1] == want,
+                     "each call saw the one before: " + std::to_string(got[0]));
+        gyreResult_t async = gyreSuccess;
+        check.expectOk(gyreCommGetAsyncError(comm, &async), "async error query");
+        check.expect(async == gyreSuccess, "no async error");
+        check.expectOk(gyreCommDestroy(comm), "destroy");
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// ---- memory freed before the stream ran: an error, never a crash ----
+
+TEST(DeviceStreams, MemoryFreedBeforeTheStreamRanIsAnErrorNotACrash) {
+  RunOptions o;
+  o.timeoutSec = 60;
+  RunOutcome out = runRanks(
+      2,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, kTransport, 30000);
+        if (!comm) return 1;
+        device::Stream s = gpu.emu.createStream(0);
+        float* buf = gpu.floats(1024);
+        if (rank == 0) {
+          // The call is enqueued behind held work; its buffer is freed
+          // before the stream gets to it.
+          std::atomic<bool> release{false};
+          gpu.emu.enqueue(s, [&] {
+            while (!release.load()) std::this_thread::yield();
+          });
+          check.expectOk(gyreAllReduce(buf, buf, 1024, gyreFloat32, gyreSum, comm, s), "enqueue");
+          gpu.emu.free(buf);
+          release.store(true);
+          bool failed = false;
+          try {
+            gpu.emu.synchronize(s);
+          } catch (const Error& e) {
+            failed = contains(e.what(), "freed");
+          }
+          check.expect(failed, "the stream failed, saying why");
+        } else {
+          check.expectOk(gyreAllReduce(buf, buf, 1024, gyreFloat32, gyreSum, comm, s), "enqueue");
+          gpu.emu.synchronize(s);  // released when rank 0 fails
+        }
+        // A host call queues behind the enqueued one: it reports the failure.
+        const gyreResult_t next = gyreBarrier(comm, nullptr);
+        const std::string msg = gyreGetLastError(comm);
+        check.expect(next != gyreSuccess, "the next call reports it");
+        check.expect(rank == 0 ? contains(msg, "freed") : contains(msg, "rank 0"),
+                     "the message says what happened: " + msg);
+        gyreResult_t async = gyreSuccess;
+        check.expectOk(gyreCommGetAsyncError(comm, &async), "async error query");
+        check.expect(async != gyreSuccess, "and gyreCommGetAsyncError");
+        gyreCommDestroy(comm);
         gpu.emu.destroyStream(s);
         return check.failures() ? 1 : 0;
       },

@@ -136,6 +136,8 @@ std::unique_ptr<Communicator> Communicator::create(const InitArgs& args) {
 Communicator::~Communicator() {
   group::forget(*this);
   drainQueue();  // nonblocking calls already made still run
+  // Every gate is open now: the streams' copies out of staging follow soon.
+  if (staging_) staging_->shutdown(config_.timeoutMs > 0 ? config_.timeoutMs : 10'000);
 }
 
 void Communicator::setUpTransports(Deadline deadline) {

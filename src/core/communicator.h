@@ -23,6 +23,7 @@
 #include "collectives/planner.h"
 #include "core/config.h"
 #include "core/operation.h"
+#include "device/staging_pool.h"
 #include "gyre/gyre.h"
 
 namespace gyre::transport {
@@ -121,10 +122,12 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // Execution of submitted calls, on whichever thread owns the executor.
   void execute(Operation& op);
   void runGroupMembers(std::vector<Operation>& ops);
-  // Calls on CUDA streams (device_calls.cc): queued with their streams'
-  // events and gates; run by the worker through host staging.
+  // Calls on CUDA streams (device_calls.cc): staged through pinned host
+  // memory by copies on the streams, queued with the streams' events and
+  // gates, run by the worker as host calls.
   void enqueueOnStreams(Operation op);
   void runOnDevice(Operation& op);
+  void retireStaging(DeviceCall& call, bool streamsReachedIt) noexcept;
   static void releaseStreams(DeviceCall& call) noexcept;
   void executeCollective(Operation& op);
   void executePointToPoint(std::span<Operation> ops);
@@ -287,6 +290,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int64_t lastHealthCheckNs_ = 0;
   int64_t lastReportPollNs_ = INT64_MIN / 2;  // checkReports' latest poll of the network
   int device_ = -1;      // the GPU current when it was made (-1: none; gyreCommDevice)
+  std::unique_ptr<device::StagingPool> staging_;  // made by the first call on a stream
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
   bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)

@@ -2,13 +2,15 @@
 // enqueue on the stream (Communicator::enqueueOnStreams), and the proxy's
 // side, on the communicator's worker thread (Communicator::runOnDevice).
 //
-// The mechanism (docs/gpu.md, "Streams"): a call on a stream records an
-// event on it (the point its inputs are written) and enqueues a gate behind
-// it (a wait on a word the host will write), then returns. The worker, in
-// call order with the communicator's other calls, waits for the event,
-// copies the device buffers to host staging, runs the call as a host call,
-// copies the results back, and opens the gate: work enqueued after the call
-// runs after it. A failure (a dead peer, an abort, the timeout, a stream
+// The mechanism (docs/gpu.md, "Streams"): a call on a stream enqueues on it
+// copies of its device inputs into pinned host staging, records an event
+// (the inputs are staged), a gate (a wait on a word the host will write),
+// and the copies of the results back; then it returns. The worker, in call
+// order with the communicator's other calls, waits for the event, runs the
+// call as a host call on the staging memory, and opens the gate: the stream
+// copies the results back, and work enqueued after the call runs after it.
+// The copies are the stream's own, so they overlap the worker's calls and
+// the caller's kernels. A failure (a dead peer, an abort, the timeout, a stream
 // that failed) opens the gate too, and breaks the communicator, which the
 // next call and gyreCommGetAsyncError report: the stream never hangs on gyre.
 #include "core/device_calls.h"
@@ -19,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/function_ref.h"
 #include "core/communicator.h"
 #include "device/backend.h"
 
@@ -86,34 +89,161 @@ void bindStream(Operation& op, gyreStream_t stream) {
   op.stream = stream;
 }
 
-// On the caller's thread: mark where each stream is, gate it, and queue the
-// call (or the group) for the worker. Returns at once.
+namespace {
+
+// Every operation a (possibly grouped) call runs.
+std::vector<Operation*> operationsOf(Operation& op) {
+  std::vector<Operation*> ops;
+  if (op.members.empty()) {
+    ops.push_back(&op);
+  } else {
+    for (Operation& m : op.members) ops.push_back(&m);
+  }
+  return ops;
+}
+
+// A copy from staging back to a device buffer, enqueued once the stream is
+// past the call's gate.
+struct CopyOut {
+  void* dst;
+  const void* src;
+  size_t bytes;
+  gyreStream_t stream;
+};
+
+bool staged(device::Backend& b, const void* p, size_t bytes) {
+  if (!p || !bytes) return false;
+  const device::MemoryKind k = b.classify(p).kind;
+  // The host reads pinned host memory where it is; device and managed
+  // memory come through staging.
+  return k == device::MemoryKind::Device || k == device::MemoryKind::Managed;
+}
+
+constexpr size_t kStagingAlign = 256;
+size_t alignUp(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
+
+// Puts o's device buffers in a staging block: copies in on o's stream
+// (before the call's event, so the event means "the inputs are staged"),
+// notes the copies out, and points o at the block. In place stays in place
+// (one region for both buffers, with their offsets kept).
+void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o, FunctionRef<void()> whileWaiting,
+                    std::vector<device::StagingPool::Block>& blocks, std::vector<CopyOut>& outs) {
+  const bool sendIn = staged(b, o.sendbuff, o.sendBytes), recvIn = staged(b, o.recvbuff, o.recvBytes);
+  if (!sendIn && !recvIn) return;
+  // AllToAllv writes only its blocks of the receive buffer: the gaps must
+  // come back as they were, so that buffer comes in too.
+  const bool writesAllOfRecv = o.kind != collectives::OpKind::AllToAllv;
+  const auto s = reinterpret_cast<uintptr_t>(o.sendbuff), r = reinterpret_cast<uintptr_t>(o.recvbuff);
+  const size_t sb = o.sendBytes, rb = o.recvBytes;
+  unsigned char* hostSend = nullptr;
+  unsigned char* hostRecv = nullptr;
+  if (sendIn && recvIn && s < r + rb && r < s + sb) {
+    const uintptr_t lo = std::min(s, r), hi = std::max(s + sb, r + rb);
+    blocks.push_back(pool.acquire(hi - lo, whileWaiting));
+    unsigned char* base = blocks.back().p;
+    hostSend = base + (s - lo);
+    hostRecv = base + (r - lo);
+    if (writesAllOfRecv) {
+      b.copyOnStream(hostSend, o.sendbuff, sb, o.stream);
+    } else {
+      b.copyOnStream(base, reinterpret_cast<const void*>(lo), hi - lo, o.stream);
+    }
+  } else {
+    blocks.push_back(pool.acquire((sendIn ? alignUp(sb) : 0) + (recvIn ? rb : 0), whileWaiting));
+    unsigned char* base = blocks.back().p;
+    if (sendIn) {
+      hostSend = base;
+      b.copyOnStream(hostSend, o.sendbuff, sb, o.stream);
+    }
+    if (recvIn) {
+      hostRecv = base + (sendIn ? alignUp(sb) : 0);
+      if (!writesAllOfRecv) b.copyOnStream(hostRecv, o.recvbuff, rb, o.stream);
+    }
+  }
+  if (recvIn) outs.push_back({o.recvbuff, hostRecv, rb, o.stream});
+  if (sendIn) o.sendbuff = hostSend;
+  if (recvIn) o.recvbuff = hostRecv;
+}
+
+// At most this much pinned staging per communicator while calls are in
+// flight (a single larger call still gets its own); past it, the caller's
+// next call waits for its streams to catch up.
+constexpr size_t kStagingLimit = size_t{256} << 20;
+
+}  // namespace
+
+// On the caller's thread: stage the device buffers through pinned host
+// memory with copies on the streams, mark where each stream is, gate it,
+// enqueue the copies back behind the gate, and queue the call (or the
+// group) for the worker. Returns at once.
 void Communicator::enqueueOnStreams(Operation op) {
   device::Backend& b = *device::backend();
+  if (!staging_) staging_ = std::make_unique<device::StagingPool>(b, kStagingLimit);
   auto call = std::make_shared<DeviceCall>();
-  auto addStream = [&](gyreStream_t s) {
-    for (const DeviceCall::Point& p : call->points)
-      if (p.stream == s) return;
-    call->points.push_back({s, nullptr, nullptr});
-  };
-  if (op.members.empty()) {
-    addStream(op.stream);
-  } else {
-    for (const Operation& m : op.members) addStream(m.stream);
+  const std::vector<Operation*> ops = operationsOf(op);
+  for (Operation* o : ops) {
+    bool known = false;
+    for (const DeviceCall::Point& p : call->points) known = known || p.stream == o->stream;
+    if (!known) call->points.push_back({o->stream, nullptr, nullptr});
   }
+  const int64_t start = nowNs();
+  auto whileWaiting = [&] {
+    if (abortRequested_.load())
+      throw Error(gyreInvalidUsage, "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
+    if (config_.timeoutMs > 0 && nowNs() - start > config_.timeoutMs * int64_t{1'000'000})
+      throw Error(gyreTimeout, "rank " + std::to_string(rank_) + ": the streams of earlier calls did not give "
+                               "their staging memory back in " + std::to_string(config_.timeoutMs) +
+                               " ms (GYRE_TIMEOUT_MS)");
+  };
+  std::vector<CopyOut> outs;
   try {
+    for (Operation* o : ops) stageOperation(b, *staging_, *o, whileWaiting, call->staging, outs);
     for (DeviceCall::Point& p : call->points) {
       p.ready = b.recordEvent(p.stream);
       p.gate = b.makeGate();
       b.waitGate(p.stream, p.gate);
     }
+    for (const CopyOut& c : outs) b.copyOnStream(c.dst, c.src, c.bytes, c.stream);
+    if (!call->staging.empty())
+      for (const DeviceCall::Point& p : call->points) call->stagingDone.push_back(b.recordEvent(p.stream));
   } catch (...) {
+    retireStaging(*call, false);
     releaseStreams(*call);
     throw;
   }
   op.device = std::move(call);
   std::lock_guard<std::mutex> lock(queueMu_);
   pushToWorker(std::move(op));
+}
+
+// Once the call is done. Where every stream reached it, all that is left on
+// them of it is the copies out (its gates are open): the blocks go back to
+// the pool once the events behind those are done. A stream that did not
+// reach the call (held by the caller's work, failed) may still write its
+// blocks at any time: they are left to it, never reused or freed.
+void Communicator::retireStaging(DeviceCall& call, bool streamsReachedIt) noexcept {
+  device::Backend& b = *device::backend();
+  if (call.staging.empty()) return;
+  if (!streamsReachedIt) {
+    // A call that failed before it looked (a broken communicator) may find
+    // its streams there all the same.
+    streamsReachedIt = true;
+    for (const DeviceCall::Point& p : call.points) {
+      try {
+        streamsReachedIt = streamsReachedIt && p.ready && b.eventDone(p.ready);
+      } catch (const std::exception&) {
+        streamsReachedIt = false;
+      }
+    }
+  }
+  if (streamsReachedIt && call.stagingDone.size() == call.points.size()) {
+    staging_->retire(std::move(call.staging), std::move(call.stagingDone));
+  } else {
+    for (void* e : call.stagingDone) b.destroyEvent(e);
+    staging_->abandon(call.staging);
+  }
+  call.staging.clear();
+  call.stagingDone.clear();
 }
 
 void Communicator::releaseStreams(DeviceCall& call) noexcept {
@@ -128,59 +258,22 @@ void Communicator::releaseStreams(DeviceCall& call) noexcept {
   }
 }
 
-namespace {
-
-// A call's device buffers in host memory for the run: one block per
-// buffer, or one for both when they overlap (in place), keeping their
-// offsets so in-place stays in place.
-class Staging {
- public:
-  Staging(device::Backend& b, Operation& op) : b_(b), op_(op) {
-    const auto s = reinterpret_cast<uintptr_t>(op.sendbuff), r = reinterpret_cast<uintptr_t>(op.recvbuff);
-    const size_t sb = op.sendbuff ? op.sendBytes : 0, rb = op.recvbuff ? op.recvBytes : 0;
-    if (sb && rb && s < r + rb && r < s + sb) {
-      const uintptr_t lo = std::min(s, r), hi = std::max(s + sb, r + rb);
-      one_.assign(hi - lo, 0);
-      b_.copy(one_.data(), reinterpret_cast<const void*>(lo), hi - lo);
-      hostSend_ = one_.data() + (s - lo);
-      hostRecv_ = one_.data() + (r - lo);
-    } else {
-      if (sb) {
-        send_.resize(sb);
-        b_.copy(send_.data(), op.sendbuff, sb);
-        hostSend_ = send_.data();
-      }
-      if (rb) {
-        // The receive buffer comes in too: some calls write only part of it
-        // (AllToAllv's gaps), and the rest must stay as it was.
-        recv_.resize(rb);
-        b_.copy(recv_.data(), op.recvbuff, rb);
-        hostRecv_ = recv_.data();
-      }
-    }
-    deviceRecv_ = op.recvbuff;
-    if (sb) op.sendbuff = hostSend_;
-    if (rb) op.recvbuff = hostRecv_;
-  }
-  void copyOut() {
-    if (deviceRecv_ && op_.recvBytes) b_.copy(deviceRecv_, hostRecv_, op_.recvBytes);
-  }
-
- private:
-  device::Backend& b_;
-  Operation& op_;
-  std::vector<unsigned char> one_, send_, recv_;
-  unsigned char* hostSend_ = nullptr;
-  unsigned char* hostRecv_ = nullptr;
-  void* deviceRecv_ = nullptr;
-};
-
-}  // namespace
-
-// On the worker: the proxy's side of one enqueued call (or group).
+// On the worker: the proxy's side of one enqueued call (or group). Its
+// inputs are in host memory once its events are done.
 void Communicator::runOnDevice(Operation& op) {
   device::Backend& b = *device::backend();
   DeviceCall& call = *op.device;
+  // However the call ends, its streams are released and its staging
+  // retired.
+  struct Finish {
+    Communicator& c;
+    DeviceCall& call;
+    bool reached = false;
+    ~Finish() {
+      c.retireStaging(call, reached);
+      releaseStreams(call);
+    }
+  } finish{*this, call};
   try {
     checkUsable();
     // Until every stream has reached the call; an abort or the timeout ends
@@ -201,39 +294,26 @@ void Communicator::runOnDevice(Operation& op) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
-    std::vector<Operation*> ops;
-    if (op.members.empty()) {
-      ops.push_back(&op);
-    } else {
-      for (Operation& m : op.members) ops.push_back(&m);
-    }
+    finish.reached = true;
     // A PreMulSum scalar in device memory is read now, once the stream has
     // written it.
-    for (Operation* o : ops)
+    for (Operation* o : operationsOf(op))
       if (o->premul && o->premulPointer && b.classify(o->premulPointer).kind != device::MemoryKind::Host) {
         b.copy(o->premulValue, o->premulPointer, kernels::dtypeSize(static_cast<kernels::DType>(o->dtype)));
         o->premulPointer = nullptr;
       }
-    std::vector<std::unique_ptr<Staging>> staged;
-    for (Operation* o : ops) staged.push_back(std::make_unique<Staging>(b, *o));
     if (op.members.empty()) {
       execute(op);
     } else {
       runGroupMembers(op.members);
     }
-    for (auto& s : staged) s->copyOut();
   } catch (const Error& e) {
     // Recorded for gyreCommGetAsyncError and the next call (fail() is
     // idempotent: a call's own failure was recorded already).
-    releaseStreams(call);
     fail(e);
-    return;
   } catch (const std::exception& e) {
-    releaseStreams(call);
     fail(Error(gyreInternalError, std::string("internal error: ") + e.what()));
-    return;
   }
-  releaseStreams(call);
 }
 
 }  // namespace gyre::core

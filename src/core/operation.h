@@ -12,6 +12,7 @@
 
 #include "collectives/plan.h"
 #include "collectives/planner.h"
+#include "device/staging_pool.h"
 #include "gyre/gyre.h"
 
 namespace gyre::core {
@@ -45,6 +46,11 @@ struct DeviceCall {
     void* gate = nullptr;   // holds the stream until the call is done
   };
   std::vector<Point> points;  // one per stream the call (or its group) uses
+  // The pinned blocks its device buffers are staged in, and the events
+  // behind the copies out of them (one per stream): the blocks go back to
+  // the pool once those are done, if the streams reached the call at all.
+  std::vector<device::StagingPool::Block> staging;
+  std::vector<void*> stagingDone;
 };
 
 struct Operation {

@@ -44,14 +44,24 @@ class Backend {
   // Device memory on `device`, and its release.
   virtual void* allocate(size_t bytes, int device) = 0;
   virtual void free(void* p) = 0;
+  // Page-locked host memory that every device can reach (staging), and its
+  // release.
+  virtual void* allocateHost(size_t bytes) = 0;
+  virtual void freeHost(void* p) = 0;
   // A copy in any direction, complete when it returns (on the backend's own
   // stream: it waits for nothing the caller enqueued).
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // A copy enqueued on s: it runs in s's order, and this returns at once.
+  // Memory that is gone when s gets there fails the stream (eventDone of a
+  // later event says so), never the process.
+  virtual void copyOnStream(void* dst, const void* src, size_t bytes, Stream s) = 0;
 
   // Stream order. An event marks the point a stream has reached when it is
   // recorded; done() says whether the stream got past it (an Error when the
   // stream failed). A gate holds a stream until it is opened: waitGate()
-  // enqueues the wait, openGate() (from any thread) releases it.
+  // enqueues the wait, openGate() (from any thread) releases it;
+  // destroyGate() may come before the stream has passed it (the backend
+  // keeps what the stream still reads).
   virtual void* recordEvent(Stream s) = 0;
   virtual bool eventDone(void* event) = 0;
   virtual void destroyEvent(void* event) noexcept = 0;

@@ -32,10 +32,17 @@ void check(cudaError_t e, const char* what) {
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-// A gate: one word the host writes and the stream reads.
+// A gate: one word the host writes and the stream reads. Words come from
+// slabs of pinned memory that are never freed while gyre runs: freeing
+// pinned memory (cudaFreeHost) waits for the whole device, which may be
+// waiting for a later gate of gyre's own, and a word is reused only once
+// its stream is past it.
 struct Gate {
   std::atomic<uint32_t>* host = nullptr;
   CUdeviceptr device = 0;
+  cudaStream_t stream = nullptr;  // the stream that waits on it, once it does
+  int streamDevice = -1;
+  cudaEvent_t passed = nullptr;  // recorded at destroyGate: the stream is past the wait
 };
 
 // The calling thread's device, set to d for a scope and restored after.
@@ -95,6 +102,23 @@ class CudaBackend final : public Backend {
     return d;
   }
 
+  void* allocateHost(size_t bytes) override {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable | cudaHostAllocMapped), "cudaHostAlloc");
+    return p;
+  }
+
+  void freeHost(void* p) override {
+    if (p) check(cudaFreeHost(p), "cudaFreeHost");
+  }
+
+  void copyOnStream(void* dst, const void* src, size_t bytes, Stream s) override {
+    if (!bytes) return;
+    DeviceScope scope(streamDevice(s));
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(s)),
+          "cudaMemcpyAsync (staging on the caller's stream)");
+  }
+
   void* allocate(size_t bytes, int device) override {
     DeviceScope scope(device);
     void* p = nullptr;
@@ -142,22 +166,37 @@ class CudaBackend final : public Backend {
   void destroyEvent(void* event) noexcept override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
 
   void* makeGate() override {
-    auto* g = new Gate;
-    void* h = nullptr;
-    if (cudaError_t e = cudaHostAlloc(&h, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable);
-        e != cudaSuccess) {
-      delete g;
-      fail(e, "cudaHostAlloc (a stream gate)");
+    std::lock_guard<std::mutex> l(gatesMu_);
+    reapGates();
+    if (freeGates_.empty()) {
+      constexpr size_t kWords = 256;
+      void* h = nullptr;
+      check(cudaHostAlloc(&h, kWords * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable),
+            "cudaHostAlloc (stream gates)");
+      void* dp = nullptr;
+      if (cudaHostGetDevicePointer(&dp, h, 0) != cudaSuccess) {
+        cudaGetLastError();
+        dp = nullptr;
+      }
+      for (size_t i = 0; i < kWords; ++i) {
+        auto* g = new Gate;
+        g->host = new (static_cast<uint32_t*>(h) + i) std::atomic<uint32_t>(0);
+        if (dp) g->device = reinterpret_cast<CUdeviceptr>(dp) + i * sizeof(uint32_t);
+        freeGates_.push_back(g);
+      }
     }
-    g->host = new (h) std::atomic<uint32_t>(0);
-    void* dp = nullptr;
-    if (cudaHostGetDevicePointer(&dp, h, 0) == cudaSuccess) g->device = reinterpret_cast<CUdeviceptr>(dp);
+    Gate* g = freeGates_.back();
+    freeGates_.pop_back();
+    g->host->store(0, std::memory_order_relaxed);
+    g->stream = nullptr;
     return g;
   }
 
   void waitGate(Stream s, void* gate) override {
     auto* g = static_cast<Gate*>(gate);
-    DeviceScope scope(streamDevice(s));
+    g->streamDevice = streamDevice(s);
+    DeviceScope scope(g->streamDevice);
+    g->stream = static_cast<cudaStream_t>(s);
     if (waitValue_ && g->device &&
         waitValue_(static_cast<CUstream>(s), g->device, 1, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS)
       return;
@@ -176,11 +215,28 @@ class CudaBackend final : public Backend {
     static_cast<Gate*>(gate)->host->store(1, std::memory_order_release);
   }
 
-  // Freeing pinned memory waits for the device to be done with it.
+  // The word is reused once the stream is past it: an event recorded now on
+  // its stream says when. Where no event can be recorded, the word is
+  // never reused (a few bytes, rather than a stream reading a reset word).
   void destroyGate(void* gate) noexcept override {
     auto* g = static_cast<Gate*>(gate);
-    cudaFreeHost(g->host);
-    delete g;
+    std::lock_guard<std::mutex> l(gatesMu_);
+    if (!g->stream) {
+      freeGates_.push_back(g);
+      return;
+    }
+    try {
+      DeviceScope scope(g->streamDevice);
+      if (cudaEventCreateWithFlags(&g->passed, cudaEventDisableTiming) == cudaSuccess) {
+        if (cudaEventRecord(g->passed, g->stream) == cudaSuccess) {
+          retiredGates_.push_back(g);
+          return;
+        }
+        cudaEventDestroy(g->passed);
+      }
+    } catch (...) {
+    }
+    cudaGetLastError();
   }
 
   void synchronize(Stream s) override {
@@ -195,8 +251,28 @@ class CudaBackend final : public Backend {
     return st;
   }
 
+  // Gates whose stream got past its event are free again (gatesMu_ held).
+  void reapGates() {
+    for (size_t i = 0; i < retiredGates_.size();) {
+      Gate* g = retiredGates_[i];
+      const cudaError_t r = cudaEventQuery(g->passed);
+      if (r == cudaErrorNotReady) {
+        ++i;
+        continue;
+      }
+      cudaGetLastError();  // a failed stream reads no word either
+      cudaEventDestroy(g->passed);
+      g->passed = nullptr;
+      retiredGates_[i] = retiredGates_.back();
+      retiredGates_.pop_back();
+      freeGates_.push_back(g);
+    }
+  }
+
   const int devices_;
   WaitValue32 waitValue_ = nullptr;
+  std::mutex gatesMu_;
+  std::vector<Gate*> freeGates_, retiredGates_;
   std::mutex mu_;
   std::vector<cudaStream_t> copyStreams_;
 };

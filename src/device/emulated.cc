@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "base/error.h"
 
@@ -14,6 +15,7 @@ thread_local int tlsDevice = 0;
 // destroyed before its stream gets there (an aborted call), as CUDA allows.
 struct EventRec {
   std::atomic<bool> done{false};
+  std::string error;  // the stream's failure, written before done
   std::atomic<int> refs{2};
   static void release(EventRec* e) {
     if (e->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete e;
@@ -49,6 +51,9 @@ struct EmulatedBackend::Queue {
     }
   }
   const int device;
+  // Set by work that failed (a copy from or to freed memory); like CUDA's
+  // sticky errors, what comes after on this stream does not run.
+  std::string failed;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> items;
@@ -118,7 +123,7 @@ void* EmulatedBackend::allocate(size_t bytes, int device) {
   return p;
 }
 
-void* EmulatedBackend::allocatePinned(size_t bytes) {
+void* EmulatedBackend::allocateHost(size_t bytes) {
   void* p = allocate(bytes, -1);
   std::lock_guard<std::mutex> l(mu_);
   blocks_[reinterpret_cast<uintptr_t>(p)].second = MemoryInfo{MemoryKind::PinnedHost, -1};
@@ -135,8 +140,36 @@ void EmulatedBackend::free(void* p) {
   std::free(p);
 }
 
+void EmulatedBackend::freeHost(void* p) { free(p); }
+
 void EmulatedBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
+}
+
+bool EmulatedBackend::inBlock(const void* p, size_t bytes) const {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = blocks_.upper_bound(a);
+  if (it == blocks_.begin()) return false;
+  --it;
+  return a + bytes <= it->first + it->second.first;
+}
+
+void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Stream s) {
+  if (!bytes) return;
+  Queue& q = queueOf(s);
+  // The backend's own memory must still be there, whole, when the stream
+  // gets to the copy; the caller's host memory is the caller's business.
+  const bool dstOurs = classify(dst).kind != MemoryKind::Host, srcOurs = classify(src).kind != MemoryKind::Host;
+  q.push([this, &q, dst, src, bytes, dstOurs, srcOurs] {
+    if (!q.failed.empty()) return;
+    if ((dstOurs && !inBlock(dst, bytes)) || (srcOurs && !inBlock(src, bytes))) {
+      q.failed = "a copy of " + std::to_string(bytes) + " bytes on the stream touched memory that was freed or is "
+                 "shorter than the copy (emulated device: an illegal address)";
+      return;
+    }
+    std::memmove(dst, src, bytes);
+  });
 }
 
 Stream EmulatedBackend::createStream(int device) {
@@ -155,12 +188,18 @@ void EmulatedBackend::destroyStream(Stream s) {
   delete q;  // runs what is queued first
 }
 
-void EmulatedBackend::enqueue(Stream s, std::function<void()> work) { queueOf(s).push(std::move(work)); }
+void EmulatedBackend::enqueue(Stream s, std::function<void()> work) {
+  Queue& q = queueOf(s);
+  q.push([&q, work = std::move(work)] {
+    if (q.failed.empty()) work();
+  });
+}
 
 void* EmulatedBackend::recordEvent(Stream s) {
   Queue& q = queueOf(s);
   auto* e = new EventRec;
-  q.push([e] {
+  q.push([e, &q] {
+    e->error = q.failed;
     e->done.store(true, std::memory_order_release);
     EventRec::release(e);
   });
@@ -168,7 +207,10 @@ void* EmulatedBackend::recordEvent(Stream s) {
 }
 
 bool EmulatedBackend::eventDone(void* event) {
-  return static_cast<EventRec*>(event)->done.load(std::memory_order_acquire);
+  auto* e = static_cast<EventRec*>(event);
+  if (!e->done.load(std::memory_order_acquire)) return false;
+  if (!e->error.empty()) throwError(gyreUnhandledCudaError, "the stream failed: " + e->error);
+  return true;
 }
 
 void EmulatedBackend::destroyEvent(void* event) noexcept { EventRec::release(static_cast<EventRec*>(event)); }
@@ -200,7 +242,9 @@ void EmulatedBackend::destroyGate(void* gate) noexcept { Gate::release(static_ca
 void EmulatedBackend::synchronize(Stream s) {
   auto* e = static_cast<EventRec*>(recordEvent(s));
   while (!e->done.load(std::memory_order_acquire)) std::this_thread::yield();
+  const std::string error = e->error;
   EventRec::release(e);
+  if (!error.empty()) throwError(gyreUnhandledCudaError, "the stream failed: " + error);
 }
 
 }  // namespace gyre::device

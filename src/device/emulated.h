@@ -31,7 +31,10 @@ class EmulatedBackend final : public Backend {
   int streamDevice(Stream s) const override;
   void* allocate(size_t bytes, int device) override;
   void free(void* p) override;
+  void* allocateHost(size_t bytes) override;
+  void freeHost(void* p) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  void copyOnStream(void* dst, const void* src, size_t bytes, Stream s) override;
   void* recordEvent(Stream s) override;
   bool eventDone(void* event) override;
   void destroyEvent(void* event) noexcept override;
@@ -41,18 +44,18 @@ class EmulatedBackend final : public Backend {
   void destroyGate(void* gate) noexcept override;
   void synchronize(Stream s) override;
 
-  // For tests: the calling thread's device, streams, pinned host memory, and
-  // work of their own on a stream (a kernel's stand-in).
+  // For tests: the calling thread's device, streams, and work of their own
+  // on a stream (a kernel's stand-in; it does not run on a failed stream).
   void setDevice(int device);
   Stream createStream(int device);
   void destroyStream(Stream s);
-  void* allocatePinned(size_t bytes);
   void enqueue(Stream s, std::function<void()> work);
 
  private:
   struct Queue;
   struct Gate;
   Queue& queueOf(Stream s) const;
+  bool inBlock(const void* p, size_t bytes) const;  // [p, p+bytes) lies in one live block
 
   const int devices_;
   mutable std::mutex mu_;
