@@ -31,6 +31,15 @@ foreach(n 2 3 4)
     ENVIRONMENT "${_gyre_py_env}" TIMEOUT 90 SKIP_RETURN_CODE 77 PROCESSORS ${n})
 endforeach()
 
+# Device arrays (__cuda_array_interface__, DLPack) and streams, on the
+# host-emulated GPU.
+add_test(NAME python_device_arrays_n2
+  COMMAND ${_gyre_py_runner} $<TARGET_FILE:gyrerun> ${GYRE_PYTHON} 2 numpy,pytest
+          -m pytest -q -p no:cacheprovider ${PROJECT_SOURCE_DIR}/python/tests_device
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(python_device_arrays_n2 PROPERTIES
+  ENVIRONMENT "${_gyre_py_env};GYRE_DEVICE_BACKEND=emulated" TIMEOUT 90 SKIP_RETURN_CODE 77 PROCESSORS 2)
+
 # The data-parallel example: it asserts that the loss falls and that every
 # rank ends with the same parameters, and exits non-zero otherwise.
 add_test(NAME python_example_dp_numpy

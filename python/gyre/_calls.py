@@ -9,10 +9,9 @@ accept exactly the same arguments.
 
 import ctypes
 
-import numpy as np
-
+from ._device import DeviceBuffer
 from ._errors import InvalidArgument
-from ._types import SIZE_MAX, address, as_array, c_int, integer, op_code
+from ._types import SIZE_MAX, address, as_array, c_int, empty_like, integer, op_code
 
 
 class Call:
@@ -62,11 +61,18 @@ def _op(op, pos, a, code):
     return c, (None if c is not None else (pos, op, a.dtype, code))
 
 
+def _fresh(a, shape):
+    """(the array to pass, the object to return) for a result gyre allocates, where a lives."""
+    made = empty_like(a, shape)
+    if isinstance(a, DeviceBuffer):
+        return as_array(made, "out", writable=True)[0], made
+    return made, made
+
+
 def _output(out, a, code, want, why, dtype, shape):
     """out checked against x (type and size), or a fresh array of the given shape."""
     if out is None:
-        o = np.empty(shape, dtype=a.dtype)
-        return o, o
+        return _fresh(a, shape if shape is not None else a.shape)
     o, ocode = as_array(out, "out", dtype, writable=True)
     _same_type(o, ocode, a, code)
     _need_size(o, want, "out", why)
@@ -164,8 +170,7 @@ def alltoallv(comm, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype):
         raise InvalidArgument(f"x has {a.size} elements but sendcounts and sdispls reach element {_extent(sc, sd)}")
     recv_extent = _extent(rc, rd)
     if out is None:
-        o = np.empty((recv_extent,), dtype=a.dtype)
-        result = o
+        o, result = _fresh(a, (recv_extent,))
     else:
         o, ocode = as_array(out, "out", dtype, writable=True)
         _same_type(o, ocode, a, code)

@@ -5,6 +5,7 @@ import threading
 import weakref
 
 from . import _calls
+from ._device import CallBuffers, stream_handle
 from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
 from ._lib import CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR, UNIQUE_ID_BYTES, Config, UniqueId, lib
 from ._types import Op, c_int, scalar_bytes
@@ -228,7 +229,18 @@ class Comm:
 
     # ---- running a prepared call ----
 
-    def _run(self, call, nonblocking=False):
+    def _call(self, build, *args, stream=None, nonblocking=False):
+        """Builds the call from its arguments (noting the device arrays among them) and runs it:
+        on a CUDA stream where it has device arrays or a stream was given, else as a host call."""
+        with CallBuffers(stream_handle(stream)) as met:
+            call = build(*args)
+        c_stream = met.call_stream()
+        if nonblocking and met.buffers:
+            raise InvalidArgument("a nonblocking call takes host memory; a call on device arrays is already "
+                                  "asynchronous on its CUDA stream: use the blocking method (with stream=)")
+        return self._run(call, nonblocking, c_stream)
+
+    def _run(self, call, nonblocking=False, stream=None):
         handle = self._handle()
         args = list(call.args)
         premul_op = None
@@ -241,7 +253,7 @@ class Comm:
         try:
             keep = _group_keep()
             if not nonblocking:
-                check(getattr(lib, call.blocking)(*args, handle, None))
+                check(getattr(lib, call.blocking)(*args, handle, stream))
                 if keep is not None:  # inside a group the call has only been collected
                     keep.append(call.keep)
                 return call.result
@@ -255,88 +267,90 @@ class Comm:
 
     # ---- collectives (blocking, then nonblocking) ----
 
-    def allreduce(self, x, op=Op.SUM, *, out=None, dtype=None):
+    def allreduce(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None):
         """out (default: x, in place) = op over all ranks of x. op: "sum", "prod", "max", "min",
         "avg", a gyre.Op, or gyre.PreMulSum(scalar)."""
-        return self._run(_calls.allreduce(x, op, out, dtype))
+        return self._call(_calls.allreduce, x, op, out, dtype, stream=stream)
 
-    def broadcast(self, x, root=0, *, out=None, dtype=None):
+    def broadcast(self, x, root=0, *, out=None, dtype=None, stream=None):
         """out (default: x, in place) = root's x on every rank. With out, x may be None off the root."""
-        return self._run(_calls.broadcast(x, root, out, dtype))
+        return self._call(_calls.broadcast, x, root, out, dtype, stream=stream)
 
-    def reduce(self, x, op=Op.SUM, root=0, *, out=None, dtype=None):
+    def reduce(self, x, op=Op.SUM, root=0, *, out=None, dtype=None, stream=None):
         """On the root, out (default: x) = op over all ranks of x; returns None elsewhere."""
-        return self._run(_calls.reduce(self, x, op, root, out, dtype))
+        return self._call(_calls.reduce, self, x, op, root, out, dtype, stream=stream)
 
-    def allgather(self, x, *, out=None, dtype=None):
+    def allgather(self, x, *, out=None, dtype=None, stream=None):
         """Every rank's x in rank order: out of shape (size, *x.shape) unless given. In place:
         pass x = out[rank]."""
-        return self._run(_calls.allgather(self, x, out, dtype))
+        return self._call(_calls.allgather, self, x, out, dtype, stream=stream)
 
-    def reducescatter(self, x, op=Op.SUM, *, out=None, dtype=None):
+    def reducescatter(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None):
         """Block number rank (x split into size blocks along its first axis) of op over all ranks'
         x. In place: pass out = this rank's block of x."""
-        return self._run(_calls.reducescatter(self, x, op, out, dtype))
+        return self._call(_calls.reducescatter, self, x, op, out, dtype, stream=stream)
 
-    def alltoall(self, x, *, out=None, dtype=None):
+    def alltoall(self, x, *, out=None, dtype=None, stream=None):
         """Block j of out (default: x, in place) = block rank of rank j's x; size equal blocks."""
-        return self._run(_calls.alltoall(self, x, out, dtype))
+        return self._call(_calls.alltoall, self, x, out, dtype, stream=stream)
 
-    def alltoallv(self, x, sendcounts, recvcounts, *, sdispls=None, rdispls=None, out=None, dtype=None):
+    def alltoallv(self, x, sendcounts, recvcounts, *, sdispls=None, rdispls=None, out=None, dtype=None, stream=None):
         """sendcounts[j] elements from x at sdispls[j] go to rank j, which receives them at
         rdispls[rank]. Displacements default to the running sums of the counts."""
-        return self._run(_calls.alltoallv(self, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype))
+        return self._call(_calls.alltoallv, self, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype,
+                          stream=stream)
 
-    def gather(self, x, root=0, *, out=None, dtype=None):
+    def gather(self, x, root=0, *, out=None, dtype=None, stream=None):
         """On the root, every rank's x in rank order (shape (size, *x.shape) unless out is
         given); None elsewhere."""
-        return self._run(_calls.gather(self, x, root, out, dtype))
+        return self._call(_calls.gather, self, x, root, out, dtype, stream=stream)
 
-    def scatter(self, x, root=0, *, out=None, dtype=None):
+    def scatter(self, x, root=0, *, out=None, dtype=None, stream=None):
         """Block number rank of the root's x (split along its first axis). Off the root, x
         gives only the shape and type when out is not given, and may be None when it is."""
-        return self._run(_calls.scatter(self, x, root, out, dtype))
+        return self._call(_calls.scatter, self, x, root, out, dtype, stream=stream)
 
-    def send(self, x, peer, *, dtype=None):
+    def send(self, x, peer, *, dtype=None, stream=None):
         """Blocks until x has been handed over to peer (which calls recv)."""
-        self._run(_calls.send(x, peer, dtype))
+        self._call(_calls.send, x, peer, dtype, stream=stream)
 
-    def recv(self, out, peer, *, dtype=None):
+    def recv(self, out, peer, *, dtype=None, stream=None):
         """Fills out from peer's send; returns out."""
-        return self._run(_calls.recv(out, peer, dtype))
+        return self._call(_calls.recv, out, peer, dtype, stream=stream)
 
-    def barrier(self):
-        self._run(_calls.barrier())
+    def barrier(self, *, stream=None):
+        self._call(_calls.barrier, stream=stream)
 
     def iallreduce(self, x, op=Op.SUM, *, out=None, dtype=None):
-        return self._run(_calls.allreduce(x, op, out, dtype), True)
+        return self._call(_calls.allreduce, x, op, out, dtype, nonblocking=True)
 
     def ibroadcast(self, x, root=0, *, out=None, dtype=None):
-        return self._run(_calls.broadcast(x, root, out, dtype), True)
+        return self._call(_calls.broadcast, x, root, out, dtype, nonblocking=True)
 
     def ireduce(self, x, op=Op.SUM, root=0, *, out=None, dtype=None):
-        return self._run(_calls.reduce(self, x, op, root, out, dtype), True)
+        return self._call(_calls.reduce, self, x, op, root, out, dtype, nonblocking=True)
 
     def iallgather(self, x, *, out=None, dtype=None):
-        return self._run(_calls.allgather(self, x, out, dtype), True)
+        return self._call(_calls.allgather, self, x, out, dtype, nonblocking=True)
 
     def ireducescatter(self, x, op=Op.SUM, *, out=None, dtype=None):
-        return self._run(_calls.reducescatter(self, x, op, out, dtype), True)
+        return self._call(_calls.reducescatter, self, x, op, out, dtype, nonblocking=True)
 
     def ialltoall(self, x, *, out=None, dtype=None):
-        return self._run(_calls.alltoall(self, x, out, dtype), True)
+        return self._call(_calls.alltoall, self, x, out, dtype, nonblocking=True)
 
     def ialltoallv(self, x, sendcounts, recvcounts, *, sdispls=None, rdispls=None, out=None, dtype=None):
-        return self._run(_calls.alltoallv(self, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype), True)
+        return self._call(_calls.alltoallv, self, x, sendcounts, recvcounts, sdispls, rdispls, out, dtype,
+                          nonblocking=True)
 
     def isend(self, x, peer, *, dtype=None):
-        return self._run(_calls.send(x, peer, dtype), True)
+        return self._call(_calls.send, x, peer, dtype, nonblocking=True)
 
     def irecv(self, out, peer, *, dtype=None):
-        return self._run(_calls.recv(out, peer, dtype), True)
+        return self._call(_calls.recv, out, peer, dtype, nonblocking=True)
 
     def ibarrier(self):
-        return self._run(_calls.barrier(), True)
+        return self._call(_calls.barrier, nonblocking=True)
 
     # ---- split ----
 

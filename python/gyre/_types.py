@@ -6,11 +6,13 @@ where gyre's count is derived from it. Everything the library checks itself
 (roots, peers, overlap, counts against the peers') is left to the library.
 """
 
+import ctypes
 import enum
 import operator
 
 import numpy as np
 
+from ._device import DeviceBuffer, device_buffer, is_device_array, met, requested_stream
 from ._errors import InvalidArgument
 
 
@@ -160,6 +162,10 @@ def as_array(obj, what, dtype=None, writable=False):
     """
     if obj is None:
         raise InvalidArgument(f"{what} is None")
+    if is_device_array(obj):
+        return _device_array(obj, what, dtype, writable)
+    if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
+        obj = _writable(np.from_dlpack(obj))  # a CPU tensor (torch, jax, ...): shared, as numpy's view
     if isinstance(obj, np.ndarray):
         arr, raw = obj, False
     else:
@@ -194,5 +200,42 @@ def as_array(obj, what, dtype=None, writable=False):
     return arr.reshape(-1).view(np.uint8).view(np_dtype), code
 
 
+def _writable(arr):
+    """numpy before 2.0 marks every DLPack import read-only (DLPack 0.x has no
+    such flag); the producer's tensor is writable, so view its memory as such."""
+    if arr.flags.writeable or arr.size == 0:
+        return arr
+    raw = (ctypes.c_char * arr.nbytes).from_address(arr.__array_interface__["data"][0])
+    view = np.frombuffer(raw, dtype=arr.dtype).reshape(arr.shape)
+    return view
+
+
+def _device_array(obj, what, dtype, writable):
+    buf = met(device_buffer(obj, what, requested_stream()))
+    if writable and buf.readonly:
+        raise InvalidArgument(f"{what} is read-only, but gyre writes the result into it")
+    if dtype is None:
+        return buf, buf.code
+    np_dtype, code = resolve_dtype(dtype)
+    if code != buf.code:
+        raise InvalidArgument(f"{what} has dtype {NAMES[buf.code]} but dtype={NAMES[code]} was asked; "
+                              f"convert it on the device instead")
+    return buf, code
+
+
+def empty_like(a, shape):
+    """A fresh array for a result, where a lives: numpy for host memory; for
+    a device array, one its owner makes (torch's new_empty)."""
+    if not isinstance(a, DeviceBuffer):
+        return np.empty(shape, dtype=a.dtype)
+    maker = getattr(a.owner, "new_empty", None)
+    if maker is None:
+        raise InvalidArgument(f"out= is needed: gyre cannot allocate device memory like a "
+                              f"{type(a.owner).__name__}'s (it can for torch tensors)")
+    return maker(tuple(shape))
+
+
 def address(arr):
+    if isinstance(arr, DeviceBuffer):
+        return arr.ptr
     return arr.__array_interface__["data"][0]
