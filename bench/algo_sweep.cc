@@ -15,7 +15,7 @@
 //
 // Sizes follow gyre-bench (nccl-tests' count column: the larger buffer, so
 // for AllGather and AllToAll the whole result). -R 1 allocates with
-// gyreMemAlloc (set GYRE_MAPPED_BUFFERS=1 to let the tuner count on it).
+// gyreMemAllocHost (set GYRE_MAPPED_BUFFERS=1 to let the tuner count on it).
 // Prints a markdown table (bytes, each variant's time in us, the best fixed
 // one, auto / best, online / best) and, with --json, writes the numbers.
 //
@@ -193,8 +193,8 @@ int runRank(const Options& o, int rank, gyreComm_t world) {
   const Shape biggest = shapeOf(o.op, sizes.back(), n);
   void *send = nullptr, *recv = nullptr;
   if (o.memAlloc) {
-    CHECKG(gyreMemAlloc(&send, biggest.sendBytes));
-    CHECKG(gyreMemAlloc(&recv, biggest.recvBytes));
+    CHECKG(gyreMemAllocHost(&send, biggest.sendBytes));
+    CHECKG(gyreMemAllocHost(&recv, biggest.recvBytes));
   } else {
     send = std::malloc(biggest.sendBytes);
     recv = std::malloc(biggest.recvBytes);

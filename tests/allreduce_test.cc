@@ -75,7 +75,7 @@ int runMatrix(int rank, int nranks, const gyreUniqueId& id, const MatrixParam& p
   if (!comm) return 1;
   const size_t maxBytes = kCounts[4] * 8 + kGuard;
   std::vector<unsigned char> sendVec(maxBytes), recvVec(maxBytes), sendCopy(maxBytes);
-  // TEST_MEMALLOC: buffers from gyreMemAlloc, which local peers map and
+  // TEST_MEMALLOC: buffers from gyreMemAllocHost, which local peers map and
   // reduce from directly instead of reading through the kernel; "odd": only
   // odd ranks' (the others are read through the kernel).
   struct MemAlloc {
@@ -85,8 +85,8 @@ int runMatrix(int rank, int nranks, const gyreUniqueId& id, const MatrixParam& p
   std::span<unsigned char> send(sendVec), recv(recvVec);
   const char* memalloc = getenv("TEST_MEMALLOC");
   if (memalloc && (std::string(memalloc) != "odd" || rank % 2 == 1)) {
-    if (!check.expectOk(gyreMemAlloc(&sendMem.p, maxBytes), "gyreMemAlloc") ||
-        !check.expectOk(gyreMemAlloc(&recvMem.p, maxBytes), "gyreMemAlloc"))
+    if (!check.expectOk(gyreMemAllocHost(&sendMem.p, maxBytes), "gyreMemAllocHost") ||
+        !check.expectOk(gyreMemAllocHost(&recvMem.p, maxBytes), "gyreMemAllocHost"))
       return 1;
     send = {static_cast<unsigned char*>(sendMem.p), maxBytes};
     recv = {static_cast<unsigned char*>(recvMem.p), maxBytes};

@@ -374,8 +374,8 @@ constexpr size_t kGuard = 64;  // bytes after the last
 // Where the buffers come from and what the tuner is told.
 enum class Memory {
   Malloc,      // plain memory: reads go through the kernel
-  MemAlloc,    // gyreMemAlloc buffers, GYRE_MAPPED_BUFFERS unset
-  Mapped,      // gyreMemAlloc buffers and GYRE_MAPPED_BUFFERS=1
+  MemAlloc,    // gyreMemAllocHost buffers, GYRE_MAPPED_BUFFERS unset
+  Mapped,      // gyreMemAllocHost buffers and GYRE_MAPPED_BUFFERS=1
   FastReads,   // plain memory, a model in which kernel reads pay early
 };
 
@@ -389,13 +389,13 @@ const char* memoryName(Memory m) {
   return "?";
 }
 
-// A buffer from malloc or gyreMemAlloc, filled with kFill.
+// A buffer from malloc or gyreMemAllocHost, filled with kFill.
 class Buffer {
  public:
   Buffer(size_t bytes, bool memAlloc) : memAlloc_(memAlloc) {
     if (memAlloc_) {
       void* p = nullptr;
-      if (gyreMemAlloc(&p, bytes) != gyreSuccess) throw std::runtime_error(gyreGetLastError(nullptr));
+      if (gyreMemAllocHost(&p, bytes) != gyreSuccess) throw std::runtime_error(gyreGetLastError(nullptr));
       data_ = static_cast<unsigned char*>(p);
     } else {
       data_ = static_cast<unsigned char*>(std::malloc(bytes));

@@ -323,7 +323,7 @@ TEST(Layout, EveryCollectiveRunsAndChecksClean) {
   }
 }
 
-// -R 1: buffers from gyreMemAlloc, which the direct algorithms (the tuner's
+// -R 1: buffers from gyreMemAllocHost, which the direct algorithms (the tuner's
 // choice once GYRE_MAPPED_BUFFERS=1 is implied) map and copy from; up to
 // 256 KiB so that the larger rows take the direct path.
 TEST(Layout, RegisteredBuffersRunAndCheckClean) {
@@ -332,6 +332,36 @@ TEST(Layout, RegisteredBuffersRunAndCheckClean) {
     EXPECT_EQ(o.exitCode, 0) << c << ": " << o.describe();
     EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << c << ": " << o.out;
   }
+}
+
+// --device cuda on gyre's host-emulated GPU: every collective's buffers in
+// device memory, its calls on a stream, filled and checked through host
+// mirrors; a corrupted device result is still caught.
+TEST(Device, EveryCollectiveRunsAndChecksCleanOnDeviceBuffers) {
+  const std::map<std::string, std::string> emulated{{"GYRE_DEVICE_BACKEND", "emulated"}};
+  for (const char* c : {"allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "broadcast", "reduce",
+                        "gather", "scatter", "sendrecv"}) {
+    Outcome o = bench({{c, "--ranks", "3", "-b", "8", "-e", "64K", "-f", "64", "-n", "2", "-w", "1", "--device",
+                        "cuda", "--percentiles"},
+                       emulated});
+    EXPECT_EQ(o.exitCode, 0) << c << ": " << o.describe();
+    EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << c << ": " << o.out;
+  }
+  Outcome bad = bench({{"allreduce", "--ranks", "2", "-b", "96", "-e", "96", "-n", "1", "-w", "0", "--device", "cuda"},
+                       {{"GYRE_DEVICE_BACKEND", "emulated"}, {"GYRE_BENCH_CORRUPT", "1"}}});
+  EXPECT_EQ(bad.exitCode, 1) << bad.describe();
+  EXPECT_TRUE(contains(bad.out, "FAILED")) << bad.out;
+}
+
+// Without a GPU (and not emulated) --device cuda says why and exits 2.
+TEST(Device, WithoutAGpuTheDeviceRunSaysWhy) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "8", "-e", "8", "--device", "cuda"}});
+  if (o.exitCode == 0) GTEST_SKIP() << "this host has a GPU: the device run ran";
+  EXPECT_EQ(o.exitCode, 2) << o.describe();
+  EXPECT_TRUE(contains(o.err, "--device cuda: ")) << o.err;
+  Outcome bad = bench({{"allreduce", "--device", "gpu"}});
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_TRUE(contains(bad.err, "--device takes host or cuda")) << bad.err;
 }
 
 // -d all and -o all: every type, and for each every op, each over the whole sweep.

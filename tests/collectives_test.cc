@@ -29,7 +29,7 @@ struct Case {
   int nranks;
   const char* op;    // GYRE_ALGO's name for the operation
   const char* algo;  // nullptr: automatic
-  // Buffers from gyreMemAlloc, which local peers map (single-copy reads
+  // Buffers from gyreMemAllocHost, which local peers map (single-copy reads
   // without the kernel), freshly allocated for every operation, and
   // GYRE_MAPPED_BUFFERS=1 (AllToAllv's blockwise then reads its larger blocks).
   bool mapped = false;
@@ -41,7 +41,7 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.op << " " << (c.algo ? c.algo : "auto") << ", " << c.transport << ", " << c.nranks << " ranks"
-      << (c.mapped ? ", gyreMemAlloc buffers" : "")
+      << (c.mapped ? ", gyreMemAllocHost buffers" : "")
       << (c.hosts ? ", " + std::to_string(c.hosts) + " hosts dealt by rank" : "");
 }
 
@@ -51,7 +51,7 @@ std::string caseName(const testing::TestParamInfo<Case>& info) {
          (c.mapped ? "_memalloc" : "") + (c.hosts ? "_" + std::to_string(c.hosts) + "hosts" : "");
 }
 
-// One test buffer: a vector, or memory from gyreMemAlloc. Reallocating the
+// One test buffer: a vector, or memory from gyreMemAllocHost. Reallocating the
 // latter for every operation makes the peers' cached mappings go stale (the
 // same descriptor numbers come back for new allocations), which they must
 // notice.
@@ -69,7 +69,7 @@ class TestBuffer {
     }
     release();
     void* p = nullptr;
-    if (gyreMemAlloc(&p, bytes) != gyreSuccess) throw std::runtime_error(gyreGetLastError(nullptr));
+    if (gyreMemAllocHost(&p, bytes) != gyreSuccess) throw std::runtime_error(gyreGetLastError(nullptr));
     data_ = static_cast<unsigned char*>(p);
     std::memset(data_, fill, bytes);
   }

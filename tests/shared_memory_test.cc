@@ -1,4 +1,4 @@
-// gyreMemAlloc's shared allocations and a peer's mappings of them: what a
+// gyreMemAllocHost's shared allocations and a peer's mappings of them: what a
 // reader maps must be the writer's current allocation, never a stale or
 // foreign one, and anything it cannot map falls back (nullptr), never crashes.
 // And the kernel's reads of a peer's plain memory, at every kind of distance.
@@ -115,11 +115,11 @@ TEST(SharedMemory, PeerMapsTheCurrentAllocationAndNeverAStaleOne) {
 
 TEST(SharedMemory, GyreMemAllocGivesSharedMemoryAndFreesEither) {
   void* p = nullptr;
-  ASSERT_EQ(gyreMemAlloc(&p, 1 << 20), gyreSuccess);
+  ASSERT_EQ(gyreMemAllocHost(&p, 1 << 20), gyreSuccess);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
   EXPECT_NE(sharedKeyFor(p).id, 0u);
   EXPECT_EQ(gyreMemFree(p), gyreSuccess);
-  ASSERT_EQ(gyreMemAlloc(&p, 0), gyreSuccess);  // a zero size still frees
+  ASSERT_EQ(gyreMemAllocHost(&p, 0), gyreSuccess);  // a zero size still frees
   EXPECT_EQ(gyreMemFree(p), gyreSuccess);
   EXPECT_EQ(gyreMemFree(nullptr), gyreSuccess);
 }

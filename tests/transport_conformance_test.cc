@@ -442,7 +442,7 @@ TEST_P(Conformance, AMismatchedSizeOrTagIsAnErrorCarryingBoth) {
 
 // The memory layer: each rank registers a buffer and sends the key; the
 // peer gets and puts within it exactly where the transport offers that
-// (kPeerRead, kPeerWrite), maps a gyreMemAlloc buffer where it offers
+// (kPeerRead, kPeerWrite), maps a gyreMemAllocHost buffer where it offers
 // kPeerMap, and is refused (a ConnectionError naming the owner) outside the
 // key, with an empty key, or when the transport cannot.
 TEST_P(Conformance, RegisteredMemoryGetPutAndMapWithinTheKeyOnly) {
@@ -455,7 +455,7 @@ TEST_P(Conformance, RegisteredMemoryGetPutAndMapWithinTheKeyOnly) {
     std::vector<unsigned char> mine(kBytes);
     for (size_t i = 0; i < kBytes; ++i) mine[i] = pattern(rank, 9, i);
     void* mapped = nullptr;
-    check.expect(gyreMemAlloc(&mapped, 1 << 20) == gyreSuccess, "gyreMemAlloc");
+    check.expect(gyreMemAllocHost(&mapped, 1 << 20) == gyreSuccess, "gyreMemAllocHost");
     std::memset(mapped, 0x40 + rank, 1 << 20);
     // Both keys in one message each way.
     transport::RemoteKey keys[2] = {c.registerMemory(mine.data(), kBytes),
@@ -502,7 +502,7 @@ TEST_P(Conformance, RegisteredMemoryGetPutAndMapWithinTheKeyOnly) {
     }
     if (c.can(transport::kPeerMap) && c.can(transport::kPeerRead)) {
       const auto* m = static_cast<const unsigned char*>(c.map(theirs[1], 4096, 8192));
-      check.expect(m != nullptr, "a gyreMemAlloc buffer could not be mapped");
+      check.expect(m != nullptr, "a gyreMemAllocHost buffer could not be mapped");
       if (m) check.expect(m[0] == 0x40 + e.peer && m[8191] == 0x40 + e.peer, "the mapping shows the peer's bytes");
     }
     // Done with the peer's memory: say so, then look at what it put in ours.

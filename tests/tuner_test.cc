@@ -175,7 +175,7 @@ TEST(TunerChoice, SingleCopyWhenReadsAreFastAndNeverWithoutThem) {
   EXPECT_EQ(choose(noReads, OpKind::AllGather, 64u << 20), "ring");
 }
 
-// GYRE_MAPPED_BUFFERS=1: reads of peers' gyreMemAlloc buffers run at memory
+// GYRE_MAPPED_BUFFERS=1: reads of peers' gyreMemAllocHost buffers run at memory
 // speed, so single-copy algorithms win the large copying calls on one host;
 // never the reducing ones (measured slower than the ring), never across
 // hosts or without cross-process reads.

@@ -47,7 +47,7 @@ if ! timeout 240 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DG
      -DCMAKE_CUDA_ARCHITECTURES="$arch" "${gtest[@]}" > "$out/configure.log" 2>&1; then
   say "configure FAILED (tail of $out/configure.log):"; tail -20 "$out/configure.log" | tee -a "$summary"; exit 1
 fi
-targets=(gyre-gpu-kernel-bench)
+targets=(gyre-gpu-kernel-bench gyre-bench)
 grep -q "tests (GoogleTest): yes" "$out/configure.log" && targets+=(cuda_kernels_test)
 if ! timeout 300 cmake --build build-gpu -j"$jobs" --target "${targets[@]}" > "$out/build.log" 2>&1; then
   say "build FAILED (tail of $out/build.log):"; tail -30 "$out/build.log" | tee -a "$summary"; exit 1
@@ -78,6 +78,32 @@ say ""
 say "## reduce kernel against the GPU's own copy (gyre-gpu-kernel-bench)"
 timeout 120 build-gpu/bench/gyre-gpu-kernel-bench --bytes $((256 << 20)) --reps 20 > "$out/kernel-bench.md" 2>&1 || status=1
 cat "$out/kernel-bench.md" | tee -a "$summary"
+
+say ""
+say "## every collective on device buffers, checked (gyre-bench --device cuda, 3 ranks on this GPU)"
+for c in allreduce allgather reducescatter alltoall alltoallv broadcast reduce gather scatter sendrecv; do
+  if timeout 90 build-gpu/bench/gyre-bench $c --ranks 3 --device cuda -b 8 -e 1M -f 32 -n 2 -w 1 -T 60 \
+       > "$out/device-$c.log" 2>&1; then
+    say "$c: ok, $(grep -c '^ ' "$out/device-$c.log") rows checked"
+  else
+    status=1
+    say "$c: FAILED (tail of $out/device-$c.log):"; tail -5 "$out/device-$c.log" | tee -a "$summary"
+  fi
+done
+
+say ""
+say "## AllReduce on device buffers against host buffers (gyre-bench, ranks sharing this GPU)"
+for n in 2 4; do
+  for d in cuda host; do
+    say ""
+    say "### $n ranks, --device $d"
+    say '```'
+    timeout 120 build-gpu/bench/gyre-bench allreduce --ranks $n --bind core --device $d -b 8 -e 256M -f 8 -n 10 -w 3 \
+      -T 100 --percentiles > "$out/allreduce-$d-$n.log" 2>&1 || status=1
+    grep -v '^# *$' "$out/allreduce-$d-$n.log" | tail -14 | tee -a "$summary"
+    say '```'
+  done
+done
 
 say ""
 say "finished in $(( $(date +%s) - start )) s, status $status"

@@ -127,34 +127,34 @@ size_t wrongSendRecv(Call& c) {
 void fillNothing(Call&) {}
 size_t wrongNothing(Call&) { return 0; }
 
-gyreResult_t runAllReduce(Call& c) { return gyreAllReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, nullptr); }
+gyreResult_t runAllReduce(Call& c) { return gyreAllReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, c.stream); }
 gyreResult_t runReduce(Call& c) {
-  return gyreReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.opt->root, c.comm, nullptr);
+  return gyreReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.opt->root, c.comm, c.stream);
 }
-gyreResult_t runBroadcast(Call& c) { return gyreBroadcast(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, nullptr); }
-gyreResult_t runAllGather(Call& c) { return gyreAllGather(c.send, c.recv, c.count, dt(c), c.comm, nullptr); }
+gyreResult_t runBroadcast(Call& c) { return gyreBroadcast(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, c.stream); }
+gyreResult_t runAllGather(Call& c) { return gyreAllGather(c.send, c.recv, c.count, dt(c), c.comm, c.stream); }
 gyreResult_t runReduceScatter(Call& c) {
-  return gyreReduceScatter(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, nullptr);
+  return gyreReduceScatter(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, c.stream);
 }
-gyreResult_t runAllToAll(Call& c) { return gyreAllToAll(c.send, c.recv, c.count, dt(c), c.comm, nullptr); }
+gyreResult_t runAllToAll(Call& c) { return gyreAllToAll(c.send, c.recv, c.count, dt(c), c.comm, c.stream); }
 gyreResult_t runAllToAllv(Call& c) {
-  return gyreAllToAllv(c.send, c.sc.data(), c.sd.data(), c.recv, c.rc.data(), c.rd.data(), dt(c), c.comm, nullptr);
+  return gyreAllToAllv(c.send, c.sc.data(), c.sd.data(), c.recv, c.rc.data(), c.rd.data(), dt(c), c.comm, c.stream);
 }
-gyreResult_t runGather(Call& c) { return gyreGather(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, nullptr); }
-gyreResult_t runScatter(Call& c) { return gyreScatter(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, nullptr); }
+gyreResult_t runGather(Call& c) { return gyreGather(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, c.stream); }
+gyreResult_t runScatter(Call& c) { return gyreScatter(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, c.stream); }
 gyreResult_t runSendRecv(Call& c) {
   if (c.nranks == 1) return gyreSuccess;
   gyreResult_t r = gyreGroupStart();
   if (r != gyreSuccess) return r;
-  gyreSend(c.send, c.count, dt(c), (c.rank + 1) % c.nranks, c.comm, nullptr);
-  gyreRecv(c.recv, c.count, dt(c), (c.rank + c.nranks - 1) % c.nranks, c.comm, nullptr);
+  gyreSend(c.send, c.count, dt(c), (c.rank + 1) % c.nranks, c.comm, c.stream);
+  gyreRecv(c.recv, c.count, dt(c), (c.rank + c.nranks - 1) % c.nranks, c.comm, c.stream);
   return gyreGroupEnd();
 }
 void fillSendRecv(Call& c) {
   fillOwn(c);
   if (c.nranks == 1) fillPattern(c.recv, c.count, dt(c), 0);
 }
-gyreResult_t runBarrier(Call& c) { return gyreBarrier(c.comm, nullptr); }
+gyreResult_t runBarrier(Call& c) { return gyreBarrier(c.comm, c.stream); }
 
 const Collective kCollectives[] = {
     {"allreduce", true, false, true, allReduceFactor, shapeSame, placeSame, fillReduce, runAllReduce, wrongAllReduce},

@@ -22,6 +22,7 @@ struct Call {
   unsigned char* send = nullptr;    // the caller's buffers (already placed for in-place)
   unsigned char* recv = nullptr;
   bool inPlace = false;
+  gyreStream_t stream = nullptr;    // --device cuda: the stream the calls are enqueued on
   std::vector<size_t> sc, sd, rc, rd;  // alltoallv
 };
 

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -30,6 +31,7 @@
 #include "bench/exact_values.h"
 #include "bench/fork_ranks.h"
 #include "bench/gyre_bench/collectives.h"
+#include "bench/gyre_bench/device_memory.h"
 #include "bench/gyre_bench/options.h"
 #include "bench/gyre_bench/plot.h"
 #include "bench/gyre_bench/progress.h"
@@ -67,6 +69,95 @@ std::string envOr(const char* name, const char* otherwise) {
   return v && *v ? v : otherwise;
 }
 
+// One of the two buffers a row runs on: malloc'd, or with -R from
+// gyreMemAllocHost and registered for the run, or with --device cuda in
+// device memory, with a host mirror that rows are filled and checked in.
+class BenchBuffer {
+ public:
+  BenchBuffer(gyreComm_t comm, size_t bytes, bool registered, DeviceMemory* dev) : comm_(comm), dev_(dev) {
+    if (dev) {
+      data_ = static_cast<unsigned char*>(dev->allocate(bytes));
+      mirror_.resize(bytes);
+      bytes_ = bytes;
+      return;
+    }
+    if (!registered) {
+      plain_.resize(bytes);
+      data_ = plain_.data();
+      return;
+    }
+    void* p = nullptr;
+    CHECKG(gyreMemAllocHost(&p, bytes));
+    data_ = static_cast<unsigned char*>(p);
+    std::memset(data_, 0, bytes);  // fault the pages in before timing, as resize does
+    CHECKG(gyreCommRegister(comm, data_, bytes, &handle_));
+  }
+  ~BenchBuffer() {
+    if (dev_) {
+      dev_->free(data_);
+    } else if (plain_.empty() && data_) {
+      gyreCommDeregister(comm_, handle_);
+      gyreMemFree(data_);
+    }
+  }
+  BenchBuffer(const BenchBuffer&) = delete;
+  BenchBuffer& operator=(const BenchBuffer&) = delete;
+  unsigned char* data() { return data_; }
+  // Where the host sees p, a pointer into data() (null: not ours).
+  unsigned char* hostView(unsigned char* p) {
+    if (!dev_) return p;
+    return p >= data_ && p < data_ + bytes_ ? mirror_.data() + (p - data_) : nullptr;
+  }
+  void upload() {
+    if (dev_) dev_->upload(data_, mirror_.data(), bytes_);
+  }
+  void download() {
+    if (dev_) dev_->download(mirror_.data(), data_, bytes_);
+  }
+
+ private:
+  gyreComm_t comm_;
+  DeviceMemory* dev_;
+  std::vector<unsigned char> plain_, mirror_;
+  unsigned char* data_ = nullptr;
+  size_t bytes_ = 0;
+  void* handle_ = nullptr;
+};
+
+// The row's two buffers, and (--device cuda) the device they live on.
+struct RowBuffers {
+  BenchBuffer& a;
+  BenchBuffer& b;
+  DeviceMemory* dev;
+  // The call as the host sees it: its pointers in the mirrors.
+  Call hostCall(const Call& c) {
+    Call h = c;
+    if (dev) {
+      h.send = c.send ? (a.hostView(c.send) ? a.hostView(c.send) : b.hostView(c.send)) : nullptr;
+      h.recv = c.recv ? (a.hostView(c.recv) ? a.hostView(c.recv) : b.hostView(c.recv)) : nullptr;
+    }
+    return h;
+  }
+  void fill(const Collective& coll, Call& c) {
+    if (!dev) return coll.fill(c);
+    Call h = hostCall(c);
+    coll.fill(h);
+    a.upload();
+    b.upload();
+  }
+  size_t wrong(const Collective& coll, Call& c) {
+    if (!dev) return coll.wrong(c);
+    a.download();
+    b.download();
+    Call h = hostCall(c);
+    return coll.wrong(h);
+  }
+  // Until the calls enqueued so far have run (host calls: at once).
+  void settle(gyreComm_t comm) {
+    if (dev) dev->synchronize(comm);
+  }
+};
+
 // ---- measuring ----
 
 // One rank's view of one placement of one row.
@@ -75,8 +166,9 @@ struct Local {
   long long wrong = -1;
 };
 
-Local measure(const Collective& coll, Call& c, const Options& o, Progress& progress, const char* place) {
-  coll.fill(c);
+Local measure(const Collective& coll, Call& c, RowBuffers& bufs, const Options& o, Progress& progress,
+              const char* place) {
+  bufs.fill(coll, c);
   if (envFlag("GYRE_BENCH_STALL") && c.rank == c.nranks - 1)
     for (;;) pause();  // only -T ends this (parseOptions insists on it)
   const std::string warm = std::string(place) + " warmup", timed = std::string(place) + " iter";
@@ -84,6 +176,7 @@ Local measure(const Collective& coll, Call& c, const Options& o, Progress& progr
     progress.iteration(warm.c_str(), i + 1, o.warmup);
     CHECKG(coll.run(c));
   }
+  bufs.settle(c.comm);
   CHECKG(gyreBarrier(c.comm, nullptr));  // line the ranks up
   std::vector<double> each;
   if (o.percentiles) each.reserve(static_cast<size_t>(o.iters));
@@ -92,17 +185,26 @@ Local measure(const Collective& coll, Call& c, const Options& o, Progress& progr
     progress.iteration(timed.c_str(), i + 1, o.iters);
     const double ti = o.percentiles ? now() : 0;
     CHECKG(coll.run(c));
-    if (o.percentiles) each.push_back((now() - ti) * 1e6);
+    if (o.percentiles) {
+      bufs.settle(c.comm);  // a device call's time is its stream's
+      each.push_back((now() - ti) * 1e6);
+    }
   }
+  bufs.settle(c.comm);
   Local l;
   l.meanUs = (now() - t0) / o.iters * 1e6;
   if (o.percentiles) l.p50 = percentile(each, 50), l.p99 = percentile(each, 99);
   if (o.check) {
-    coll.fill(c);
+    bufs.fill(coll, c);
     CHECKG(coll.run(c));
+    bufs.settle(c.comm);
     const int checker = coll.rooted ? o.root : 0;
-    if (envFlag("GYRE_BENCH_CORRUPT") && c.rank == checker && c.recvElems > 0 && c.count > 0) c.recv[0] ^= 1;
-    l.wrong = static_cast<long long>(coll.wrong(c));
+    if (envFlag("GYRE_BENCH_CORRUPT") && c.rank == checker && c.recvElems > 0 && c.count > 0) {
+      bufs.a.download(), bufs.b.download();
+      bufs.hostCall(c).recv[0] ^= 1;
+      bufs.a.upload(), bufs.b.upload();
+    }
+    l.wrong = static_cast<long long>(bufs.wrong(coll, c));
   }
   return l;
 }
@@ -140,39 +242,6 @@ std::vector<size_t> sweep(const Options& o, bool sizeless) {
   }
   return sizes;
 }
-
-// One of the two buffers a row runs on: malloc'd, or with -R from
-// gyreMemAlloc and registered for the run.
-class BenchBuffer {
- public:
-  BenchBuffer(gyreComm_t comm, size_t bytes, bool registered) : comm_(comm) {
-    if (!registered) {
-      plain_.resize(bytes);
-      data_ = plain_.data();
-      return;
-    }
-    void* p = nullptr;
-    CHECKG(gyreMemAlloc(&p, bytes));
-    data_ = static_cast<unsigned char*>(p);
-    std::memset(data_, 0, bytes);  // fault the pages in before timing, as resize does
-    CHECKG(gyreCommRegister(comm, data_, bytes, &handle_));
-  }
-  ~BenchBuffer() {
-    if (plain_.empty() && data_) {
-      gyreCommDeregister(comm_, handle_);
-      gyreMemFree(data_);
-    }
-  }
-  BenchBuffer(const BenchBuffer&) = delete;
-  BenchBuffer& operator=(const BenchBuffer&) = delete;
-  unsigned char* data() { return data_; }
-
- private:
-  gyreComm_t comm_;
-  std::vector<unsigned char> plain_;
-  unsigned char* data_ = nullptr;
-  void* handle_ = nullptr;
-};
 
 RunSettings settingsOf(const Options& o, int nranks, const std::vector<RankCard>& cards) {
   RunSettings s;
@@ -230,6 +299,17 @@ int runRank(const Options& opt, gyreComm_t comm) {
     std::fprintf(stderr, "gyre-bench: root %d is not a rank (there are %d)\n", o.root, c.nranks);
     return 2;
   }
+  std::unique_ptr<DeviceMemory> dev;
+  if (o.device == "cuda") {
+    std::string why;
+    dev = openDeviceMemory(c.rank, why);
+    if (!dev) {
+      std::fprintf(stderr, "gyre-bench: --device cuda: %s\n", why.c_str());
+      gyreCommDestroy(comm);
+      return 2;
+    }
+    c.stream = dev->stream();
+  }
   std::vector<RankCard> cards;
   CHECKG(exchangeCards(comm, c.nranks, cards));
   Report report;
@@ -257,7 +337,9 @@ int runRank(const Options& opt, gyreComm_t comm) {
     // Buffers for the largest row (AllToAllv may send a little more than a row).
     Call big = c;
     coll.shape(big, o.maxBytes / esz);
-    BenchBuffer a(comm, (big.sendElems + 64) * esz, o.registered), b(comm, (big.recvElems + 64) * esz, o.registered);
+    BenchBuffer a(comm, (big.sendElems + 64) * esz, o.registered, dev.get()),
+        b(comm, (big.recvElems + 64) * esz, o.registered, dev.get());
+    RowBuffers bufs{a, b, dev.get()};
     for (gyreRedOp_t op : ops) {
       o.op = op;
       for (size_t sz : sizes) {
@@ -277,7 +359,7 @@ int runRank(const Options& opt, gyreComm_t comm) {
           if (inPlace && !coll.hasInPlace) continue;
           c.inPlace = inPlace;
           coll.place(c, a.data(), b.data());
-          const Local l = measure(coll, c, o, progress, inPlace ? "in-place" : "out-of-place");
+          const Local l = measure(coll, c, bufs, o, progress, inPlace ? "in-place" : "out-of-place");
           Cell& cell = inPlace ? row.inPlace : row.outOfPlace;
           cell = combine(comm, c.nranks, l, o, row.bytes, factor);
           wrongTotal += cell.wrong > 0 ? cell.wrong : 0;
@@ -312,7 +394,7 @@ void applySettings(const Options& o) {
   // gyre's own wait bound a little past -T, so that inside a row the -T
   // message (exit 3) comes first; outside rows (start-up) it bounds waits.
   if (o.timeoutSec) setenv("GYRE_TIMEOUT_MS", std::to_string(o.timeoutSec * 1000 + 5000).c_str(), 1);
-  // Every rank's buffers come from gyreMemAlloc: the tuner may count on it
+  // Every rank's buffers come from gyreMemAllocHost: the tuner may count on it
   // (unless the caller says otherwise).
   if (o.registered) setenv("GYRE_MAPPED_BUFFERS", "1", 0);
 }

@@ -27,13 +27,14 @@ const char* const kUsage =
     "  -r, --root R            root rank of rooted collectives (default 0)\n"
     "  -a, --average 0|1|2|3   time across ranks: 0 rank 0's, 1 average, 2 min, 3 max (default 1)\n"
     "  -T, --timeout S         end with exit 3 when any row takes longer than S seconds (default 0: none)\n"
-    "  -R, --local_register 0|1  1: buffers from gyreMemAlloc, registered, and GYRE_MAPPED_BUFFERS=1 (default 0: malloc)\n"
+    "  -R, --local_register 0|1  1: buffers from gyreMemAllocHost, registered, and GYRE_MAPPED_BUFFERS=1 (default 0: malloc)\n"
     "gyre:\n"
     "  --ranks N               fork N local ranks (otherwise ranks come from gyrerun, mpirun, srun, torchrun)\n"
     "  --bind core|none        with --ranks, pin rank i to CPU i\n"
     "  --transport shm|tcp     force a transport (default: shm within a host, tcp across)\n"
     "  --algo NAME             force an algorithm (default: the tuner's choice)\n"
     "  --skew K                alltoallv: each rank sends its next rank K times as much\n"
+    "  --device host|cuda      cuda: buffers in GPU memory, calls on a CUDA stream (default host)\n"
     "output:\n"
     "  --percentiles           time each iteration; add p50/p99 latency columns\n"
     "  --json FILE, --csv FILE every row and the run's settings\n"
@@ -165,6 +166,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--skew") o.skew = parseInt(a, next(), 1);
     else if (a == "--transport") o.transport = next();
     else if (a == "--algo") o.algo = next();
+    else if (a == "--device") o.device = next();
     else if (a == "--percentiles") o.percentiles = true;
     else if (a == "--json") o.jsonPath = fileName(a, next());
     else if (a == "--csv") o.csvPath = fileName(a, next());
@@ -184,6 +186,8 @@ Options parseOptions(int argc, char** argv) {
   if (o.step && !factorGiven) o.factor = 1;
   if ((o.factor <= 1 && !o.step) || o.minBytes > o.maxBytes) usage("bad sweep (-b, -e, -f, -i)");
   if (o.transport != "" && o.transport != "shm" && o.transport != "tcp") usage("--transport takes shm or tcp");
+  if (o.device != "host" && o.device != "cuda") usage("--device takes host or cuda");
+  if (o.device == "cuda" && o.registered) usage("-R 1 is for host buffers; --device cuda allocates device memory");
   std::string why;
   if (!o.plotPath.empty() && !plotPathUsable(o.plotPath, why)) usage(why);
   o.dtype = o.dtypes[0];

@@ -33,6 +33,9 @@ struct Options {
   // -R 1: buffers from gyreMemAlloc (which local peers can map), registered
   // with the communicator, as nccl-tests' -R uses ncclMemAlloc.
   bool registered = false;
+  // --device cuda: buffers in device memory, calls on a CUDA stream
+  // (device_memory.h); "host" (the default): host memory, host calls.
+  std::string device = "host";
   bool percentiles = false;  // --percentiles: time each iteration, add p50/p99
   int spawn = 0;       // --ranks N: fork N local ranks
   bool bind = false;   // --bind core: pin spawned rank i to CPU i mod ncpus

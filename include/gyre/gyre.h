@@ -198,9 +198,14 @@ GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
  * communicator of a build without CUDA). */
 GYRE_API gyreResult_t gyreCommDevice(const gyreComm_t comm, int* device);
 
-/* Memory for communication buffers: page-aligned host memory (device memory
- * in a CUDA build). Free with gyreMemFree. */
+/* Memory for communication buffers, as ncclMemAlloc: device memory of the
+ * calling thread's current GPU where there is one (a CUDA build on a host
+ * with a GPU), else what gyreMemAllocHost gives. Free with gyreMemFree. */
 GYRE_API gyreResult_t gyreMemAlloc(void** ptr, size_t size);
+/* Page-aligned host memory that local peers can map, so single-copy
+ * algorithms read it at memory speed (GYRE_MAPPED_BUFFERS), on any host.
+ * Free with gyreMemFree. */
+GYRE_API gyreResult_t gyreMemAllocHost(void** ptr, size_t size);
 GYRE_API gyreResult_t gyreMemFree(void* ptr);
 
 /* Declares that [buff, buff + size) will be used in comm's calls, so that a

@@ -323,6 +323,22 @@ gyreResult_t gyreCommDevice(const gyreComm_t comm, int* device) {
   });
 }
 
+namespace {
+
+// Memory local peers can map, so single-copy algorithms copy from it at
+// memory speed instead of through the kernel; ordinary page-aligned memory
+// where memfds are unavailable. A zero size still gives a pointer that can
+// be freed.
+void* allocateHostBuffer(size_t size) {
+  void* p = gyre::transport::shm::allocateShared(size);
+  if (!p)
+    if (int err = posix_memalign(&p, 4096, size ? size : 1))
+      gyre::throwSystemError("posix_memalign(" + std::to_string(size) + " bytes)", err);
+  return p;
+}
+
+}  // namespace
+
 gyreResult_t gyreMemAlloc(void** ptr, size_t size) {
   return guarded("gyreMemAlloc", [&] {
     if (!ptr) throwError(gyreInvalidArgument, "ptr is NULL");
@@ -333,15 +349,15 @@ gyreResult_t gyreMemAlloc(void** ptr, size_t size) {
       *ptr = b->allocate(size, b->currentDevice());
       return;
     }
-    // Memory local peers can map, so single-copy algorithms copy from it at
-    // memory speed instead of through the kernel; ordinary page-aligned
-    // memory where memfds are unavailable. A zero size still gives a
-    // pointer that can be freed.
-    void* p = gyre::transport::shm::allocateShared(size);
-    if (!p)
-      if (int err = posix_memalign(&p, 4096, size ? size : 1))
-        gyre::throwSystemError("posix_memalign(" + std::to_string(size) + " bytes)", err);
-    *ptr = p;
+    *ptr = allocateHostBuffer(size);
+  });
+}
+
+gyreResult_t gyreMemAllocHost(void** ptr, size_t size) {
+  return guarded("gyreMemAllocHost", [&] {
+    if (!ptr) throwError(gyreInvalidArgument, "ptr is NULL");
+    *ptr = nullptr;
+    *ptr = allocateHostBuffer(size);
   });
 }
 
