@@ -507,6 +507,10 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
       sentence = better.what();
     }
   }
+  // A failure that began elsewhere names where, if its own account does
+  // not (a rank's local failure, "the stream failed: ...", reported on).
+  if (origin >= 0 && origin != rank_ && sentence.find("rank " + std::to_string(origin)) == std::string::npos)
+    sentence = bootstrap_->describe(origin) + " failed: " + sentence;
   std::string message = std::string(opName_) + " #" + std::to_string(opSeq_) + " failed on rank " +
                         std::to_string(rank_) + ": " + sentence;
   {

@@ -77,6 +77,10 @@ void bindStream(Operation& op, gyreStream_t stream) {
   for (const Buffer& x : buffers) {
     if (!x.p || !x.bytes) continue;
     const device::MemoryInfo m = b->classify(x.p);
+    // The host reads pinned host memory where it is; device and managed
+    // memory come through staging.
+    const bool staged = m.kind == device::MemoryKind::Device || m.kind == device::MemoryKind::Managed;
+    (&x == &buffers[0] ? op.stageSend : op.stageRecv) = staged;
     if (m.kind == device::MemoryKind::Host)
       throwError(gyreInvalidArgument, std::string(x.name) + " is pageable host memory, which the stream's GPU " +
                                           std::to_string(sd) +
@@ -111,14 +115,6 @@ struct CopyOut {
   gyreStream_t stream;
 };
 
-bool staged(device::Backend& b, const void* p, size_t bytes) {
-  if (!p || !bytes) return false;
-  const device::MemoryKind k = b.classify(p).kind;
-  // The host reads pinned host memory where it is; device and managed
-  // memory come through staging.
-  return k == device::MemoryKind::Device || k == device::MemoryKind::Managed;
-}
-
 constexpr size_t kStagingAlign = 256;
 size_t alignUp(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
 
@@ -128,7 +124,7 @@ size_t alignUp(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kSta
 // (one region for both buffers, with their offsets kept).
 void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o, FunctionRef<void()> whileWaiting,
                     std::vector<device::StagingPool::Block>& blocks, std::vector<CopyOut>& outs) {
-  const bool sendIn = staged(b, o.sendbuff, o.sendBytes), recvIn = staged(b, o.recvbuff, o.recvBytes);
+  const bool sendIn = o.stageSend, recvIn = o.stageRecv;
   if (!sendIn && !recvIn) return;
   // AllToAllv writes only its blocks of the receive buffer: the gaps must
   // come back as they were, so that buffer comes in too.
@@ -139,7 +135,7 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
   unsigned char* hostRecv = nullptr;
   if (sendIn && recvIn && s < r + rb && r < s + sb) {
     const uintptr_t lo = std::min(s, r), hi = std::max(s + sb, r + rb);
-    blocks.push_back(pool.acquire(hi - lo, whileWaiting));
+    blocks.push_back(pool.acquire(hi - lo, whileWaiting, blocks.empty()));
     unsigned char* base = blocks.back().p;
     hostSend = base + (s - lo);
     hostRecv = base + (r - lo);
@@ -149,7 +145,7 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
       b.copyOnStream(base, reinterpret_cast<const void*>(lo), hi - lo, o.stream);
     }
   } else {
-    blocks.push_back(pool.acquire((sendIn ? alignUp(sb) : 0) + (recvIn ? rb : 0), whileWaiting));
+    blocks.push_back(pool.acquire((sendIn ? alignUp(sb) : 0) + (recvIn ? rb : 0), whileWaiting, blocks.empty()));
     unsigned char* base = blocks.back().p;
     if (sendIn) {
       hostSend = base;

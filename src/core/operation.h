@@ -75,6 +75,9 @@ struct Operation {
   size_t sendBytes = 0;
   size_t recvBytes = 0;
   gyreStream_t stream = nullptr;  // a call on a device stream
+  // On a stream: which buffers are device (or managed) memory, staged
+  // through host memory (classified once, by bindStream).
+  bool stageSend = false, stageRecv = false;
   std::shared_ptr<DeviceCall> device;  // set when enqueued on its stream(s)
   std::vector<Operation> members;  // a group enqueued on streams as one unit
 };

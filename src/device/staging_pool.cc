@@ -42,45 +42,51 @@ void StagingPool::reapLocked() {
       continue;
     }
     for (const Block& k : retired_[i].blocks) free_.emplace(k.bytes, k.p);
+    if (!retired_[i].blocks.empty()) --callsInFlight_;
     retired_[i] = std::move(retired_.back());
     retired_.pop_back();
   }
 }
 
-StagingPool::Block StagingPool::acquire(size_t bytes, FunctionRef<void()> whileWaiting) {
+StagingPool::Block StagingPool::acquire(size_t bytes, FunctionRef<void()> whileWaiting, bool firstOfCall) {
   const size_t want = capacityFor(bytes);
-  for (int looks = 0;; ++looks) {
+  for (;;) {
     {
       std::lock_guard<std::mutex> l(mu_);
       reapLocked();
       // The smallest free block that fits, unless it is far too big (a
       // 1 GiB block held by a 64 KiB call would starve larger ones).
       auto it = free_.lower_bound(want);
+      Block k;
       if (it != free_.end() && it->first <= want * 4) {
-        Block k{it->second, it->first};
+        k = {it->second, it->first};
         free_.erase(it);
-        return k;
+      } else if (!firstOfCall || callsInFlight_ < maxInFlight_) {
+        // A new block, unless enough calls hold blocks already: then one of
+        // theirs comes back soon, and a pool that grew with every call in
+        // flight would pay for pinning memory it then keeps. Room is made
+        // with free blocks that do not fit, largest first.
+        while (total_ + want > limit_ && !free_.empty()) {
+          auto last = std::prev(free_.end());
+          b_.freeHost(last->second);
+          total_ -= last->first;
+          free_.erase(last);
+        }
+        if (total_ + want <= limit_ || total_ == 0) {
+          k = {static_cast<unsigned char*>(b_.allocateHost(want)), want};
+          total_ += want;
+        }
       }
-      // Make room with free blocks that do not fit, largest first.
-      while (total_ + want > limit_ && !free_.empty()) {
-        auto last = std::prev(free_.end());
-        b_.freeHost(last->second);
-        total_ -= last->first;
-        free_.erase(last);
-      }
-      if (total_ + want <= limit_ || total_ == 0) {
-        Block k{static_cast<unsigned char*>(b_.allocateHost(want)), want};
-        total_ += want;
+      if (k.p) {
+        if (firstOfCall) ++callsInFlight_;
         return k;
       }
     }
-    // At the limit: wait for the streams to give blocks back.
+    // At a limit: wait for the streams to give blocks back. Asleep, not
+    // spinning: the caller is calls ahead of the proxy and the streams, and
+    // the cores are theirs.
     whileWaiting();
-    if (looks < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
@@ -92,6 +98,7 @@ void StagingPool::retire(std::vector<Block> blocks, std::vector<void*> events) {
 void StagingPool::abandon(const std::vector<Block>& blocks) {
   std::lock_guard<std::mutex> l(mu_);
   for (const Block& k : blocks) total_ -= k.bytes;
+  if (!blocks.empty()) --callsInFlight_;
   if (!blocks.empty()) GYRE_WARN("device staging: %zu block(s) left to a stream that failed", blocks.size());
 }
 
