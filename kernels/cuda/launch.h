@@ -1,4 +1,4 @@
-// The CUDA kernels (reduce, scale, cast), enqueued on a stream. Built where
+// The CUDA kernels (reduce, scale, cast, the codecs), enqueued on a stream. Built where
 // the toolkit is (GYRE_CUDA, GYRE_HAVE_CUDA); this header needs no CUDA
 // headers, so the layers above include it on every build.
 //
@@ -32,6 +32,14 @@ int scale(DType dtype, void* out, const void* in, size_t count, const void* scal
 // Conversion between float32 and float16/bfloat16 (either way; the same
 // type is a copy): rounds to nearest even as the CPU's conversions do.
 int cast(DType from, DType to, void* out, const void* in, size_t count, void* stream);
+
+// The codecs (kernels/common/codec.h's messages, kernels/cpu/codec.h's
+// meaning; the same bytes as the CPU's): dtype float32, float16 or
+// bfloat16; residual (n float32, or null) for error feedback; out float32.
+int quantizeMinMax(DType dtype, const void* in, size_t n, void* message, float* residual, void* stream);
+int dequantizeMinMax(const void* message, size_t n, float* out, bool accumulate, void* stream);
+int packSigns(DType dtype, const void* in, size_t n, void* message, float* residual, void* stream);
+int unpackSigns(const void* message, size_t n, float* out, bool accumulate, void* stream);
 
 // The runtime's words for an error code.
 std::string errorString(int code);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/codec.h"
+#include "kernels/cpu/codec.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/scale.h"
@@ -199,6 +201,65 @@ TEST_F(CudaKernels, CastsRoundLikeTheCpuAndRefuseOtherTypes) {
   const int e = cuda::cast(DType::Int32, DType::Float16, d.get(), d.get(), 4, nullptr);
   EXPECT_NE(e, 0);
   EXPECT_NE(cuda::errorString(e).find("invalid argument"), std::string::npos) << cuda::errorString(e);
+}
+
+// The codecs: the GPU's messages, residuals and decodes are the CPU's, byte
+// for byte, for every input type, counts around chunk and word boundaries,
+// NaNs and flat chunks included, with and without error feedback.
+TEST_F(CudaKernels, CodecsMakeTheCpusBytes) {
+  for (bool oneBit : {false, true})
+    for (DType t : {DType::Float32, DType::Float16, DType::Bfloat16})
+      for (size_t n : {size_t{1}, size_t{33}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{5 * 4096 + 123}}) {
+        const size_t esz = t == DType::Float32 ? 4 : 2;
+        std::vector<unsigned char> in(n * esz);
+        for (size_t i = 0; i < n; ++i) {
+          float f = std::sin(static_cast<float>(i) * 0.37f) * 50.0f + static_cast<float>(i % 7);
+          if (i % 1000 == 999) f = std::nanf("");
+          if (i >= 4096 && i < 4096 + 10) f = 2.0f;  // part of a flat stretch
+          if (esz == 4) {
+            std::memcpy(in.data() + 4 * i, &f, 4);
+          } else {
+            const uint16_t h = t == DType::Float16 ? floatToHalf(f) : floatToBfloat16(f);
+            std::memcpy(in.data() + 2 * i, &h, 2);
+          }
+        }
+        std::vector<float> residual(n);
+        for (size_t i = 0; i < n; ++i) residual[i] = static_cast<float>(i % 5) * 0.01f;
+        const size_t bytes = oneBit ? codec::signBytes(n) : codec::minMaxBytes(n);
+        std::vector<unsigned char> cpuMsg(bytes);
+        std::vector<float> cpuRes = residual, cpuOut(n, 1.0f);
+        DeviceBuffer dIn(in.size(), 0), dMsg(bytes, 0), dRes(n * 4, 0), dOut(n * 4, 0);
+        toDevice(dIn.get(), in);
+        std::vector<unsigned char> resBytes(n * 4), ones(n * 4);
+        std::memcpy(resBytes.data(), residual.data(), n * 4);
+        std::vector<float> onesF(n, 1.0f);
+        std::memcpy(ones.data(), onesF.data(), n * 4);
+        toDevice(dRes.get(), resBytes);
+        toDevice(dOut.get(), ones);
+        auto* dr = static_cast<float*>(dRes.get());
+        auto* dout = static_cast<float*>(dOut.get());
+        if (oneBit) {
+          packSigns(t, in.data(), n, cpuMsg.data(), cpuRes.data());
+          unpackSigns(cpuMsg.data(), n, cpuOut.data(), true);
+          ASSERT_EQ(cuda::packSigns(t, dIn.get(), n, dMsg.get(), dr, nullptr), 0);
+          ASSERT_EQ(cuda::unpackSigns(dMsg.get(), n, dout, true, nullptr), 0);
+        } else {
+          quantizeMinMax(t, in.data(), n, cpuMsg.data(), cpuRes.data());
+          dequantizeMinMax(cpuMsg.data(), n, cpuOut.data(), true);
+          ASSERT_EQ(cuda::quantizeMinMax(t, dIn.get(), n, dMsg.get(), dr, nullptr), 0);
+          ASSERT_EQ(cuda::dequantizeMinMax(dMsg.get(), n, dout, true, nullptr), 0);
+        }
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const std::string what = std::string(oneBit ? "1-bit" : "int8") + " " + dtypeName(t) + " n=" + std::to_string(n);
+        EXPECT_EQ(fromDevice(dMsg.get(), bytes), cpuMsg) << what << ": the message";
+        std::vector<unsigned char> cr(n * 4), co(n * 4);
+        std::memcpy(cr.data(), cpuRes.data(), n * 4);
+        std::memcpy(co.data(), cpuOut.data(), n * 4);
+        EXPECT_EQ(fromDevice(dRes.get(), n * 4), cr) << what << ": the residual";
+        EXPECT_EQ(fromDevice(dOut.get(), n * 4), co) << what << ": the accumulated decode";
+      }
+  DeviceBuffer d(64, 0);
+  EXPECT_NE(cuda::quantizeMinMax(DType::Float64, d.get(), 4, d.get(), nullptr, nullptr), 0);
 }
 
 }  // namespace
