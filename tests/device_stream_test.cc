@@ -33,6 +33,13 @@ struct Gpu {
   Gpu() { device::setBackendForTesting(&emu); }
   ~Gpu() { device::setBackendForTesting(nullptr); }
   float* floats(size_t n, int dev = 0) { return static_cast<float*>(emu.allocate(n * sizeof(float), dev)); }
+  // Holds the stream (work of the caller's that takes its time) until
+  // release is set.
+  void holdUntil(device::Stream s, std::atomic<bool>& release) {
+    emu.enqueue(s, [&release] {
+      while (!release.load()) std::this_thread::yield();
+    });
+  }
   // Host-side reads and writes of device memory, in stream order.
   void fill(device::Stream s, float* p, std::vector<float> v) {
     emu.enqueue(s, [p, v] { std::memcpy(p, v.data(), v.size() * sizeof(float)); });
@@ -164,9 +171,7 @@ TEST(DeviceStreams, ACallReturnsAtOnceAndWaitsForTheWorkBeforeIt) {
     float* buf = gpu.floats(4);
     // The stream is held by earlier work that writes the input late.
     std::atomic<bool> release{false};
-    gpu.emu.enqueue(s, [&] {
-      while (!release.load()) std::this_thread::yield();
-    });
+    gpu.holdUntil(s, release);
     gpu.fill(s, buf, {1, 2, 3, static_cast<float>(rank)});
     check.expectOk(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, comm, s), "enqueue while the stream is held");
     release.store(true);  // only now can the input be written
@@ -342,9 +347,7 @@ TEST(DeviceStreams, AnAbortReleasesTheStreamOfAnEnqueuedCall) {
         device::Stream s = gpu.emu.createStream(0);
         float* buf = gpu.floats(16);
         std::atomic<bool> release{false};
-        gpu.emu.enqueue(s, [&] {
-          while (!release.load()) std::this_thread::yield();
-        });
+        gpu.holdUntil(s, release);
         check.expectOk(gyreAllReduce(buf, buf, 16, gyreFloat32, gyreSum, comm, s), "enqueue");
         check.expectOk(gyreCommAbort(comm), "abort while the call waits for its stream");
         release.store(true);
@@ -413,9 +416,7 @@ TEST(DeviceStreams, MemoryFreedBeforeTheStreamRanIsAnErrorNotACrash) {
           // The call is enqueued behind held work; its buffer is freed
           // before the stream gets to it.
           std::atomic<bool> release{false};
-          gpu.emu.enqueue(s, [&] {
-            while (!release.load()) std::this_thread::yield();
-          });
+          gpu.holdUntil(s, release);
           check.expectOk(gyreAllReduce(buf, buf, 1024, gyreFloat32, gyreSum, comm, s), "enqueue");
           gpu.emu.free(buf);
           release.store(true);
