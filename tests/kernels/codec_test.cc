@@ -41,7 +41,7 @@ Input asType(DType t, const std::vector<float>& v) {
   in.values.resize(v.size());
   if (t == DType::Float32) {
     in.bytes.resize(v.size() * 4);
-    std::memcpy(in.bytes.data(), v.data(), in.bytes.size());
+    if (!v.empty()) std::memcpy(in.bytes.data(), v.data(), in.bytes.size());  // no null memcpy (UBSan)
     in.values = v;
     return in;
   }
