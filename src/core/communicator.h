@@ -128,6 +128,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void enqueueOnStreams(Operation op);
   void runOnDevice(Operation& op);
   void retireStaging(DeviceCall& call, bool streamsReachedIt) noexcept;
+  void checkStreamWait(int64_t startNs, const char* what) const;
   static void releaseStreams(DeviceCall& call) noexcept;
   void executeCollective(Operation& op);
   void executePointToPoint(std::span<Operation> ops);

@@ -168,6 +168,16 @@ constexpr size_t kStagingLimit = size_t{256} << 20;
 
 }  // namespace
 
+// A wait on streams (begun at startNs) ends with an abort or the timeout;
+// `what` says what did not happen in time.
+void Communicator::checkStreamWait(int64_t startNs, const char* what) const {
+  if (abortRequested_.load())
+    throw Error(gyreInvalidUsage, "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
+  if (config_.timeoutMs > 0 && nowNs() - startNs > config_.timeoutMs * int64_t{1'000'000})
+    throw Error(gyreTimeout, "rank " + std::to_string(rank_) + ": " + what + " in " +
+                                 std::to_string(config_.timeoutMs) + " ms (GYRE_TIMEOUT_MS)");
+}
+
 // On the caller's thread: stage the device buffers through pinned host
 // memory with copies on the streams, mark where each stream is, gate it,
 // enqueue the copies back behind the gate, and queue the call (or the
@@ -184,12 +194,7 @@ void Communicator::enqueueOnStreams(Operation op) {
   }
   const int64_t start = nowNs();
   auto whileWaiting = [&] {
-    if (abortRequested_.load())
-      throw Error(gyreInvalidUsage, "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
-    if (config_.timeoutMs > 0 && nowNs() - start > config_.timeoutMs * int64_t{1'000'000})
-      throw Error(gyreTimeout, "rank " + std::to_string(rank_) + ": the streams of earlier calls did not give "
-                               "their staging memory back in " + std::to_string(config_.timeoutMs) +
-                               " ms (GYRE_TIMEOUT_MS)");
+    checkStreamWait(start, "the streams of earlier calls did not give their staging memory back");
   };
   std::vector<CopyOut> outs;
   try {
@@ -279,11 +284,7 @@ void Communicator::runOnDevice(Operation& op) {
       bool all = true;
       for (const DeviceCall::Point& p : call.points) all = all && b.eventDone(p.ready);
       if (all) break;
-      if (abortRequested_.load())
-        throw Error(gyreInvalidUsage, "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
-      if (config_.timeoutMs > 0 && nowNs() - start > config_.timeoutMs * int64_t{1'000'000})
-        throw Error(gyreTimeout, "rank " + std::to_string(rank_) + ": the stream did not reach the enqueued call in " +
-                                     std::to_string(config_.timeoutMs) + " ms (GYRE_TIMEOUT_MS)");
+      checkStreamWait(start, "the stream did not reach the enqueued call");
       if (spins < 1000) {
         std::this_thread::yield();
       } else {
