@@ -278,7 +278,22 @@ class Communicator final : public collectives::ExecContext, public collectives::
   uint64_t collSeq_ = 0;  // collective calls made so far
 
   std::atomic<bool> abortRequested_{false};
+  // Threads inside the communicator: abort() waits until none is, because
+  // gyreCommAbort frees the communicator as soon as abort() returns. A
+  // caller's scope must outlive everything that touches *this (its Turn's
+  // release of the executor included), so the API's entry points open one
+  // before anything else.
   std::atomic<int> activeCalls_{0};
+  class ActiveScope {
+   public:
+    explicit ActiveScope(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+    ~ActiveScope() { n_.fetch_sub(1); }
+    ActiveScope(const ActiveScope&) = delete;
+    ActiveScope& operator=(const ActiveScope&) = delete;
+
+   private:
+    std::atomic<int>& n_;
+  };
   std::atomic<gyreResult_t> failedCode_{gyreSuccess};
   mutable std::mutex failMu_;
   std::string failedMessage_;

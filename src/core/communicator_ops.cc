@@ -17,16 +17,6 @@ namespace {
 
 using collectives::OpKind;
 
-// Counts calls inside the communicator, so that abort can wait them out.
-class ActiveScope {
- public:
-  explicit ActiveScope(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
-  ~ActiveScope() { n_.fetch_sub(1); }
-
- private:
-  std::atomic<int>& n_;
-};
-
 bool reduces(OpKind k) {
   return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter;
 }
@@ -34,6 +24,7 @@ bool reduces(OpKind k) {
 }  // namespace
 
 void Communicator::submit(Operation op) {
+  ActiveScope active(activeCalls_);  // until the Turn below has let go of *this
   checkUsable();
   if (op.stream) return enqueueOnStreams(std::move(op));  // device_calls.cc
   std::unique_lock<std::mutex> lock(queueMu_);
@@ -122,6 +113,7 @@ void Communicator::drainQueue() {
 }
 
 void Communicator::finalize() {
+  ActiveScope active(activeCalls_);
   // Taking a turn means everything queued before has run.
   waitForTurn();
   Turn turn{*this};
@@ -129,6 +121,7 @@ void Communicator::finalize() {
 }
 
 void Communicator::runGroup(std::vector<Operation>& ops) {
+  ActiveScope active(activeCalls_);
   // A group on streams is enqueued as one unit, all its calls or none on
   // streams (a host call's result is due when gyreGroupEnd returns).
   size_t onStreams = 0;

@@ -11,6 +11,7 @@
 namespace gyre::core {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyreConfig_t* userConfig) {
+  ActiveScope active(activeCalls_);
   checkUsable();
   // The bootstrap ring is ours alone while we use it.
   waitForTurn();
