@@ -132,6 +132,7 @@ class Runner {
   }
 
   Outcome tryStep(const Step& s, LaneState& l) {
+    if (args_.inputArrival) awaitInput(s);
     const size_t bytes = s.count * args_.elemSize;
     const void* src = pointer(s.src, s.srcOffset);
     void* dst = pointer(s.dst, s.dstOffset);
@@ -391,9 +392,23 @@ class Runner {
     kernels::run(t);
   }
 
+  // A step that reads the input waits until the part it reads has arrived
+  // (CallArgs::inputArrival). Offering our buffers to peers, who may read any
+  // of the input, waits for all of it, and so does a step that writes it.
+  void awaitInput(const Step& s) {
+    size_t need = 0;
+    if (s.prim == Prim::SendAddresses || s.dst == BufId::Input) {
+      need = ~size_t{0};
+    } else if (s.src == BufId::Input && s.count) {
+      need = (s.srcOffset + s.count) * args_.elemSize;
+    }
+    if (need > inputReady_) inputReady_ = args_.inputArrival->waitFor(need);
+  }
+
   const Plan& plan_;
   const CallArgs& args_;
   ExecContext& ctx_;
+  size_t inputReady_ = 0;  // input bytes known to be in place
   std::vector<PeerAddresses> peerAddresses_;  // by peer, for single-copy reads
   std::deque<Registration> registered_;       // a deque: a send in flight keeps pointing at its entry
 };

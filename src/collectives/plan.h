@@ -117,6 +117,21 @@ struct Plan {
   }
 };
 
+// An input that is still arriving while the call runs: a device call's
+// input, copied into host staging in pieces on its stream, so that the call
+// starts on the first piece instead of the whole (docs/gpu.md, "Pipelined
+// staging"). The executor asks before a step reads the input.
+class InputArrival {
+ public:
+  // Returns once the input's first `bytes` are in place (more than the
+  // input: all of it), with how many are; an Error when they never will be
+  // (an abort, the timeout, a failed stream).
+  virtual size_t waitFor(size_t bytes) = 0;
+
+ protected:
+  ~InputArrival() = default;
+};
+
 // What one call operates on.
 struct CallArgs {
   const void* input = nullptr;
@@ -130,6 +145,9 @@ struct CallArgs {
   // The output is too large to stay in cache: write it with non-temporal
   // stores (never the FIFO slots, which a peer reads next).
   bool streamOutput = false;
+  // Null: the input is all there. Never set for an in-place call (its
+  // output is its input).
+  InputArrival* inputArrival = nullptr;
 };
 
 }  // namespace gyre::collectives

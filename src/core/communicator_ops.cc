@@ -220,6 +220,7 @@ void Communicator::executeCollective(Operation& op) {
     args.divisor = op.redop == gyreAvg ? static_cast<uint32_t>(nranks_) : 1;
     if (premul) {
       const size_t inputElems = op.kind == OpKind::ReduceScatter ? op.count * nranks_ : op.count;
+      if (op.inputArrival) op.inputArrival->waitFor(~size_t{0});  // it reads all of the input now
       if (op.count) args.input = premultiplied(op, inputElems);
     }
   }
@@ -241,6 +242,16 @@ void Communicator::executeCollective(Operation& op) {
       break;
     default:
       req.inPlace = args.input == args.output && args.input != nullptr;
+  }
+  // A device call's input arriving in pieces: the executor's steps wait for
+  // what they read. In place, the output is the input: all of it first.
+  // (PreMulSum's scaled copy waited already.)
+  if (op.inputArrival) {
+    if (req.inPlace || args.input != op.sendbuff) {
+      op.inputArrival->waitFor(~size_t{0});
+    } else {
+      args.inputArrival = op.inputArrival;
+    }
   }
   if (op.kind == OpKind::AllToAllv) {
     const size_t n = static_cast<size_t>(nranks_);

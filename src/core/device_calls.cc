@@ -118,12 +118,21 @@ struct CopyOut {
 constexpr size_t kStagingAlign = 256;
 size_t alignUp(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
 
+// A single call's input is copied in in pieces (at most kMaxInputPieces,
+// each at least kMinInputPiece bytes) with an event after each, so that the
+// call starts on the first piece while the stream copies the rest. Smaller
+// inputs come in whole: a piece's event and wait cost more than they save.
+constexpr size_t kMinInputPiece = size_t{1} << 20;
+constexpr size_t kMaxInputPieces = 16;
+
 // Puts o's device buffers in a staging block: copies in on o's stream
 // (before the call's event, so the event means "the inputs are staged"),
 // notes the copies out, and points o at the block. In place stays in place
-// (one region for both buffers, with their offsets kept).
+// (one region for both buffers, with their offsets kept). pieces (may be
+// null): where o's input may come in pieces, their events.
 void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o, FunctionRef<void()> whileWaiting,
-                    std::vector<device::StagingPool::Block>& blocks, std::vector<CopyOut>& outs) {
+                    std::vector<device::StagingPool::Block>& blocks, std::vector<CopyOut>& outs,
+                    std::vector<DeviceCall::Piece>* pieces) {
   const bool sendIn = o.stageSend, recvIn = o.stageRecv;
   if (!sendIn && !recvIn) return;
   // AllToAllv writes only its blocks of the receive buffer: the gaps must
@@ -147,19 +156,72 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
   } else {
     blocks.push_back(pool.acquire((sendIn ? alignUp(sb) : 0) + (recvIn ? rb : 0), whileWaiting, blocks.empty()));
     unsigned char* base = blocks.back().p;
-    if (sendIn) {
-      hostSend = base;
-      b.copyOnStream(hostSend, o.sendbuff, sb, o.stream);
-    }
     if (recvIn) {
       hostRecv = base + (sendIn ? alignUp(sb) : 0);
       if (!writesAllOfRecv) b.copyOnStream(hostRecv, o.recvbuff, rb, o.stream);
+    }
+    if (sendIn) {
+      hostSend = base;
+      if (pieces && sb >= 2 * kMinInputPiece) {
+        const size_t piece = std::max(kMinInputPiece, alignUp((sb + kMaxInputPieces - 1) / kMaxInputPieces));
+        const auto* from = static_cast<const unsigned char*>(o.sendbuff);
+        for (size_t off = 0; off < sb; off += piece) {
+          const size_t len = std::min(piece, sb - off);
+          b.copyOnStream(hostSend + off, from + off, len, o.stream);
+          pieces->push_back({off + len, nullptr});
+          pieces->back().event = b.recordEvent(o.stream);
+        }
+      } else {
+        b.copyOnStream(hostSend, o.sendbuff, sb, o.stream);
+      }
     }
   }
   if (recvIn) outs.push_back({o.recvbuff, hostRecv, rb, o.stream});
   if (sendIn) o.sendbuff = hostSend;
   if (recvIn) o.recvbuff = hostRecv;
 }
+
+// Polls until the stream is past `event`: yields first, then sleeps in
+// short naps. whileWaiting() ends the wait by throwing (an abort, the
+// timeout); a failed stream ends it with the backend's Error.
+void awaitEvent(device::Backend& b, void* event, FunctionRef<void()> whileWaiting) {
+  for (int spins = 0; !b.eventDone(event); ++spins) {
+    whileWaiting();
+    if (spins < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+// The proxy's view of a call's input arriving in pieces: a step waits for
+// the pieces it reads.
+class StagedInput final : public collectives::InputArrival {
+ public:
+  // check(start): throws to end a wait begun at start (an abort, the timeout).
+  StagedInput(device::Backend& b, const std::vector<DeviceCall::Piece>& pieces, FunctionRef<void(int64_t)> check)
+      : b_(b), pieces_(pieces), check_(check) {}
+
+  size_t waitFor(size_t bytes) override {
+    while (next_ < pieces_.size() && ready_ < bytes) {
+      const DeviceCall::Piece& p = pieces_[next_];
+      if (p.event) {  // (the first piece's the proxy waited for)
+        const int64_t start = nowNs();
+        awaitEvent(b_, p.event, [&] { check_(start); });
+      }
+      ready_ = p.bytesEnd;
+      ++next_;
+    }
+    return next_ == pieces_.size() ? ~size_t{0} : ready_;
+  }
+
+ private:
+  device::Backend& b_;
+  const std::vector<DeviceCall::Piece>& pieces_;
+  FunctionRef<void(int64_t)> check_;
+  size_t next_ = 0, ready_ = 0;
+};
 
 // At most this much pinned staging per communicator while calls are in
 // flight (a single larger call still gets its own); past it, the caller's
@@ -196,11 +258,20 @@ void Communicator::enqueueOnStreams(Operation op) {
   auto whileWaiting = [&] {
     checkStreamWait(start, "the streams of earlier calls did not give their staging memory back");
   };
+  // A single collective's input may come in pieces. Not a group's (its
+  // calls run one after another, each reading all it has), a PreMulSum's
+  // (scaled whole before the call) or point to point's.
+  const bool pieces = op.members.empty() && !op.premul && op.kind != collectives::OpKind::SendRecv;
   std::vector<CopyOut> outs;
   try {
-    for (Operation* o : ops) stageOperation(b, *staging_, *o, whileWaiting, call->staging, outs);
+    for (Operation* o : ops)
+      stageOperation(b, *staging_, *o, whileWaiting, call->staging, outs, pieces ? &call->inputPieces : nullptr);
     for (DeviceCall::Point& p : call->points) {
-      p.ready = b.recordEvent(p.stream);
+      if (call->inputPieces.empty()) {
+        p.ready = b.recordEvent(p.stream);
+      } else {  // one stream: the call starts after the first piece
+        std::swap(p.ready, call->inputPieces.front().event);
+      }
       p.gate = b.makeGate();
       b.waitGate(p.stream, p.gate);
     }
@@ -249,6 +320,9 @@ void Communicator::retireStaging(DeviceCall& call, bool streamsReachedIt) noexce
 
 void Communicator::releaseStreams(DeviceCall& call) noexcept {
   device::Backend* b = device::backend();
+  for (DeviceCall::Piece& p : call.inputPieces)
+    if (p.event) b->destroyEvent(p.event);
+  call.inputPieces.clear();
   for (DeviceCall::Point& p : call.points) {
     if (p.gate) {
       b->openGate(p.gate);
@@ -280,17 +354,8 @@ void Communicator::runOnDevice(Operation& op) {
     // Until every stream has reached the call; an abort or the timeout ends
     // the wait (the stream may be held up by work of the caller's).
     const int64_t start = nowNs();
-    for (int spins = 0;; ++spins) {
-      bool all = true;
-      for (const DeviceCall::Point& p : call.points) all = all && b.eventDone(p.ready);
-      if (all) break;
-      checkStreamWait(start, "the stream did not reach the enqueued call");
-      if (spins < 1000) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
+    for (const DeviceCall::Point& p : call.points)
+      awaitEvent(b, p.ready, [&] { checkStreamWait(start, "the stream did not reach the enqueued call"); });
     finish.reached = true;
     // A PreMulSum scalar in device memory is read now, once the stream has
     // written it.
@@ -300,7 +365,13 @@ void Communicator::runOnDevice(Operation& op) {
         o->premulPointer = nullptr;
       }
     if (op.members.empty()) {
+      // The rest of a pipelined input arrives while the call runs; each wait
+      // for a piece has the timeout to itself.
+      auto check = [&](int64_t since) { checkStreamWait(since, "the stream did not copy in the call's input"); };
+      StagedInput input(b, call.inputPieces, check);  // (a FunctionRef: check must outlive it)
+      if (!call.inputPieces.empty()) op.inputArrival = &input;
       execute(op);
+      op.inputArrival = nullptr;
     } else {
       runGroupMembers(op.members);
     }

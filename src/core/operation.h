@@ -51,6 +51,15 @@ struct DeviceCall {
   // the pool once those are done, if the streams reached the call at all.
   std::vector<device::StagingPool::Block> staging;
   std::vector<void*> stagingDone;
+  // A single call's input, copied in pieces (docs/gpu.md, "Pipelined
+  // staging"): the stream's event after each piece but the first (the
+  // first's is points[0].ready), and how many input bytes are staged by
+  // then. The call starts after the first; its steps wait for the others.
+  struct Piece {
+    size_t bytesEnd;
+    void* event;
+  };
+  std::vector<Piece> inputPieces;
 };
 
 struct Operation {
@@ -79,6 +88,8 @@ struct Operation {
   // through host memory (classified once, by bindStream).
   bool stageSend = false, stageRecv = false;
   std::shared_ptr<DeviceCall> device;  // set when enqueued on its stream(s)
+  // Set by the proxy while it runs a call whose input arrives in pieces.
+  collectives::InputArrival* inputArrival = nullptr;
   std::vector<Operation> members;  // a group enqueued on streams as one unit
 };
 

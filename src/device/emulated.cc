@@ -163,6 +163,7 @@ void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Str
   const bool dstOurs = classify(dst).kind != MemoryKind::Host, srcOurs = classify(src).kind != MemoryKind::Host;
   q.push([this, &q, dst, src, bytes, dstOurs, srcOurs] {
     if (!q.failed.empty()) return;
+    if (const int64_t us = copyDelayUs_.load()) std::this_thread::sleep_for(std::chrono::microseconds(us));
     if ((dstOurs && !inBlock(dst, bytes)) || (srcOurs && !inBlock(src, bytes))) {
       q.failed = "a copy of " + std::to_string(bytes) + " bytes on the stream touched memory that was freed or is "
                  "shorter than the copy (emulated device: an illegal address)";

@@ -6,6 +6,8 @@
 // on enqueued calls) runs on it without a GPU.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -50,6 +52,10 @@ class EmulatedBackend final : public Backend {
   Stream createStream(int device);
   void destroyStream(Stream s);
   void enqueue(Stream s, std::function<void()> work);
+  // Every copy on a stream takes at least this long (a slow link's
+  // stand-in: what reads staged memory too early then reads it before the
+  // copy has written it).
+  void setCopyDelay(std::chrono::microseconds d) { copyDelayUs_.store(d.count()); }
 
  private:
   struct Queue;
@@ -58,6 +64,7 @@ class EmulatedBackend final : public Backend {
   bool inBlock(const void* p, size_t bytes) const;  // [p, p+bytes) lies in one live block
 
   const int devices_;
+  std::atomic<int64_t> copyDelayUs_{0};
   mutable std::mutex mu_;
   std::map<uintptr_t, std::pair<size_t, MemoryInfo>> blocks_;  // by start address
   std::set<Queue*> queues_;
