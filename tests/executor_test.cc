@@ -218,5 +218,82 @@ TEST(ExecutorMemory, RegistrationsLastTheCallAndAreReleasedAtItsEnd) {
   EXPECT_EQ(joined(ctx.log), "K1:1 K1:2 wait S1 R2 D1:1 D1:2 F2:7 F2:8");
 }
 
+// ---- a device call's staging, arriving and leaving in pieces ----
+
+// Input that arrives in pieces of 8 bytes (two floats): logs each wait as
+// I<bytes asked>.
+class PiecewiseInput final : public collectives::InputArrival {
+ public:
+  explicit PiecewiseInput(std::vector<std::string>& log) : log_(log) {}
+  size_t waitFor(size_t bytes) override {
+    log_.push_back("I" + std::to_string(bytes));
+    return bytes > 64 ? ~size_t{0} : (bytes + 7) / 8 * 8;
+  }
+
+ private:
+  std::vector<std::string>& log_;
+};
+
+// Output pieces of 16, 16 and 32 bytes: logs P<k> as each is final.
+class PiecewiseOutput final : public collectives::OutputDeparture {
+ public:
+  explicit PiecewiseOutput(std::vector<std::string>& log) : log_(log) {}
+  const std::vector<size_t>& pieceEnds() const override { return ends_; }
+  void pieceFinal(size_t k) override { log_.push_back("P" + std::to_string(k)); }
+
+ private:
+  std::vector<std::string>& log_;
+  std::vector<size_t> ends_{16, 32, 64};
+};
+
+// A step waits for the input it reads and no more; what it has waited for
+// once it does not ask again; offering the buffers to a peer (who may read
+// any of them) waits for all.
+TEST(ExecutorStaging, AStepWaitsForTheInputPiecesItReads) {
+  Fixture f;
+  f.send(1);   // element 0: the first piece
+  f.copy(1);   // element 1: the same piece, no wait
+  f.recv(2);   // reads no input
+  f.copy(3);   // element 3: up to 16 bytes
+  collectives::add(f.plan, Prim::SendAddresses, BufId::Input, 0, BufId::Output, 0, 1, 1);
+  f.plan.inputElems = f.plan.outputElems = 16;
+  RecordingContext ctx;
+  PiecewiseInput input(ctx.log);
+  f.args.inputArrival = &input;
+  f.in[3] = 5.0f;
+  collectives::execute(f.plan, f.args, ctx);
+  EXPECT_EQ(joined(ctx.log), "I4 S1 R2 I16 I" + std::to_string(~size_t{0}) + " K1:1 K1:2 S1 D1:1 D1:2");
+  EXPECT_EQ(f.out[3], 5.0f);
+}
+
+// An output piece is final when the last step that writes it is done,
+// whatever the order of the pieces; one that no step writes is final at
+// once.
+TEST(ExecutorStaging, AnOutputPieceIsFinalOnceNoLaterStepWritesIt) {
+  Fixture f;
+  f.recv(2);                                                                             // piece 0
+  f.copy(5);                                                                             // piece 1
+  collectives::add(f.plan, Prim::Recv, BufId::Output, 0, BufId::Output, 2, 2, -1, 2);  // piece 0 again
+  f.send(1);                                                                             // writes nothing
+  RecordingContext ctx;
+  PiecewiseOutput output(ctx.log);
+  f.args.outputDeparture = &output;
+  collectives::execute(f.plan, f.args, ctx);
+  EXPECT_EQ(joined(ctx.log), "P2 R2 P1 R2 P0 S1");
+}
+
+// A step that writes across a piece boundary counts for both pieces.
+TEST(ExecutorStaging, AStepAcrossABoundaryHoldsBothPieces) {
+  Fixture f;
+  collectives::add(f.plan, Prim::Copy, BufId::Input, 0, BufId::Output, 2, 4);   // bytes 8-24: pieces 0, 1
+  collectives::add(f.plan, Prim::Copy, BufId::Input, 0, BufId::Output, 8, 8);   // bytes 32-64: piece 2
+  collectives::add(f.plan, Prim::Copy, BufId::Input, 0, BufId::Output, 0, 2);   // bytes 0-8: piece 0
+  RecordingContext ctx;
+  PiecewiseOutput output(ctx.log);
+  f.args.outputDeparture = &output;
+  collectives::execute(f.plan, f.args, ctx);
+  EXPECT_EQ(joined(ctx.log), "P1 P2 P0");
+}
+
 }  // namespace
 }  // namespace gyre::test

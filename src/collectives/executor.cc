@@ -1,5 +1,6 @@
 #include "collectives/executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -33,7 +34,9 @@ struct LaneState {
 
 class Runner {
  public:
-  Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx) : plan_(plan), args_(args), ctx_(ctx) {}
+  Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx) : plan_(plan), args_(args), ctx_(ctx) {
+    if (args_.outputDeparture) countOutputWriters();
+  }
   // The call is over (or failed): what we registered for peers, which they
   // have said they no longer read, is released, and so are the keys they
   // sent us.
@@ -77,6 +80,7 @@ class Runner {
       moved = true;
       l.phase = 0;
       l.partial = false;
+      if (args_.outputDeparture) outputWritten(plan_.steps[l.next]);
       const Prim done = plan_.steps[l.next++].prim;
       if (oneMessage && done != Prim::Copy && done != Prim::Reduce) return true;
     }
@@ -405,10 +409,47 @@ class Runner {
     if (need > inputReady_) inputReady_ = args_.inputArrival->waitFor(need);
   }
 
+  // The output pieces a step writes: [first, last) of pieceEnds(); empty
+  // for a step that writes no output.
+  std::pair<size_t, size_t> outputPiecesOf(const Step& s) const {
+    switch (s.prim) {
+      case Prim::Send:
+      case Prim::RecvReduceSend:
+      case Prim::SendAddresses:
+      case Prim::RecvAddresses:
+        return {0, 0};
+      default:
+        break;
+    }
+    if (s.dst != BufId::Output || s.count == 0) return {0, 0};
+    const std::vector<size_t>& ends = args_.outputDeparture->pieceEnds();
+    const size_t lo = s.dstOffset * args_.elemSize, hi = lo + s.count * args_.elemSize;
+    const size_t first = std::upper_bound(ends.begin(), ends.end(), lo) - ends.begin();
+    const size_t last = std::lower_bound(ends.begin(), ends.end(), hi) - ends.begin();
+    return {first, std::min(last + 1, ends.size())};
+  }
+  // How many steps write each output piece; pieces no step writes are
+  // final at once.
+  void countOutputWriters() {
+    writers_.assign(args_.outputDeparture->pieceEnds().size(), 0);
+    for (const Step& s : plan_.steps) {
+      const auto [first, last] = outputPiecesOf(s);
+      for (size_t k = first; k < last; ++k) ++writers_[k];
+    }
+    for (size_t k = 0; k < writers_.size(); ++k)
+      if (!writers_[k]) args_.outputDeparture->pieceFinal(k);
+  }
+  void outputWritten(const Step& s) {
+    const auto [first, last] = outputPiecesOf(s);
+    for (size_t k = first; k < last; ++k)
+      if (--writers_[k] == 0) args_.outputDeparture->pieceFinal(k);
+  }
+
   const Plan& plan_;
   const CallArgs& args_;
   ExecContext& ctx_;
-  size_t inputReady_ = 0;  // input bytes known to be in place
+  size_t inputReady_ = 0;         // input bytes known to be in place
+  std::vector<uint32_t> writers_;  // by output piece: the steps still to write it
   std::vector<PeerAddresses> peerAddresses_;  // by peer, for single-copy reads
   std::deque<Registration> registered_;       // a deque: a send in flight keeps pointing at its entry
 };

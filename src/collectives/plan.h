@@ -132,6 +132,21 @@ class InputArrival {
   ~InputArrival() = default;
 };
 
+// An output that leaves while the call runs: a device call's results,
+// copied out of host staging in pieces on its stream, each once no later
+// step of the call writes it. The executor says when each piece is final.
+class OutputDeparture {
+ public:
+  // Where the pieces end, in output bytes, ascending; the last is the
+  // output's end.
+  virtual const std::vector<size_t>& pieceEnds() const = 0;
+  // No step writes piece k any more (called once per piece, in any order).
+  virtual void pieceFinal(size_t k) = 0;
+
+ protected:
+  ~OutputDeparture() = default;
+};
+
 // What one call operates on.
 struct CallArgs {
   const void* input = nullptr;
@@ -148,6 +163,9 @@ struct CallArgs {
   // Null: the input is all there. Never set for an in-place call (its
   // output is its input).
   InputArrival* inputArrival = nullptr;
+  // Null: the output is taken when the call is done. Never set for an
+  // in-place call.
+  OutputDeparture* outputDeparture = nullptr;
 };
 
 }  // namespace gyre::collectives

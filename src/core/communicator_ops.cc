@@ -253,6 +253,7 @@ void Communicator::executeCollective(Operation& op) {
       args.inputArrival = op.inputArrival;
     }
   }
+  if (!req.inPlace) args.outputDeparture = op.outputDeparture;  // (in place, its gates open at the end)
   if (op.kind == OpKind::AllToAllv) {
     const size_t n = static_cast<size_t>(nranks_);
     req.sendCounts = op.vcounts.data();

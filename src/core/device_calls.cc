@@ -16,6 +16,7 @@
 #include "core/device_calls.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -113,6 +114,7 @@ struct CopyOut {
   const void* src;
   size_t bytes;
   gyreStream_t stream;
+  bool inPieces;  // a single call's output: each piece behind a gate of its own
 };
 
 constexpr size_t kStagingAlign = 256;
@@ -120,10 +122,15 @@ size_t alignUp(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kSta
 
 // A single call's input is copied in in pieces (at most kMaxInputPieces,
 // each at least kMinInputPiece bytes) with an event after each, so that the
-// call starts on the first piece while the stream copies the rest. Smaller
-// inputs come in whole: a piece's event and wait cost more than they save.
+// call starts on the first piece while the stream copies the rest; its
+// output goes out in pieces of the same size, each behind a gate opened
+// once no step writes it. Smaller buffers go whole: a piece's event, gate
+// and wait cost more than they save.
 constexpr size_t kMinInputPiece = size_t{1} << 20;
 constexpr size_t kMaxInputPieces = 16;
+size_t pieceBytes(size_t bytes) {
+  return std::max(kMinInputPiece, alignUp((bytes + kMaxInputPieces - 1) / kMaxInputPieces));
+}
 
 // Puts o's device buffers in a staging block: copies in on o's stream
 // (before the call's event, so the event means "the inputs are staged"),
@@ -163,7 +170,7 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
     if (sendIn) {
       hostSend = base;
       if (pieces && sb >= 2 * kMinInputPiece) {
-        const size_t piece = std::max(kMinInputPiece, alignUp((sb + kMaxInputPieces - 1) / kMaxInputPieces));
+        const size_t piece = pieceBytes(sb);
         const auto* from = static_cast<const unsigned char*>(o.sendbuff);
         for (size_t off = 0; off < sb; off += piece) {
           const size_t len = std::min(piece, sb - off);
@@ -176,7 +183,9 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
       }
     }
   }
-  if (recvIn) outs.push_back({o.recvbuff, hostRecv, rb, o.stream});
+  const bool outInPieces = pieces && writesAllOfRecv && hostRecv != hostSend && rb >= 2 * kMinInputPiece &&
+                           (!sendIn || !(s < r + rb && r < s + sb));
+  if (recvIn) outs.push_back({o.recvbuff, hostRecv, rb, o.stream, outInPieces});
   if (sendIn) o.sendbuff = hostSend;
   if (recvIn) o.recvbuff = hostRecv;
 }
@@ -194,6 +203,31 @@ void awaitEvent(device::Backend& b, void* event, FunctionRef<void()> whileWaitin
     }
   }
 }
+
+// The proxy's view of a call's output leaving in pieces: a piece's gate
+// opens once no step writes it.
+class StagedOutput final : public collectives::OutputDeparture {
+ public:
+  StagedOutput(device::Backend& b, std::vector<DeviceCall::OutPiece>& pieces) : b_(b), pieces_(pieces) {
+    for (const DeviceCall::OutPiece& p : pieces) ends_.push_back(p.bytesEnd);
+  }
+  const std::vector<size_t>& pieceEnds() const override { return ends_; }
+  void pieceFinal(size_t k) override {
+    DeviceCall::OutPiece& p = pieces_[k];
+    if (p.open) return;
+    // The output may have been written with non-temporal stores: they must
+    // be visible before the copy (another agent: a DMA engine, or the
+    // emulated stream's thread) reads them.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    b_.openGate(p.gate);
+    p.open = true;
+  }
+
+ private:
+  device::Backend& b_;
+  std::vector<DeviceCall::OutPiece>& pieces_;
+  std::vector<size_t> ends_;
+};
 
 // The proxy's view of a call's input arriving in pieces: a step waits for
 // the pieces it reads.
@@ -272,10 +306,22 @@ void Communicator::enqueueOnStreams(Operation op) {
       } else {  // one stream: the call starts after the first piece
         std::swap(p.ready, call->inputPieces.front().event);
       }
+      for (const CopyOut& c : outs) {
+        if (!c.inPieces || c.stream != p.stream) continue;
+        const size_t piece = pieceBytes(c.bytes);
+        for (size_t off = 0; off < c.bytes; off += piece) {
+          const size_t len = std::min(piece, c.bytes - off);
+          call->outputPieces.push_back({off + len, b.makeGate(), false});
+          b.waitGate(p.stream, call->outputPieces.back().gate);
+          b.copyOnStream(static_cast<unsigned char*>(c.dst) + off, static_cast<const unsigned char*>(c.src) + off,
+                         len, c.stream);
+        }
+      }
       p.gate = b.makeGate();
       b.waitGate(p.stream, p.gate);
     }
-    for (const CopyOut& c : outs) b.copyOnStream(c.dst, c.src, c.bytes, c.stream);
+    for (const CopyOut& c : outs)
+      if (!c.inPieces) b.copyOnStream(c.dst, c.src, c.bytes, c.stream);
     if (!call->staging.empty())
       for (const DeviceCall::Point& p : call->points) call->stagingDone.push_back(b.recordEvent(p.stream));
   } catch (...) {
@@ -323,6 +369,11 @@ void Communicator::releaseStreams(DeviceCall& call) noexcept {
   for (DeviceCall::Piece& p : call.inputPieces)
     if (p.event) b->destroyEvent(p.event);
   call.inputPieces.clear();
+  for (DeviceCall::OutPiece& p : call.outputPieces) {
+    if (!p.open) b->openGate(p.gate);
+    b->destroyGate(p.gate);
+  }
+  call.outputPieces.clear();
   for (DeviceCall::Point& p : call.points) {
     if (p.gate) {
       b->openGate(p.gate);
@@ -370,8 +421,11 @@ void Communicator::runOnDevice(Operation& op) {
       auto check = [&](int64_t since) { checkStreamWait(since, "the stream did not copy in the call's input"); };
       StagedInput input(b, call.inputPieces, check);  // (a FunctionRef: check must outlive it)
       if (!call.inputPieces.empty()) op.inputArrival = &input;
+      StagedOutput output(b, call.outputPieces);
+      if (!call.outputPieces.empty()) op.outputDeparture = &output;
       execute(op);
       op.inputArrival = nullptr;
+      op.outputDeparture = nullptr;
     } else {
       runGroupMembers(op.members);
     }

@@ -60,6 +60,15 @@ struct DeviceCall {
     void* event;
   };
   std::vector<Piece> inputPieces;
+  // Its output, copied out in pieces: the gate each piece's copy waits
+  // behind (before the call's own gate, which then holds only what comes
+  // after the call), opened as soon as no step writes the piece any more.
+  struct OutPiece {
+    size_t bytesEnd;
+    void* gate;
+    bool open;
+  };
+  std::vector<OutPiece> outputPieces;
 };
 
 struct Operation {
@@ -90,6 +99,7 @@ struct Operation {
   std::shared_ptr<DeviceCall> device;  // set when enqueued on its stream(s)
   // Set by the proxy while it runs a call whose input arrives in pieces.
   collectives::InputArrival* inputArrival = nullptr;
+  collectives::OutputDeparture* outputDeparture = nullptr;
   std::vector<Operation> members;  // a group enqueued on streams as one unit
 };
 
