@@ -29,6 +29,18 @@ struct MemoryInfo {
 
 using Stream = void*;
 
+// Device memory that another process of this host may map (CUDA IPC):
+// what exportMemory gives, plain bytes to send to the peer. Opaque: the
+// backend's own.
+struct IpcHandle {
+  unsigned char bytes[64] = {};
+};
+struct ExportedMemory {
+  IpcHandle handle;    // names the whole allocation holding the pointer
+  size_t offset = 0;   // the pointer's offset in it
+  size_t bytes = 0;    // the allocation's length
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -71,6 +83,15 @@ class Backend {
   virtual void destroyGate(void* gate) noexcept = 0;
   // Waits until everything enqueued on s so far has run.
   virtual void synchronize(Stream s) = 0;
+
+  // CUDA IPC. exportMemory: a handle to the device allocation holding p (an
+  // Error naming p when it is not device memory of an allocation that can
+  // be shared). openMemory, in another process of this host: maps it and
+  // returns its start here (an Error when the handle is this process's own,
+  // or its owner or allocation is gone); closeMemory unmaps it.
+  virtual ExportedMemory exportMemory(const void* p) = 0;
+  virtual void* openMemory(const IpcHandle& h) = 0;
+  virtual void closeMemory(void* base) noexcept = 0;
 };
 
 // The process's backend: the emulated one when GYRE_DEVICE_BACKEND=emulated

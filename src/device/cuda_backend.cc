@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,7 @@ void check(cudaError_t e, const char* what) {
 }
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using AddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
 // A gate: one word the host writes and the stream reads. Words come from
 // slabs of pinned memory that are never freed while gyre runs: freeing
@@ -66,6 +68,10 @@ class CudaBackend final : public Backend {
     if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
         q == cudaDriverEntryPointSuccess)
       waitValue_ = reinterpret_cast<WaitValue32>(fn);
+    fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      addressRange_ = reinterpret_cast<AddressRange>(fn);
   }
 
   const char* name() const override { return "cuda"; }
@@ -243,6 +249,48 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cudaStreamSynchronize");
   }
 
+  // Legacy CUDA IPC (cudaIpc*): it shares cudaMalloc's allocations, which is
+  // what gyreMemAlloc and the frameworks' caching allocators hand out. The
+  // handle names the whole allocation, so its start is looked up first.
+  ExportedMemory exportMemory(const void* p) override {
+    const std::string at = std::to_string(reinterpret_cast<uintptr_t>(p));
+    const MemoryInfo m = classify(p);
+    if (m.kind != MemoryKind::Device)
+      throwError(gyreInvalidArgument, "buffer " + at + " is " + kindName(m.kind) +
+                                          ": only device memory is shared with peers through CUDA IPC");
+    if (!addressRange_)
+      throwError(gyreSystemError, "CUDA: this driver does not give cuMemGetAddressRange, which CUDA IPC needs");
+    DeviceScope scope(m.device);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (CUresult r = addressRange_(&base, &size, reinterpret_cast<CUdeviceptr>(p)); r != CUDA_SUCCESS)
+      throwError(gyreSystemError, "CUDA: cuMemGetAddressRange of buffer " + at + " failed (CUresult " +
+                                      std::to_string(static_cast<int>(r)) + ")");
+    cudaIpcMemHandle_t h;
+    check(cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)),
+          "cudaIpcGetMemHandle (memory from cudaMalloc can be shared; memory from cudaMallocAsync's pools or "
+          "cuMemCreate without a shareable handle type cannot)");
+    ExportedMemory out;
+    static_assert(sizeof h <= sizeof out.handle.bytes);
+    std::memcpy(out.handle.bytes, &h, sizeof h);
+    out.offset = reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(base);
+    out.bytes = size;
+    return out;
+  }
+
+  void* openMemory(const IpcHandle& handle) override {
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.bytes, sizeof h);
+    void* p = nullptr;
+    check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+          "cudaIpcOpenMemHandle (a handle cannot be opened in the process that made it)");
+    return p;
+  }
+
+  void closeMemory(void* base) noexcept override {
+    if (base && cudaIpcCloseMemHandle(base) != cudaSuccess) cudaGetLastError();
+  }
+
  private:
   cudaStream_t copyStream(int dev) {
     std::lock_guard<std::mutex> l(mu_);
@@ -271,6 +319,7 @@ class CudaBackend final : public Backend {
 
   const int devices_;
   WaitValue32 waitValue_ = nullptr;
+  AddressRange addressRange_ = nullptr;
   std::mutex gatesMu_;
   std::vector<Gate*> freeGates_, retiredGates_;
   std::mutex mu_;

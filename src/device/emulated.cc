@@ -1,6 +1,11 @@
 #include "device/emulated.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -78,7 +83,7 @@ EmulatedBackend::EmulatedBackend(int devices) : devices_(devices) {}
 EmulatedBackend::~EmulatedBackend() {
   for (Queue* q : queues_) delete q;
   for (auto& [d, q] : legacy_) delete q;
-  for (auto& [start, block] : blocks_) std::free(reinterpret_cast<void*>(start));
+  for (auto& [start, block] : blocks_) release(start, block);
 }
 
 int EmulatedBackend::currentDevice() const { return tlsDevice; }
@@ -95,8 +100,8 @@ MemoryInfo EmulatedBackend::classify(const void* p) const {
   auto it = blocks_.upper_bound(a);
   if (it == blocks_.begin()) return {};
   --it;
-  if (a >= it->first + it->second.first) return {};
-  return it->second.second;
+  if (a >= it->first + it->second.bytes) return {};
+  return it->second.info;
 }
 
 EmulatedBackend::Queue& EmulatedBackend::queueOf(Stream s) const {
@@ -115,29 +120,128 @@ EmulatedBackend::Queue& EmulatedBackend::queueOf(Stream s) const {
 
 int EmulatedBackend::streamDevice(Stream s) const { return queueOf(s).device; }
 
+void EmulatedBackend::release(uintptr_t start, const Block& b) noexcept {
+  if (b.fd < 0 && !b.opened) {
+    std::free(reinterpret_cast<void*>(start));
+    return;
+  }
+  munmap(reinterpret_cast<void*>(start), b.mapped);
+  if (b.fd >= 0) close(b.fd);
+}
+
 void* EmulatedBackend::allocate(size_t bytes, int device) {
-  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-  if (!p) throwError(gyreSystemError, "emulated device: out of memory for " + std::to_string(bytes) + " bytes");
+  const size_t padded = (bytes + 255) / 256 * 256 + 256;
+  if (device < 0) {
+    void* p = std::aligned_alloc(256, padded);
+    if (!p) throwError(gyreSystemError, "emulated device: out of memory for " + std::to_string(bytes) + " bytes");
+    std::lock_guard<std::mutex> l(mu_);
+    blocks_[reinterpret_cast<uintptr_t>(p)] = Block{bytes ? bytes : 1, MemoryInfo{MemoryKind::Device, device}};
+    return p;
+  }
+  // A memfd per allocation, so that peers can map it (exportMemory).
+  const int fd = memfd_create("gyre-emulated-device", MFD_CLOEXEC);
+  if (fd < 0) throwError(gyreSystemError, std::string("emulated device: memfd_create: ") + std::strerror(errno));
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(padded)) == 0)
+    p = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    close(fd);
+    throwError(gyreSystemError, "emulated device: out of memory for " + std::to_string(bytes) +
+                                    " bytes: " + std::strerror(e));
+  }
   std::lock_guard<std::mutex> l(mu_);
-  blocks_[reinterpret_cast<uintptr_t>(p)] = {bytes ? bytes : 1, MemoryInfo{MemoryKind::Device, device}};
+  blocks_[reinterpret_cast<uintptr_t>(p)] = Block{bytes ? bytes : 1, MemoryInfo{MemoryKind::Device, device}, fd, padded};
   return p;
 }
 
 void* EmulatedBackend::allocateHost(size_t bytes) {
   void* p = allocate(bytes, -1);
   std::lock_guard<std::mutex> l(mu_);
-  blocks_[reinterpret_cast<uintptr_t>(p)].second = MemoryInfo{MemoryKind::PinnedHost, -1};
+  blocks_[reinterpret_cast<uintptr_t>(p)].info = MemoryInfo{MemoryKind::PinnedHost, -1};
   return p;
 }
 
 void EmulatedBackend::free(void* p) {
   if (!p) return;
+  Block b;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (!blocks_.erase(reinterpret_cast<uintptr_t>(p)))
+    auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == blocks_.end() || it->second.opened)
       throwError(gyreInvalidArgument, "emulated device: freeing memory it did not allocate");
+    b = it->second;
+    blocks_.erase(it);
   }
-  std::free(p);
+  release(reinterpret_cast<uintptr_t>(p), b);
+}
+
+// What travels: the owner's pid and memfd, the mapping's length, and a
+// mark that tells an emulated handle from garbage.
+namespace {
+constexpr uint64_t kIpcMagic = 0x67797265'69706331ULL;  // "gyreipc1"
+struct EmulatedIpc {
+  uint64_t magic;
+  int64_t pid;
+  int64_t fd;
+  uint64_t mapped;
+  uint64_t bytes;
+  int64_t device;
+};
+static_assert(sizeof(EmulatedIpc) <= sizeof(IpcHandle));
+}  // namespace
+
+ExportedMemory EmulatedBackend::exportMemory(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = blocks_.upper_bound(a);
+  if (it != blocks_.begin()) --it;
+  if (it == blocks_.end() || a < it->first || a >= it->first + it->second.bytes || it->second.fd < 0)
+    throwError(gyreInvalidArgument, "emulated device: " + std::to_string(a) +
+                                        " is not in device memory of this process's own, which is all a peer can map");
+  const Block& b = it->second;
+  EmulatedIpc h{kIpcMagic, getpid(), b.fd, b.mapped, b.bytes, b.info.device};
+  ExportedMemory out;
+  std::memcpy(out.handle.bytes, &h, sizeof h);
+  out.offset = a - it->first;
+  out.bytes = b.bytes;
+  return out;
+}
+
+void* EmulatedBackend::openMemory(const IpcHandle& handle) {
+  EmulatedIpc h;
+  std::memcpy(&h, handle.bytes, sizeof h);
+  if (h.magic != kIpcMagic) throwError(gyreInvalidArgument, "emulated device: not an IPC handle of this backend");
+  if (h.pid == getpid())
+    throwError(gyreInvalidArgument, "emulated device: an IPC handle cannot be opened in the process that made it "
+                                    "(as with CUDA IPC)");
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    throwError(gyreSystemError, "emulated device: cannot open process " + std::to_string(h.pid) +
+                                    "'s device memory (" + path + "): " + std::strerror(errno));
+  void* p = mmap(nullptr, h.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int e = errno;
+  close(fd);  // the mapping keeps the memory
+  if (p == MAP_FAILED)
+    throwError(gyreSystemError, "emulated device: cannot map process " + std::to_string(h.pid) +
+                                    "'s device memory: " + std::strerror(e));
+  std::lock_guard<std::mutex> l(mu_);
+  Block b{h.bytes, MemoryInfo{MemoryKind::Device, static_cast<int>(h.device)}, -1, h.mapped, true};
+  blocks_[reinterpret_cast<uintptr_t>(p)] = b;
+  return p;
+}
+
+void EmulatedBackend::closeMemory(void* base) noexcept {
+  Block b;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = blocks_.find(reinterpret_cast<uintptr_t>(base));
+    if (it == blocks_.end() || !it->second.opened) return;
+    b = it->second;
+    blocks_.erase(it);
+  }
+  release(reinterpret_cast<uintptr_t>(base), b);
 }
 
 void EmulatedBackend::freeHost(void* p) { free(p); }
@@ -152,7 +256,7 @@ bool EmulatedBackend::inBlock(const void* p, size_t bytes) const {
   auto it = blocks_.upper_bound(a);
   if (it == blocks_.begin()) return false;
   --it;
-  return a + bytes <= it->first + it->second.first;
+  return a + bytes <= it->first + it->second.bytes;
 }
 
 void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Stream s) {

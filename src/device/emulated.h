@@ -45,6 +45,11 @@ class EmulatedBackend final : public Backend {
   void openGate(void* gate) noexcept override;
   void destroyGate(void* gate) noexcept override;
   void synchronize(Stream s) override;
+  // Device memory lives in a memfd of its own: a peer process maps it
+  // through /proc/<pid>/fd, as CUDA IPC maps a peer's allocation.
+  ExportedMemory exportMemory(const void* p) override;
+  void* openMemory(const IpcHandle& h) override;
+  void closeMemory(void* base) noexcept override;
 
   // For tests: the calling thread's device, streams, and work of their own
   // on a stream (a kernel's stand-in; it does not run on a failed stream).
@@ -62,11 +67,20 @@ class EmulatedBackend final : public Backend {
   struct Gate;
   Queue& queueOf(Stream s) const;
   bool inBlock(const void* p, size_t bytes) const;  // [p, p+bytes) lies in one live block
+  struct Block;
+  static void release(uintptr_t start, const Block& b) noexcept;
 
   const int devices_;
   std::atomic<int64_t> copyDelayUs_{0};
   mutable std::mutex mu_;
-  std::map<uintptr_t, std::pair<size_t, MemoryInfo>> blocks_;  // by start address
+  struct Block {
+    size_t bytes;
+    MemoryInfo info;
+    int fd = -1;          // device memory: its memfd (-1: host memory from the heap)
+    size_t mapped = 0;    // device memory: the mapping's length
+    bool opened = false;  // a peer's, mapped by openMemory
+  };
+  std::map<uintptr_t, Block> blocks_;  // by start address
   std::set<Queue*> queues_;
   mutable std::map<int, Queue*> legacy_;  // each device's legacy default stream, made on first use
 };
