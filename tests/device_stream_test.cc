@@ -175,7 +175,9 @@ TEST_P(DevicePipelinedCollectives, LargeInputsArriveInPiecesAndEveryStepReadsWha
   RunOutcome out = runRanks(
       std::get<1>(GetParam()),
       [&](int r, int n, const gyreUniqueId& id) {
-        // 2.4 MiB per block: three pieces of 1 MiB (or more) each.
+        // 2.4 MiB per block: over shm, pieces of the default 1 MiB or more;
+        // over tcp, of 200001 bytes, which cut elements in two.
+        if (std::string(transport) == "tcp") setenv("GYRE_DEVICE_PIECE_BYTES", "200001", 1);
         return everyCollectiveBody(r, n, id, transport, 600 * 1000, std::chrono::milliseconds(3));
       });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();

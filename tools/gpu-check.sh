@@ -106,5 +106,17 @@ for n in 2 4; do
 done
 
 say ""
+say "## pipelined staging: pieces (default) against whole copies (GYRE_DEVICE_PIECE_BYTES=0), 2 ranks, 64-256 MiB"
+for p in 1M 0; do
+  say ""
+  say "### GYRE_DEVICE_PIECE_BYTES=$p"
+  say '```'
+  GYRE_DEVICE_PIECE_BYTES=$p timeout 90 build-gpu/bench/gyre-bench allreduce --ranks 2 --bind core --device cuda \
+    -b 64M -e 256M -f 4 -n 10 -w 3 -T 60 > "$out/pieces-$p.log" 2>&1 || status=1
+  grep -v '^# *$' "$out/pieces-$p.log" | tail -5 | tee -a "$summary"
+  say '```'
+done
+
+say ""
 say "finished in $(( $(date +%s) - start )) s, status $status"
 exit $status

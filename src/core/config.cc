@@ -170,6 +170,11 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.smallMessageBytes = lower(v) == "auto" ? 0 : parseSize(v, n);
      }},
+    {{"GYRE_DEVICE_PIECE_BYTES", "1M",
+      "a call on a CUDA stream copies its staged input in, and its output out, in pieces of at "
+      "least this size (at most 16 pieces) once they are twice it, overlapping the copies with "
+      "the call; 0: whole"},
+     [](Config& c, const std::string& v, const char* n) { c.devicePieceBytes = parseSize(v, n); }},
     {{"GYRE_MAPPED_BUFFERS", "0",
       "1: the program's buffers come from gyreMemAlloc on every rank, so the tuner prices "
       "single-copy algorithms at the speed of reading peers' mapped memory (a rank whose buffer "

@@ -37,6 +37,7 @@ struct Config {
   int64_t spinNs = -1;           // <0: chosen from cores vs local ranks
   std::string hostId;            // override the detected host identity
   size_t smallMessageBytes = 0;  // 0: automatic (below it: recursive doubling)
+  size_t devicePieceBytes = size_t{1} << 20;  // GYRE_DEVICE_PIECE_BYTES (0: stage whole)
   bool mappedBuffers = false;   // GYRE_MAPPED_BUFFERS: the program's buffers come from gyreMemAlloc
   bool calibrate = false;        // measure the cost model's numbers at creation
   std::string tunerFile;         // or load them from here

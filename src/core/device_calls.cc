@@ -121,25 +121,26 @@ constexpr size_t kStagingAlign = 256;
 size_t alignUp(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
 
 // A single call's input is copied in in pieces (at most kMaxInputPieces,
-// each at least kMinInputPiece bytes) with an event after each, so that the
+// each at least GYRE_DEVICE_PIECE_BYTES) with an event after each, so that the
 // call starts on the first piece while the stream copies the rest; its
 // output goes out in pieces of the same size, each behind a gate opened
 // once no step writes it. Smaller buffers go whole: a piece's event, gate
 // and wait cost more than they save.
-constexpr size_t kMinInputPiece = size_t{1} << 20;
 constexpr size_t kMaxInputPieces = 16;
-size_t pieceBytes(size_t bytes) {
-  return std::max(kMinInputPiece, alignUp((bytes + kMaxInputPieces - 1) / kMaxInputPieces));
+bool inPieces(size_t bytes, size_t minPiece) { return minPiece && bytes >= 2 * minPiece; }
+size_t pieceBytes(size_t bytes, size_t minPiece) {
+  return std::max(minPiece, alignUp((bytes + kMaxInputPieces - 1) / kMaxInputPieces));
 }
 
 // Puts o's device buffers in a staging block: copies in on o's stream
 // (before the call's event, so the event means "the inputs are staged"),
 // notes the copies out, and points o at the block. In place stays in place
 // (one region for both buffers, with their offsets kept). pieces (may be
-// null): where o's input may come in pieces, their events.
+// null): where o's input may come in pieces, their events; minPiece: the
+// smallest piece (0: whole).
 void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o, FunctionRef<void()> whileWaiting,
                     std::vector<device::StagingPool::Block>& blocks, std::vector<CopyOut>& outs,
-                    std::vector<DeviceCall::Piece>* pieces) {
+                    std::vector<DeviceCall::Piece>* pieces, size_t minPiece) {
   const bool sendIn = o.stageSend, recvIn = o.stageRecv;
   if (!sendIn && !recvIn) return;
   // AllToAllv writes only its blocks of the receive buffer: the gaps must
@@ -169,8 +170,8 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
     }
     if (sendIn) {
       hostSend = base;
-      if (pieces && sb >= 2 * kMinInputPiece) {
-        const size_t piece = pieceBytes(sb);
+      if (pieces && inPieces(sb, minPiece)) {
+        const size_t piece = pieceBytes(sb, minPiece);
         const auto* from = static_cast<const unsigned char*>(o.sendbuff);
         for (size_t off = 0; off < sb; off += piece) {
           const size_t len = std::min(piece, sb - off);
@@ -183,7 +184,7 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
       }
     }
   }
-  const bool outInPieces = pieces && writesAllOfRecv && hostRecv != hostSend && rb >= 2 * kMinInputPiece &&
+  const bool outInPieces = pieces && writesAllOfRecv && hostRecv != hostSend && inPieces(rb, minPiece) &&
                            (!sendIn || !(s < r + rb && r < s + sb));
   if (recvIn) outs.push_back({o.recvbuff, hostRecv, rb, o.stream, outInPieces});
   if (sendIn) o.sendbuff = hostSend;
@@ -299,7 +300,8 @@ void Communicator::enqueueOnStreams(Operation op) {
   std::vector<CopyOut> outs;
   try {
     for (Operation* o : ops)
-      stageOperation(b, *staging_, *o, whileWaiting, call->staging, outs, pieces ? &call->inputPieces : nullptr);
+      stageOperation(b, *staging_, *o, whileWaiting, call->staging, outs, pieces ? &call->inputPieces : nullptr,
+                     config_.devicePieceBytes);
     for (DeviceCall::Point& p : call->points) {
       if (call->inputPieces.empty()) {
         p.ready = b.recordEvent(p.stream);
@@ -308,7 +310,7 @@ void Communicator::enqueueOnStreams(Operation op) {
       }
       for (const CopyOut& c : outs) {
         if (!c.inPieces || c.stream != p.stream) continue;
-        const size_t piece = pieceBytes(c.bytes);
+        const size_t piece = pieceBytes(c.bytes, config_.devicePieceBytes);
         for (size_t off = 0; off < c.bytes; off += piece) {
           const size_t len = std::min(piece, c.bytes - off);
           call->outputPieces.push_back({off + len, b.makeGate(), false});
