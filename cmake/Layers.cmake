@@ -1,6 +1,7 @@
 # The library's layers, bottom to top (docs/design.md):
 #
 #   base  <  kernels < device, topology  <  bootstrap  <  transport  <  collectives  <  core  <  compat
+#   (transport also sees device, for the device memory it registers; collectives do not)
 #
 # Every source file includes by layer ("transport/transport.h"), so one include
 # root holding all of src/ would let any file reach any layer. Instead each
@@ -46,7 +47,7 @@ set(GYRE_LAYER_kernels     base kernels)
 set(GYRE_LAYER_device      base kernels device)
 set(GYRE_LAYER_topology    base topology)
 set(GYRE_LAYER_bootstrap   base topology bootstrap)
-set(GYRE_LAYER_transport   base kernels topology bootstrap transport)
+set(GYRE_LAYER_transport   base kernels device topology bootstrap transport)
 set(GYRE_LAYER_collectives base kernels topology transport collectives)
 set(GYRE_LAYER_core        base kernels device topology bootstrap transport collectives core)
 foreach(layer base kernels device topology bootstrap transport collectives core)

@@ -62,10 +62,12 @@ for ((i = 0; i < ${#layers[@]}; ++i)); do
     fi
   done
 done
-# Two pairs the order above cannot express: kernels and topology sit side by
-# side (topology must not reach the kernels either), and collectives build on
-# transports without seeing how they bootstrap.
-for pair in "topology kernels/cpu/reduce.h" "collectives bootstrap/bootstrap.h"; do
+# Pairs the order above cannot express: kernels and topology sit side by
+# side (topology must not reach the kernels either), collectives build on
+# transports without seeing how they bootstrap, and neither they nor the
+# topology see the device backend (the transports do, for device memory).
+for pair in "topology kernels/cpu/reduce.h" "collectives bootstrap/bootstrap.h" "collectives device/backend.h" \
+  "topology device/backend.h"; do
   read -r lower probe <<<"$pair"
   if echo "#include \"$probe\"" | "$cxx" "${flags[@]}" -I"$views/$lower" -I"$src/include" -x c++ - 2>/dev/null; then
     echo "FAIL: the $lower layer can include $probe"

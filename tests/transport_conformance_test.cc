@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/unique_id.h"
+#include "device/emulated.h"
 #include "kernels/cpu/reduce.h"
 #include "tests/support/multiprocess.h"
 #include "transport/net/net_transport.h"
@@ -439,6 +440,87 @@ TEST_P(Conformance, AMismatchedSizeOrTagIsAnErrorCarryingBoth) {
   EXPECT_FALSE(out.timedOut) << out.describe();
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
+
+// Device memory (on the emulated GPU, as a CUDA build's GPU): shared memory
+// registers it by its CUDA IPC handle, and the peer reads, writes and maps
+// it (a device pointer) within the key; every other transport refuses to
+// register it, naming the peer, instead of handing out a key no one can use.
+TEST_P(Conformance, DeviceMemoryKeysReachAPeersGpuOrAreRefused) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    device::EmulatedBackend gpu;
+    device::setBackendForTesting(&gpu);
+    int failures = 0;
+    {
+      Endpoint e = open(kind, rank, n, id);
+      Connection& c = *e.conn;
+      constexpr size_t kBytes = 1 << 20, kAt = 4096, kPut = 3000;
+      auto* mine = static_cast<unsigned char*>(gpu.allocate(kBytes + kAt, 0));
+      std::vector<unsigned char> pattern9(kBytes);
+      for (size_t i = 0; i < kBytes; ++i) pattern9[i] = pattern(rank, 9, i);
+      gpu.copy(mine + kAt, pattern9.data(), kBytes);
+      transport::RemoteKey key;
+      bool refused = false;
+      try {
+        key = c.registerMemory(mine + kAt, kBytes, transport::MemoryType::Device);
+      } catch (const transport::ConnectionError& err) {
+        refused = err.peer() == e.peer && std::string(err.what()).find("device") != std::string::npos;
+        check.expect(refused, std::string("the refusal names the peer and device memory: ") + err.what());
+      }
+      if (kind != "shm") {
+        check.expect(refused, kind + " registered device memory");
+      } else {
+        check.expect(!refused && key.type == transport::MemoryType::Device && key.bytes == kBytes,
+                     "shm registers device memory");
+        transport::RemoteKey theirs;
+        check.expect(until(e, [&] { return c.trySendFrom(&key, sizeof key, tagOf(1, sizeof key)); }), "send key");
+        check.expect(until(e, [&] { return c.tryRecvInto(&theirs, sizeof theirs, tagOf(1, sizeof theirs)); }),
+                     "recv key");
+        std::vector<unsigned char> got(kBytes - 7);
+        c.get(got.data(), theirs, 7, got.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          if (got[i] != pattern(e.peer, 9, i + 7)) {
+            check.fail("get of the peer's device memory: byte " + std::to_string(i) + " is wrong");
+            break;
+          }
+        const auto* mapped = static_cast<const unsigned char*>(c.map(theirs, 100, 1000));
+        check.expect(gpu.classify(mapped).kind == device::MemoryKind::Device, "a mapping is device memory here");
+        unsigned char first = 0;
+        gpu.copy(&first, mapped, 1);
+        check.expect(first == pattern(e.peer, 9, 100), "the mapping shows the peer's bytes");
+        std::vector<unsigned char> put(kPut, static_cast<unsigned char>(0xC0 + rank));
+        c.put(theirs, 50, put.data(), kPut);
+        try {
+          c.get(got.data(), theirs, kBytes - 8, 16);
+          check.fail("a get past the device key's end was not refused");
+        } catch (const transport::ConnectionError& err) {
+          check.expect(err.peer() == e.peer, "the refusal names the owner");
+        }
+        const unsigned char done = 1;
+        unsigned char theirDone = 0;
+        check.expect(until(e, [&] { return c.trySendFrom(&done, 1, tagOf(2, 1)); }), "send done");
+        check.expect(until(e, [&] { return c.tryRecvInto(&theirDone, 1, tagOf(2, 1)); }), "recv done");
+        std::vector<unsigned char> back(kBytes);
+        gpu.copy(back.data(), mine + kAt, kBytes);
+        for (size_t i = 0; i < kBytes; ++i) {
+          const unsigned char want = i >= 50 && i < 50 + kPut ? 0xC0 + e.peer : pattern(rank, 9, i);
+          if (back[i] != want) {
+            check.fail("after the peer's put, byte " + std::to_string(i) + " is " + std::to_string(back[i]));
+            break;
+          }
+        }
+        c.deregisterMemory(key);
+        c.releaseRemoteKey(theirs);
+      }
+      failures = check.failures();
+    }  // the transport closes what it opened while the backend is still there
+    device::setBackendForTesting(nullptr);
+    return failures;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 
 // The memory layer: each rank registers a buffer and sends the key; the
 // peer gets and puts within it exactly where the transport offers that

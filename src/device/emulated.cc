@@ -151,7 +151,8 @@ void* EmulatedBackend::allocate(size_t bytes, int device) {
                                     " bytes: " + std::strerror(e));
   }
   std::lock_guard<std::mutex> l(mu_);
-  blocks_[reinterpret_cast<uintptr_t>(p)] = Block{bytes ? bytes : 1, MemoryInfo{MemoryKind::Device, device}, fd, padded};
+  blocks_[reinterpret_cast<uintptr_t>(p)] =
+      Block{bytes ? bytes : 1, MemoryInfo{MemoryKind::Device, device}, fd, padded, false, ++serials_};
   return p;
 }
 
@@ -180,6 +181,9 @@ void EmulatedBackend::free(void* p) {
 // mark that tells an emulated handle from garbage.
 namespace {
 constexpr uint64_t kIpcMagic = 0x67797265'69706331ULL;  // "gyreipc1"
+// serial: the allocation's number in its process, so that a new
+// allocation that gets a freed one's fd is never taken for it (peers cache
+// what they opened by the handle's bytes).
 struct EmulatedIpc {
   uint64_t magic;
   int64_t pid;
@@ -187,6 +191,7 @@ struct EmulatedIpc {
   uint64_t mapped;
   uint64_t bytes;
   int64_t device;
+  uint64_t serial;
 };
 static_assert(sizeof(EmulatedIpc) <= sizeof(IpcHandle));
 }  // namespace
@@ -200,7 +205,7 @@ ExportedMemory EmulatedBackend::exportMemory(const void* p) {
     throwError(gyreInvalidArgument, "emulated device: " + std::to_string(a) +
                                         " is not in device memory of this process's own, which is all a peer can map");
   const Block& b = it->second;
-  EmulatedIpc h{kIpcMagic, getpid(), b.fd, b.mapped, b.bytes, b.info.device};
+  EmulatedIpc h{kIpcMagic, getpid(), b.fd, b.mapped, b.bytes, b.info.device, b.serial};
   ExportedMemory out;
   std::memcpy(out.handle.bytes, &h, sizeof h);
   out.offset = a - it->first;

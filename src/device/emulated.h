@@ -79,7 +79,9 @@ class EmulatedBackend final : public Backend {
     int fd = -1;          // device memory: its memfd (-1: host memory from the heap)
     size_t mapped = 0;    // device memory: the mapping's length
     bool opened = false;  // a peer's, mapped by openMemory
+    uint64_t serial = 0;  // device memory: its allocation's number here
   };
+  uint64_t serials_ = 0;
   std::map<uintptr_t, Block> blocks_;  // by start address
   std::set<Queue*> queues_;
   mutable std::map<int, Queue*> legacy_;  // each device's legacy default stream, made on first use

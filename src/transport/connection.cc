@@ -5,6 +5,10 @@
 namespace gyre::transport {
 
 RemoteKey Connection::registerMemory(const void* p, size_t bytes, MemoryType type) {
+  // A transport that reaches device memory says so by overriding this.
+  if (type == MemoryType::Device)
+    throw ConnectionError(gyreInvalidArgument, peer(),
+                          std::string(transport().name()) + " cannot register device memory");
   RemoteKey k;
   k.address = reinterpret_cast<uint64_t>(p);
   k.bytes = bytes;

@@ -26,7 +26,7 @@ struct SharedMemoryKey {
   uint64_t bytes = 0;
   int64_t fd = -1;
 };
-static_assert(sizeof(SharedMemoryKey) == sizeof(RemoteKey::handle));
+static_assert(sizeof(SharedMemoryKey) <= sizeof(RemoteKey::handle));
 
 // Page-aligned memory backed by a memfd, or nullptr when memfds are not
 // available (the caller falls back to ordinary memory).

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "device/backend.h"
 #include "transport/shm/shared_allocation.h"
 #include "transport/shm/shm_transport.h"
 
@@ -63,14 +64,60 @@ bool ShmConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
   return true;
 }
 
+// A device key's handle: the allocation's CUDA IPC handle, then the range's
+// offset in the allocation.
+constexpr size_t kDeviceOffsetWord = sizeof(device::IpcHandle) / sizeof(uint64_t);
+static_assert(kDeviceOffsetWord < sizeof(RemoteKey::handle) / sizeof(uint64_t));
+
 RemoteKey ShmConnection::registerMemory(const void* p, size_t bytes, MemoryType type) {
+  if (type == MemoryType::Device) return registerDeviceMemory(p, bytes);
   if (type != MemoryType::Host)
     throw ConnectionError(gyreInvalidArgument, peer_,
                           std::string("shm cannot register ") + memoryTypeName(type) + " memory");
   RemoteKey k = Connection::registerMemory(p, bytes, type);
   const shm::SharedMemoryKey shared = shm::sharedKeyFor(p);
-  std::memcpy(k.handle, &shared, sizeof k.handle);
+  std::memcpy(k.handle, &shared, sizeof shared);
   return k;
+}
+
+RemoteKey ShmConnection::registerDeviceMemory(const void* p, size_t bytes) {
+  device::Backend* b = device::backend();
+  if (!b) throw ConnectionError(gyreInvalidArgument, peer_, "shm: device memory registered, but there is no GPU here");
+  device::ExportedMemory e;
+  try {
+    e = b->exportMemory(p);
+  } catch (const Error& err) {
+    throw ConnectionError(err.code(), peer_, std::string("shm cannot share a device buffer with rank ") +
+                                                 std::to_string(peer_) + ": " + err.what());
+  }
+  if (e.offset > e.bytes || bytes > e.bytes - e.offset)
+    throw ConnectionError(gyreInvalidArgument, peer_,
+                          "shm: a device range of " + std::to_string(bytes) + " bytes at offset " +
+                              std::to_string(e.offset) + " runs past its allocation's " + std::to_string(e.bytes) +
+                              " bytes");
+  RemoteKey k;
+  k.address = reinterpret_cast<uint64_t>(p);
+  k.bytes = bytes;
+  k.type = MemoryType::Device;
+  std::memcpy(k.handle, e.handle.bytes, sizeof e.handle.bytes);
+  k.handle[kDeviceOffsetWord] = e.offset;
+  return k;
+}
+
+// The peer's device range behind key, at address, in this process.
+unsigned char* ShmConnection::deviceAddress(const RemoteKey& key, uint64_t address) {
+  device::Backend* b = device::backend();
+  if (!b) throw ConnectionError(gyreInvalidArgument, peer_, "rank " + std::to_string(peer_) +
+                                                                " offered device memory, but there is no GPU here");
+  device::IpcHandle h;
+  std::memcpy(h.bytes, key.handle, sizeof h.bytes);
+  try {
+    auto* base = static_cast<unsigned char*>(deviceMappings_.open(*b, h));
+    return base + key.handle[kDeviceOffsetWord] + (address - key.address);
+  } catch (const Error& err) {
+    throw ConnectionError(err.code(), peer_, "cannot open rank " + std::to_string(peer_) +
+                                                 "'s device memory: " + err.what());
+  }
 }
 
 namespace {
@@ -83,15 +130,20 @@ namespace {
 }
 }  // namespace
 
-void ShmConnection::getImpl(void* dst, const RemoteKey&, uint64_t address, size_t bytes) {
+// Device keys: a copy by the device (the backend's, complete on return)
+// between the peer's opened allocation and ours.
+void ShmConnection::getImpl(void* dst, const RemoteKey& key, uint64_t address, size_t bytes) {
+  if (key.type == MemoryType::Device) return device::backend()->copy(dst, deviceAddress(key, address), bytes);
   if (const int err = reader_.read(dst, address, bytes)) throwAccessError(err, peer_, "read", bytes);
 }
 
-void ShmConnection::putImpl(const RemoteKey&, uint64_t address, const void* src, size_t bytes) {
+void ShmConnection::putImpl(const RemoteKey& key, uint64_t address, const void* src, size_t bytes) {
+  if (key.type == MemoryType::Device) return device::backend()->copy(deviceAddress(key, address), src, bytes);
   if (const int err = reader_.write(address, src, bytes)) throwAccessError(err, peer_, "write", bytes);
 }
 
 const void* ShmConnection::mapImpl(const RemoteKey& key, uint64_t address, size_t bytes) {
+  if (key.type == MemoryType::Device) return deviceAddress(key, address);  // a device pointer
   shm::SharedMemoryKey shared;
   std::memcpy(&shared, key.handle, sizeof shared);
   return mappings_.map(address, bytes, shared);

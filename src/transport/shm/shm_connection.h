@@ -2,6 +2,7 @@
 // in the peer's segment and read the FIFO reserved for the peer in ours.
 #pragma once
 
+#include "transport/shm/peer_device_mappings.h"
 #include "transport/shm/peer_mappings.h"
 #include "transport/shm/process_reader.h"
 #include "transport/shm/shm_layout.h"
@@ -56,7 +57,10 @@ class ShmConnection final : public Connection {
   uint64_t sent_ = 0;
   uint64_t knownConsumed_ = 0;  // the peer's consumed count, as last read
   uint64_t received_ = 0;
+  RemoteKey registerDeviceMemory(const void* p, size_t bytes);
+  unsigned char* deviceAddress(const RemoteKey& key, uint64_t address);
   shm::PeerMappings mappings_;
+  shm::PeerDeviceMappings deviceMappings_;  // the peer's device allocations, opened through CUDA IPC
   shm::ProcessReader reader_;
   MemoryCopy copy_;
 };

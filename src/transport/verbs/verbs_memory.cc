@@ -32,7 +32,8 @@ MrPtr VerbsConnection::registerRange(const void* p, size_t bytes, int access, co
 
 RemoteKey VerbsConnection::registerMemory(const void* p, size_t bytes, MemoryType type) {
   if (type != MemoryType::Host)
-    throw ConnectionError(gyreInvalidUsage, peer_, "verbs registers host memory only");
+    throw ConnectionError(gyreInvalidUsage, peer_,
+                          std::string("verbs registers host memory only, not ") + memoryTypeName(type) + " memory");
   RemoteKey k = Connection::registerMemory(p, bytes, type);
   if (bytes == 0) return k;
   MrPtr mr = registerRange(
