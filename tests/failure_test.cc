@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,16 +21,26 @@
 namespace gyre::test {
 namespace {
 
-std::vector<std::string> shmSegmentsOf(const RunOutcome& out) {
-  std::vector<std::string> left;
-  DIR* d = opendir("/dev/shm");
-  if (!d) return left;
-  while (dirent* e = readdir(d)) {
-    for (const RankOutcome& r : out.ranks)
-      if (std::string(e->d_name).rfind("gyre-" + std::to_string(r.pid) + "-", 0) == 0)
-        left.push_back(e->d_name);
+std::set<std::string> shmNames() {
+  std::set<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) names.insert(e->d_name);
+    closedir(d);
   }
-  closedir(d);
+  return names;
+}
+
+// Segments named after the run's ranks that it left behind. Only those that
+// were not there before it: pids wrap (32768 here, and every thread takes
+// one), so an earlier process with a rank's pid (a rank killed by another
+// test) may have left one under the same name.
+std::vector<std::string> shmSegmentsOf(const RunOutcome& out, const std::set<std::string>& before) {
+  std::vector<std::string> left;
+  for (const std::string& name : shmNames()) {
+    if (before.count(name)) continue;
+    for (const RankOutcome& r : out.ranks)
+      if (name.rfind("gyre-" + std::to_string(r.pid) + "-", 0) == 0) left.push_back(name);
+  }
   return left;
 }
 
@@ -88,6 +99,7 @@ TEST_P(KilledRank, SurvivorsGetRemoteErrorNamingTheDeadRank) {
   const int victim = 1;
   RunOptions o;
   o.timeoutSec = 60;
+  const std::set<std::string> before = shmNames();
   RunOutcome out = runRanks(
       nranks,
       [&](int r, int n, const gyreUniqueId& id) {
@@ -101,7 +113,8 @@ TEST_P(KilledRank, SurvivorsGetRemoteErrorNamingTheDeadRank) {
     else
       EXPECT_EQ(r.exitCode, 0) << out.describe();
   }
-  EXPECT_TRUE(shmSegmentsOf(out).empty()) << "left in /dev/shm: " << shmSegmentsOf(out).front();
+  const std::vector<std::string> left = shmSegmentsOf(out, before);
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.front();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, KilledRank,
@@ -114,6 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, KilledRank,
 // ---- clean runs leave nothing behind, and segments are unlinked at once ----
 
 TEST(SharedMemory, NothingLeftInDevShmDuringOrAfterARun) {
+  const std::set<std::string> before = shmNames();
   RunOutcome out = runRanks(3, [](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
     gyreComm_t comm = initRank(rank, n, id, "shm");
@@ -132,7 +146,7 @@ TEST(SharedMemory, NothingLeftInDevShmDuringOrAfterARun) {
     return check.failures();
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
-  EXPECT_TRUE(shmSegmentsOf(out).empty());
+  EXPECT_TRUE(shmSegmentsOf(out, before).empty());
 }
 
 // ---- gyreCommAbort from another thread ends a blocked call ----
