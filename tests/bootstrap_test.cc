@@ -19,9 +19,12 @@
 #include "bootstrap/root_server.h"
 #include "bootstrap/unique_id.h"
 #include "core/config.h"
+#include "tests/support/error_of.h"
 
 namespace gyre::bootstrap {
 namespace {
+
+using test::errorOf;
 
 // Sets variables for one test and restores the previous environment.
 class ScopedEnv {
@@ -77,15 +80,6 @@ class ScopedEnv {
                                                   "TORCHELASTIC_RUN_ID"};
   std::map<std::string, std::pair<bool, std::string>> saved_;
 };
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Interfaces, NcclStyleSpecs) {
   EXPECT_TRUE(interfaceMatches("eth", "eth0"));

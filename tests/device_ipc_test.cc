@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "device/emulated.h"
+#include "tests/support/error_of.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
@@ -100,15 +101,6 @@ TEST(EmulatedIpc, APeerProcessReadsAndWritesDeviceMemoryThroughAHandle) {
     return shareBody(rank, b, p);
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
-}
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(EmulatedIpc, WhatCannotBeSharedOrOpenedIsAnErrorNamingIt) {

@@ -18,6 +18,7 @@
 #include "collectives/cost_model.h"
 #include "collectives/online_tuner.h"
 #include "collectives/tuner.h"
+#include "tests/support/error_of.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
@@ -26,15 +27,6 @@ namespace {
 using collectives::CallRequest;
 using collectives::CostModel;
 using collectives::OpKind;
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(CostModelFile, FormatParsesBackToTheSameNumbers) {
   CostModel m;
