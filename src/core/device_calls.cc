@@ -128,8 +128,12 @@ size_t alignUp(size_t n) { return (n + kStagingAlign - 1) / kStagingAlign * kSta
 // and wait cost more than they save.
 constexpr size_t kMaxInputPieces = 16;
 bool inPieces(size_t bytes, size_t minPiece) { return minPiece && bytes >= 2 * minPiece; }
-size_t pieceBytes(size_t bytes, size_t minPiece) {
-  return std::max(minPiece, alignUp((bytes + kMaxInputPieces - 1) / kMaxInputPieces));
+// Calls f(offset, length) for each piece of a buffer of `bytes` that goes in
+// pieces (inPieces).
+template <class F>
+void forEachPiece(size_t bytes, size_t minPiece, F&& f) {
+  const size_t piece = std::max(minPiece, alignUp((bytes + kMaxInputPieces - 1) / kMaxInputPieces));
+  for (size_t off = 0; off < bytes; off += piece) f(off, std::min(piece, bytes - off));
 }
 
 // Puts o's device buffers in a staging block: copies in on o's stream
@@ -150,7 +154,8 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
   const size_t sb = o.sendBytes, rb = o.recvBytes;
   unsigned char* hostSend = nullptr;
   unsigned char* hostRecv = nullptr;
-  if (sendIn && recvIn && s < r + rb && r < s + sb) {
+  const bool overlap = sendIn && recvIn && s < r + rb && r < s + sb;
+  if (overlap) {
     const uintptr_t lo = std::min(s, r), hi = std::max(s + sb, r + rb);
     blocks.push_back(pool.acquire(hi - lo, whileWaiting, blocks.empty()));
     unsigned char* base = blocks.back().p;
@@ -171,21 +176,18 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
     if (sendIn) {
       hostSend = base;
       if (pieces && inPieces(sb, minPiece)) {
-        const size_t piece = pieceBytes(sb, minPiece);
         const auto* from = static_cast<const unsigned char*>(o.sendbuff);
-        for (size_t off = 0; off < sb; off += piece) {
-          const size_t len = std::min(piece, sb - off);
+        forEachPiece(sb, minPiece, [&](size_t off, size_t len) {
           b.copyOnStream(hostSend + off, from + off, len, o.stream);
           pieces->push_back({off + len, nullptr});
           pieces->back().event = b.recordEvent(o.stream);
-        }
+        });
       } else {
         b.copyOnStream(hostSend, o.sendbuff, sb, o.stream);
       }
     }
   }
-  const bool outInPieces = pieces && writesAllOfRecv && hostRecv != hostSend && inPieces(rb, minPiece) &&
-                           (!sendIn || !(s < r + rb && r < s + sb));
+  const bool outInPieces = pieces && writesAllOfRecv && !overlap && inPieces(rb, minPiece);
   if (recvIn) outs.push_back({o.recvbuff, hostRecv, rb, o.stream, outInPieces});
   if (sendIn) o.sendbuff = hostSend;
   if (recvIn) o.recvbuff = hostRecv;
@@ -310,14 +312,12 @@ void Communicator::enqueueOnStreams(Operation op) {
       }
       for (const CopyOut& c : outs) {
         if (!c.inPieces || c.stream != p.stream) continue;
-        const size_t piece = pieceBytes(c.bytes, config_.devicePieceBytes);
-        for (size_t off = 0; off < c.bytes; off += piece) {
-          const size_t len = std::min(piece, c.bytes - off);
+        forEachPiece(c.bytes, config_.devicePieceBytes, [&](size_t off, size_t len) {
           call->outputPieces.push_back({off + len, b.makeGate(), false});
           b.waitGate(p.stream, call->outputPieces.back().gate);
           b.copyOnStream(static_cast<unsigned char*>(c.dst) + off, static_cast<const unsigned char*>(c.src) + off,
                          len, c.stream);
-        }
+        });
       }
       p.gate = b.makeGate();
       b.waitGate(p.stream, p.gate);
