@@ -94,14 +94,17 @@ void EmulatedBackend::setDevice(int device) {
   tlsDevice = device;
 }
 
-MemoryInfo EmulatedBackend::classify(const void* p) const {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  std::lock_guard<std::mutex> l(mu_);
+const std::pair<const uintptr_t, EmulatedBackend::Block>* EmulatedBackend::blockAt(uintptr_t a) const {
   auto it = blocks_.upper_bound(a);
-  if (it == blocks_.begin()) return {};
+  if (it == blocks_.begin()) return nullptr;
   --it;
-  if (a >= it->first + it->second.bytes) return {};
-  return it->second.info;
+  return a < it->first + it->second.bytes ? &*it : nullptr;
+}
+
+MemoryInfo EmulatedBackend::classify(const void* p) const {
+  std::lock_guard<std::mutex> l(mu_);
+  const auto* block = blockAt(reinterpret_cast<uintptr_t>(p));
+  return block ? block->second.info : MemoryInfo{};
 }
 
 EmulatedBackend::Queue& EmulatedBackend::queueOf(Stream s) const {
@@ -199,16 +202,15 @@ static_assert(sizeof(EmulatedIpc) <= sizeof(IpcHandle));
 ExportedMemory EmulatedBackend::exportMemory(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> l(mu_);
-  auto it = blocks_.upper_bound(a);
-  if (it != blocks_.begin()) --it;
-  if (it == blocks_.end() || a < it->first || a >= it->first + it->second.bytes || it->second.fd < 0)
+  const auto* block = blockAt(a);
+  if (!block || block->second.fd < 0)
     throwError(gyreInvalidArgument, "emulated device: " + std::to_string(a) +
                                         " is not in device memory of this process's own, which is all a peer can map");
-  const Block& b = it->second;
+  const Block& b = block->second;
   EmulatedIpc h{kIpcMagic, getpid(), b.fd, b.mapped, b.bytes, b.info.device, b.serial};
   ExportedMemory out;
   std::memcpy(out.handle.bytes, &h, sizeof h);
-  out.offset = a - it->first;
+  out.offset = a - block->first;
   out.bytes = b.bytes;
   return out;
 }
@@ -258,10 +260,8 @@ void EmulatedBackend::copy(void* dst, const void* src, size_t bytes) {
 bool EmulatedBackend::inBlock(const void* p, size_t bytes) const {
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> l(mu_);
-  auto it = blocks_.upper_bound(a);
-  if (it == blocks_.begin()) return false;
-  --it;
-  return a + bytes <= it->first + it->second.bytes;
+  const auto* block = blockAt(a);
+  return block && a + bytes <= block->first + block->second.bytes;
 }
 
 void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Stream s) {

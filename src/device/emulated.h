@@ -69,6 +69,8 @@ class EmulatedBackend final : public Backend {
   bool inBlock(const void* p, size_t bytes) const;  // [p, p+bytes) lies in one live block
   struct Block;
   static void release(uintptr_t start, const Block& b) noexcept;
+  // The live block holding address a, or null (mu_ held).
+  const std::pair<const uintptr_t, Block>* blockAt(uintptr_t a) const;
 
   const int devices_;
   std::atomic<int64_t> copyDelayUs_{0};
