@@ -57,14 +57,27 @@ constexpr const char* kTransport = "shm";
 
 // ---- every collective on device buffers, in stream order ----
 
+// The tests' ways to run a device call: "shm" (every rank on one host: the
+// single-copy plans on the device buffers, read by the peers' GPUs),
+// "shm-staged" (the same with GYRE_DEVICE_DIRECT=0: through host staging)
+// and "tcp" (as across hosts: staged). Sets the environment; returns the
+// transport.
+const char* useWay(const std::string& way) {
+  if (way == "shm-staged") {
+    setenv("GYRE_DEVICE_DIRECT", "0", 1);
+    return "shm";
+  }
+  return way == "shm" ? "shm" : "tcp";
+}
+
 // count: elements per rank's block; copyDelay: how long each copy on a
 // stream takes at least.
-int everyCollectiveBody(int rank, int n, const gyreUniqueId& id, const char* transport, size_t count = 1000,
+int everyCollectiveBody(int rank, int n, const gyreUniqueId& id, const std::string& way, size_t count = 1000,
                         std::chrono::microseconds copyDelay = {}) {
   Checker check(rank);
   Gpu gpu;
   gpu.emu.setCopyDelay(copyDelay);
-  gyreComm_t comm = initRank(rank, n, id, transport);
+  gyreComm_t comm = initRank(rank, n, id, useWay(way));
   if (!comm) return 1;
   device::Stream s = gpu.emu.createStream(0);
   float* send = gpu.floats(count * n);
@@ -88,6 +101,12 @@ int everyCollectiveBody(int rank, int n, const gyreUniqueId& id, const char* tra
   check.expectOk(gyreAllReduce(send, recv, count, gyreFloat32, gyreSum, comm, s), "allreduce");
   expectAll(gpu.read(s, recv, count),
             [&](size_t i) { return rankSum * 10000 + static_cast<float>(n * i); }, "allreduce");
+  // Direct: the reduction was the device's, and nothing was staged (the
+  // stream copied nothing; the proxy's stream made the copies).
+  const bool direct = way == "shm";
+  check.expect((gpu.emu.reductionsRun() > 0) == direct,
+               std::string("the allreduce ") + (direct ? "ran on the device" : "was staged") + " (" +
+                   std::to_string(gpu.emu.reductionsRun()) + " device reductions)");
   // In place.
   gpu.fill(s, recv, std::vector<float>(count, static_cast<float>(rank + 1)));
   check.expectOk(gyreAllReduce(recv, recv, count, gyreFloat32, gyreMax, comm, s), "allreduce in place");
@@ -150,17 +169,24 @@ int everyCollectiveBody(int rank, int n, const gyreUniqueId& id, const char* tra
 class DeviceCollectives : public testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(DeviceCollectives, EveryCollectiveRunsInStreamOrderOnDeviceBuffers) {
-  const char* transport = std::get<0>(GetParam());
+  const std::string way = std::get<0>(GetParam());
   RunOutcome out = runRanks(std::get<1>(GetParam()), [&](int r, int n, const gyreUniqueId& id) {
-    return everyCollectiveBody(r, n, id, transport);
+    return everyCollectiveBody(r, n, id, way);
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+std::string wayName(const char* way) {
+  std::string s = way;
+  for (char& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DeviceCollectives,
-                         testing::Combine(testing::Values("shm", "tcp"), testing::Values(2, 3)),
+                         testing::Combine(testing::Values("shm", "shm-staged", "tcp"), testing::Values(2, 3)),
                          [](const auto& p) {
-                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
+                           return wayName(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
                          });
 
 // Inputs of several MiB come in through staging in pieces, the call
@@ -171,22 +197,22 @@ INSTANTIATE_TEST_SUITE_P(Transports, DeviceCollectives,
 class DevicePipelinedCollectives : public testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(DevicePipelinedCollectives, LargeInputsArriveInPiecesAndEveryStepReadsWhatArrived) {
-  const char* transport = std::get<0>(GetParam());
+  const std::string way = std::get<0>(GetParam());
   RunOutcome out = runRanks(
       std::get<1>(GetParam()),
       [&](int r, int n, const gyreUniqueId& id) {
         // 2.4 MiB per block: over shm, pieces of the default 1 MiB or more;
         // over tcp, of 200001 bytes, which cut elements in two.
-        if (std::string(transport) == "tcp") setenv("GYRE_DEVICE_PIECE_BYTES", "200001", 1);
-        return everyCollectiveBody(r, n, id, transport, 600 * 1000, std::chrono::milliseconds(3));
+        if (way == "tcp") setenv("GYRE_DEVICE_PIECE_BYTES", "200001", 1);
+        return everyCollectiveBody(r, n, id, way, 600 * 1000, std::chrono::milliseconds(3));
       });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, DevicePipelinedCollectives,
-                         testing::Combine(testing::Values("shm", "tcp"), testing::Values(2, 3)),
+                         testing::Combine(testing::Values("shm-staged", "tcp"), testing::Values(2, 3)),
                          [](const auto& p) {
-                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
+                           return wayName(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
                          });
 
 // ---- a call on a stream returns before the stream reaches it ----
@@ -438,6 +464,11 @@ TEST(DeviceStreams, MemoryFreedBeforeTheStreamRanIsAnErrorNotACrash) {
       [](int rank, int n, const gyreUniqueId& id) {
         Checker check(rank);
         Gpu gpu;
+        // Staged: the stream's own copy touches the freed memory. (A direct
+        // call's proxy finds the memory gone when it registers it for the
+        // peers, unless an allocation took its place meanwhile: a use after
+        // free that no one can tell from a use.)
+        setenv("GYRE_DEVICE_DIRECT", "0", 1);
         gyreComm_t comm = initRank(rank, n, id, kTransport, 30000);
         if (!comm) return 1;
         device::Stream s = gpu.emu.createStream(0);

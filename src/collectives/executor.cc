@@ -137,6 +137,7 @@ class Runner {
 
   Outcome tryStep(const Step& s, LaneState& l) {
     if (args_.inputArrival) awaitInput(s);
+    if (args_.engine) deviceStepBegins(s);
     const size_t bytes = s.count * args_.elemSize;
     const void* src = pointer(s.src, s.srcOffset);
     void* dst = pointer(s.dst, s.dstOffset);
@@ -144,7 +145,11 @@ class Runner {
     const transport::MessageTag tag = toWire(tagOf(s));
     switch (s.prim) {
       case Prim::Copy:
-        if (src != dst || divisor > 1) reduce(dst, nullptr, src, nullptr, s, divisor, s.dst == BufId::Output);
+        if (args_.engine && divisor == 1) {
+          if (src != dst) args_.engine->copy(dst, src, bytes);
+        } else if (src != dst || divisor > 1) {
+          reduce(dst, nullptr, src, nullptr, s, divisor, s.dst == BufId::Output);
+        }
         return Outcome::Done;
       case Prim::Reduce:  // dst = dst (+) src, dst on the left when recvFirst
         reduce(dst, nullptr, dst, src, s, divisor, false);
@@ -249,9 +254,10 @@ class Runner {
           // buffer: the peer's reads must stay inside. Registered once per
           // step (a blocked send is retried with the same bytes) and held
           // until the call ends, after the peer's "done".
+          const size_t srcBytes = extentBytes(s.src, s.srcOffset), dstBytes = extentBytes(s.dst, s.dstOffset);
           registered_.push_back({&out, &s,
-                                 PeerAddresses{out.registerMemory(src, extentBytes(s.src, s.srcOffset)),
-                                               out.registerMemory(dst, extentBytes(s.dst, s.dstOffset)), s.count}});
+                                 PeerAddresses{out.registerMemory(src, srcBytes, memoryTypeOf(srcBytes)),
+                                               out.registerMemory(dst, dstBytes, memoryTypeOf(dstBytes)), s.count}});
           l.phase = 1;
         }
         const PeerAddresses& where = registrationOf(s);
@@ -274,7 +280,14 @@ class Runner {
         Connection& peer = ctx_.connection(s.recvPeer);
         const transport::RemoteKey& key = remoteKey(s);
         const uint64_t at = s.remoteOffset * args_.elemSize;
-        if (const void* mapped = peer.map(key, at, bytes)) {
+        if (args_.engine) {
+          deviceRead(peer, key, at, s, dst, nullptr, 1);
+          return Outcome::Done;
+        }
+        // A peer's device memory maps to a device pointer, which the host
+        // cannot read: the transport's get copies it (by the device).
+        const bool mappable = key.type != transport::MemoryType::Device;
+        if (const void* mapped = mappable ? peer.map(key, at, bytes) : nullptr) {
           kernels::copy(dst, mapped, bytes, s.dst == BufId::Output && args_.streamOutput);
           return Outcome::Done;
         }
@@ -285,7 +298,11 @@ class Runner {
         Connection& peer = ctx_.connection(s.recvPeer);
         const transport::RemoteKey& key = remoteKey(s);
         const uint64_t at = s.remoteOffset * args_.elemSize;
-        const void* theirs = peer.map(key, at, bytes);
+        if (args_.engine) {
+          deviceRead(peer, key, at, s, dst, src, divisor);
+          return Outcome::Done;
+        }
+        const void* theirs = key.type != transport::MemoryType::Device ? peer.map(key, at, bytes) : nullptr;
         if (!theirs) {
           // Through the start of scratch, a bounce buffer that stays in cache.
           peer.get(args_.scratch, key, at, bytes);
@@ -297,6 +314,62 @@ class Runner {
       }
     }
     throwError(gyreInternalError, "unknown plan step");
+  }
+
+  // A device call (CallArgs::engine) runs only the single-copy plans' steps:
+  // local copies and reductions, reads, addresses and empty notices. Before
+  // a step sends anything, the device work enqueued so far must have run:
+  // the message tells the peer it may read what that work wrote, or that
+  // our reads of it are over.
+  void deviceStepBegins(const Step& s) {
+    switch (s.prim) {
+      case Prim::Copy:
+      case Prim::Reduce:
+      case Prim::ReadCopy:
+      case Prim::ReadReduce:
+      case Prim::RecvAddresses:
+        return;
+      case Prim::SendAddresses:
+        args_.engine->flush();
+        return;
+      case Prim::Send:
+      case Prim::Recv:
+        if (s.count == 0) {
+          if (s.prim == Prim::Send) args_.engine->flush();
+          return;
+        }
+        break;
+      default:
+        break;
+    }
+    throwError(gyreInternalError, std::string("plan ") + plan_.algorithm +
+                                      " moves data through a connection, which a call on device buffers "
+                                      "cannot (only single-copy plans run on the device)");
+  }
+  transport::MemoryType memoryTypeOf(size_t bytes) const {
+    return args_.engine && bytes ? transport::MemoryType::Device : transport::MemoryType::Host;
+  }
+  // A device call's read of a peer's region: dst = theirs (src null), or
+  // dst = src (+) theirs in the step's order. A peer's device memory is
+  // mapped here and read by the device; host memory (a peer whose call was
+  // staged) comes through a pinned bounce buffer first.
+  void deviceRead(Connection& peer, const transport::RemoteKey& key, uint64_t at, const Step& s, void* dst,
+                  const void* src, uint32_t divisor) {
+    const size_t bytes = s.count * args_.elemSize;
+    if (!bytes) return;
+    const void* theirs = key.type == transport::MemoryType::Device ? peer.map(key, at, bytes) : nullptr;
+    const bool bounced = !theirs;
+    if (bounced) {
+      void* bounce = args_.engine->hostBounce(bytes);
+      peer.get(bounce, key, at, bytes);
+      theirs = bounce;
+    }
+    if (!src && divisor == 1) {
+      args_.engine->copy(dst, theirs, bytes);
+    } else {
+      reduce(dst, nullptr, theirs, src, s, divisor, false);
+    }
+    if (bounced) args_.engine->flush();  // the bounce buffer is used again next
   }
 
   // A peer's two regions, registered for us, and how many elements it
@@ -392,6 +465,7 @@ class Runner {
     t.out1 = out1;
     t.count = s.count;
     t.divisor = divisor;
+    if (args_.engine) return args_.engine->reduce(t);
     t.streamOut0 = out0IsOutput && args_.streamOutput;
     kernels::run(t);
   }

@@ -147,6 +147,33 @@ class OutputDeparture {
   ~OutputDeparture() = default;
 };
 
+// A call whose buffers are device memory, run by the host proxy (docs/gpu.md,
+// "Direct device calls"): the local copies and reductions are the device's,
+// enqueued in order on a stream of its own; the executor makes them
+// complete (flush) before any message that tells a peer something, so a
+// peer never reads a slice before its reduction ran, nor returns while our
+// reads of it are still queued. Only the single-copy plans run so (their
+// messages are addresses and empty notices; data never passes through a
+// connection's host FIFO).
+class DeviceEngine {
+ public:
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // t's pointers are device-accessible; streamOut0 is ignored.
+  virtual void reduce(const kernels::ReduceTask& t) = 0;
+  // Everything enqueued so far has run (an Error when the device failed,
+  // or the wait was ended by an abort or the timeout).
+  virtual void flush() = 0;
+  // Pinned host memory for a read the transport can only make into host
+  // memory (a peer that offered host memory): valid until the next call to
+  // it; what was enqueued from it must be flushed first.
+  virtual void* hostBounce(size_t bytes) = 0;
+  // At least `bytes` of device memory for the plan's scratch (Scratch).
+  virtual void* scratch(size_t bytes) = 0;
+
+ protected:
+  ~DeviceEngine() = default;
+};
+
 // What one call operates on.
 struct CallArgs {
   const void* input = nullptr;
@@ -166,6 +193,9 @@ struct CallArgs {
   // Null: the output is taken when the call is done. Never set for an
   // in-place call.
   OutputDeparture* outputDeparture = nullptr;
+  // Set: input, output and scratch are device memory, registered with peers
+  // as such, and moved by the device (DeviceEngine).
+  DeviceEngine* engine = nullptr;
 };
 
 }  // namespace gyre::collectives

@@ -59,7 +59,7 @@ struct SharedSettings {
   uint64_t retuneCalls;
   uint64_t netPluginHash;  // GYRE_NET_PLUGIN (0: none): its creation is collective
   int32_t ibQpsPerConnection;  // the verbs exchange's size depends on it
-  int32_t reserved;
+  int32_t deviceDirect;        // stream calls on one host choose the single-copy plans
 };
 
 uint64_t hashString(const std::string& s) { return fnv1a(s); }
@@ -162,6 +162,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.retuneCalls = config_.tunerOnline ? config_.retuneCalls : 0;
   mine.netPluginHash = config_.netPlugin.empty() ? 0 : hashString(config_.netPlugin);
   mine.ibQpsPerConnection = config_.ibQpsPerConnection;
+  mine.deviceDirect = config_.deviceDirect;
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
     if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
@@ -180,8 +181,8 @@ void Communicator::setUpTransports(Deadline deadline) {
             ? "a different tuner model (GYRE_TUNER/GYRE_TUNER_FILE and its contents) than rank 0"
         : all[r].tunerOnline != all[0].tunerOnline || all[r].retuneCalls != all[0].retuneCalls
             ? "different GYRE_TUNER_ONLINE/GYRE_TUNER_RETUNE (or config.tunerOnline) settings than rank 0"
-            : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_MAPPED_BUFFERS/GYRE_SHM_*/GYRE_TCP_*/"
-              "GYRE_NSOCKS_PERPEER settings than rank 0";
+            : "different GYRE_ALGO/GYRE_SMALL_MSG_BYTES/GYRE_CHECK_ROOTS/GYRE_MAPPED_BUFFERS/GYRE_DEVICE_DIRECT/"
+              "GYRE_SHM_*/GYRE_TCP_*/GYRE_NSOCKS_PERPEER settings than rank 0";
     // Every rank finds it; the first to tell the others gives them its code.
     throw bootstrap::SharedFinding(gyreInvalidUsage,
                                    "rank " + std::to_string(r) + " was started with " + what +
@@ -588,24 +589,33 @@ void Communicator::logChoice(const collectives::CallRequest& req, const char* al
             nranks_, algo, forced ? "GYRE_ALGO" : "automatic", estimates.c_str());
 }
 
-void Communicator::runCall(const collectives::CallRequest& req, collectives::CallArgs& args) {
+void Communicator::runCall(const collectives::CallRequest& req, collectives::CallArgs& args,
+                           const collectives::Algorithm* prefer) {
   opName_ = collectives::opKindName(req.desc.kind);
   opSeq_ = req.desc.seq;
   try {
     collectives::OnlineTuner::Pick pick;
-    if (online_ && !overrides_.find(req.desc.kind, req.bytes())) pick = online_->pick(req, *this);
+    if (online_ && !prefer && !overrides_.find(req.desc.kind, req.bytes())) pick = online_->pick(req, *this);
+    if (prefer) pick.algo = prefer;  // (pick.candidate stays -1: not a trial)
     // A loop of identical calls (the common case) reuses the last plan: only
     // the call number in its tag changes.
-    if (!planCache_.matches(req) || (pick.algo && std::strcmp(pick.algo->name, planCache_.algorithm) != 0)) {
+    if (!planCache_.matches(req) || planCache_.preferred != prefer ||
+        (pick.algo && std::strcmp(pick.algo->name, planCache_.algorithm) != 0)) {
       planCache_.invalidate();
       bool forced = false;
       planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_, &forced, pick.algo);
       planCache_.remember(req, nranks_);
+      planCache_.preferred = prefer;
       if (!pick.algo) logChoice(req, planCache_.algorithm, forced);
     }
     const char* algo = planCache_.algorithm;
     plan_.tags.assign(1, collectives::makeTag(req.desc));
-    args.scratch = plan_.scratchElems ? scratch(plan_.scratchElems * req.elemSize) : nullptr;
+    if (plan_.scratchElems) {
+      const size_t bytes = plan_.scratchElems * req.elemSize;
+      args.scratch = args.engine ? args.engine->scratch(bytes) : scratch(bytes);
+    } else {
+      args.scratch = nullptr;
+    }
     GYRE_TRACE("%s #%llu: %s, %zu steps", opName_, static_cast<unsigned long long>(opSeq_), algo,
                plan_.steps.size());
     if (pick.candidate < 0) {

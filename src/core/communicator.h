@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@
 #include "collectives/plan.h"
 #include "collectives/planner.h"
 #include "core/config.h"
+#include "core/device_engine.h"
 #include "core/operation.h"
 #include "device/staging_pool.h"
 #include "gyre/gyre.h"
@@ -130,6 +132,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void retireStaging(DeviceCall& call, bool streamsReachedIt) noexcept;
   void checkStreamWait(int64_t startNs, const char* what) const;
   static void releaseStreams(DeviceCall& call) noexcept;
+  // The proxy's engine for a direct device call on `device` (made once).
+  ProxyEngine& engineFor(int device);
   void executeCollective(Operation& op);
   void executePointToPoint(std::span<Operation> ops);
   // For PreMulSum: sendbuff scaled into a buffer of ours; returns it.
@@ -148,7 +152,18 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void drainQueue();
   // Plans and runs one call; failures break the communicator (except
   // invalid arguments found before anything was sent).
-  void runCall(const collectives::CallRequest& req, collectives::CallArgs& args);
+  // prefer: the algorithm to use where GYRE_ALGO names none (a stream call's
+  // single-copy plan, runsDirectOnDevice), instead of the tuner's choice.
+  void runCall(const collectives::CallRequest& req, collectives::CallArgs& args,
+               const collectives::Algorithm* prefer = nullptr);
+  // A call on a stream, on a communicator whose ranks all share a host
+  // (shared memory to every peer, which reads peers' memory) with
+  // GYRE_DEVICE_DIRECT=1: its operation's single-copy ("direct") algorithm,
+  // unless GYRE_ALGO names one or it is a PreMulSum; null otherwise. Every
+  // rank decides alike from what they agree on (the call and the settings),
+  // never from its own buffers: whether a rank then runs the plan on its
+  // device buffers (ProxyEngine) or on staged host copies is its own affair.
+  const collectives::Algorithm* directOnDevice(const Operation& op) const;
   void logChoice(const collectives::CallRequest& req, const char* algo, bool forced);
   // GYRE_TUNER_ONLINE: after a size class's last trial, every rank's
   // medians become the slowest rank's (an internal AllReduce of maxima, a
@@ -203,6 +218,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
     size_t elemSize = 0;
     bool inPlace = false;
     const char* algorithm = "";
+    const collectives::Algorithm* preferred = nullptr;  // runCall's prefer, when it was made
     // AllToAllv: its four arrays (sendcounts, sdispls, recvcounts, rdispls),
     // which its plan follows; a loop of calls with the same arrays (fixed
     // shapes, the Ulysses exchange) reuses it like any other call.
@@ -307,6 +323,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int64_t lastReportPollNs_ = INT64_MIN / 2;  // checkReports' latest poll of the network
   int device_ = -1;      // the GPU current when it was made (-1: none; gyreCommDevice)
   std::unique_ptr<device::StagingPool> staging_;  // made by the first call on a stream
+  // By GPU: the proxy's streams, scratch and bounce buffers of direct device
+  // calls (the worker's).
+  std::map<int, std::unique_ptr<ProxyEngine>> engines_;
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
   bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)

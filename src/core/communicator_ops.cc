@@ -269,7 +269,13 @@ void Communicator::executeCollective(Operation& op) {
     outElems = collectives::CallRequest::totalCount(req.recvCounts, nranks_);
   args.streamOutput = outElems * req.elemSize >= kernels::streamingThresholdBytes();
   if (op.count == 0 && op.kind != OpKind::Barrier && op.kind != OpKind::AllToAllv) return;
-  runCall(req, args);
+  // A direct device call's buffers are the GPU's: moved by the proxy's
+  // engine, never by the host.
+  if (op.device && op.device->engine) {
+    args.engine = op.device->engine;
+    args.streamOutput = false;
+  }
+  runCall(req, args, directOnDevice(op));
 }
 
 void Communicator::executePointToPoint(std::span<Operation> ops) {

@@ -175,6 +175,11 @@ const Param kParams[] = {
       "least this size (at most 16 pieces) once they are twice it, overlapping the copies with "
       "the call; 0: whole"},
      [](Config& c, const std::string& v, const char* n) { c.devicePieceBytes = parseSize(v, n); }},
+    {{"GYRE_DEVICE_DIRECT", "1",
+      "1: where every rank shares one host, calls on CUDA streams run the single-copy algorithms, "
+      "each rank's GPU reading its peers' device buffers through CUDA IPC (docs/gpu.md); 0: they are "
+      "staged through host memory like calls across hosts. The same on every rank"},
+     [](Config& c, const std::string& v, const char* n) { c.deviceDirect = parseInt(v, n, 0, 1) != 0; }},
     {{"GYRE_MAPPED_BUFFERS", "0",
       "1: the program's buffers come from gyreMemAlloc on every rank, so the tuner prices "
       "single-copy algorithms at the speed of reading peers' mapped memory (a rank whose buffer "

@@ -38,6 +38,7 @@ struct Config {
   std::string hostId;            // override the detected host identity
   size_t smallMessageBytes = 0;  // 0: automatic (below it: recursive doubling)
   size_t devicePieceBytes = size_t{1} << 20;  // GYRE_DEVICE_PIECE_BYTES (0: stage whole)
+  bool deviceDirect = true;  // GYRE_DEVICE_DIRECT: stream calls on one host read peers' device buffers
   bool mappedBuffers = false;   // GYRE_MAPPED_BUFFERS: the program's buffers come from gyreMemAlloc
   bool calibrate = false;        // measure the cost model's numbers at creation
   std::string tunerFile;         // or load them from here

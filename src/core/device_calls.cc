@@ -23,7 +23,9 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/function_ref.h"
+#include "base/log.h"
 #include "core/communicator.h"
+#include "core/device_engine.h"
 #include "device/backend.h"
 
 namespace gyre::core {
@@ -193,20 +195,6 @@ void stageOperation(device::Backend& b, device::StagingPool& pool, Operation& o,
   if (recvIn) o.recvbuff = hostRecv;
 }
 
-// Polls until the stream is past `event`: yields first, then sleeps in
-// short naps. whileWaiting() ends the wait by throwing (an abort, the
-// timeout); a failed stream ends it with the backend's Error.
-void awaitEvent(device::Backend& b, void* event, FunctionRef<void()> whileWaiting) {
-  for (int spins = 0; !b.eventDone(event); ++spins) {
-    whileWaiting();
-    if (spins < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-}
-
 // The proxy's view of a call's output leaving in pieces: a piece's gate
 // opens once no step writes it.
 class StagedOutput final : public collectives::OutputDeparture {
@@ -277,6 +265,51 @@ void Communicator::checkStreamWait(int64_t startNs, const char* what) const {
                                  std::to_string(config_.timeoutMs) + " ms (GYRE_TIMEOUT_MS)");
 }
 
+const collectives::Algorithm* Communicator::directOnDevice(const Operation& op) const {
+  if (!op.stream || !config_.deviceDirect || !localReads_ || nranks_ < 2 || op.premul) return nullptr;
+  const size_t count = op.kind == collectives::OpKind::AllToAllv ? 0 : op.count;
+  if (overrides_.find(op.kind, count * kernels::dtypeSize(static_cast<kernels::DType>(op.dtype)))) return nullptr;
+  for (const collectives::Algorithm& a : collectives::algorithms())
+    if (a.op == op.kind && std::strcmp(a.name, "direct") == 0) return &a;
+  return nullptr;  // an operation without a single-copy algorithm
+}
+
+namespace {
+
+// A call that runs direct on the device (directOnDevice) does so on its own
+// buffers where each is device memory of the stream's GPU that peers can
+// map (CUDA IPC); otherwise (pinned host or managed memory, a pool
+// allocation without IPC) it is staged, and runs the same plan on the host.
+bool buffersGoDirect(device::Backend& b, const Operation& op) {
+  const int sd = b.streamDevice(op.stream);
+  const std::pair<const void*, size_t> buffers[] = {{op.sendbuff, op.sendBytes}, {op.recvbuff, op.recvBytes}};
+  for (const auto& [p, bytes] : buffers) {
+    if (!p || !bytes) continue;
+    const device::MemoryInfo m = b.classify(p);
+    if (m.kind != device::MemoryKind::Device || m.device != sd) return false;
+    try {
+      b.exportMemory(p);
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+ProxyEngine& Communicator::engineFor(int device) {
+  std::unique_ptr<ProxyEngine>& e = engines_[device];
+  if (!e) {
+    e = std::make_unique<ProxyEngine>(*device::backend(), device, [this](int64_t start) {
+      checkStreamWait(start, "the GPU did not finish the call's copies and reductions");
+    });
+    GYRE_INFO("rank %d: calls on streams of GPU %d run the single-copy algorithms on device buffers "
+              "(GYRE_DEVICE_DIRECT=1)", rank_, device);
+  }
+  return *e;
+}
+
 // On the caller's thread: stage the device buffers through pinned host
 // memory with copies on the streams, mark where each stream is, gate it,
 // enqueue the copies back behind the gate, and queue the call (or the
@@ -299,6 +332,12 @@ void Communicator::enqueueOnStreams(Operation op) {
   // calls run one after another, each reading all it has), a PreMulSum's
   // (scaled whole before the call) or point to point's.
   const bool pieces = op.members.empty() && !op.premul && op.kind != collectives::OpKind::SendRecv;
+  // A single call that runs direct on its device buffers stages nothing.
+  if (op.members.empty() && directOnDevice(op) && buffersGoDirect(b, op)) {
+    call->direct = true;
+    call->device = b.streamDevice(op.stream);
+    op.stageSend = op.stageRecv = false;
+  }
   std::vector<CopyOut> outs;
   try {
     for (Operation* o : ops)
@@ -398,6 +437,9 @@ void Communicator::runOnDevice(Operation& op) {
     DeviceCall& call;
     bool reached = false;
     ~Finish() {
+      // A direct call that failed may have work of its own still on the
+      // proxy's stream, writing the caller's buffers: it runs out first.
+      if (call.engine) call.engine->drain();
       c.retireStaging(call, reached);
       releaseStreams(call);
     }
@@ -425,7 +467,10 @@ void Communicator::runOnDevice(Operation& op) {
       if (!call.inputPieces.empty()) op.inputArrival = &input;
       StagedOutput output(b, call.outputPieces);
       if (!call.outputPieces.empty()) op.outputDeparture = &output;
+      if (call.direct) call.engine = &engineFor(call.device);
       execute(op);
+      // The results are in place before the gate lets the stream go on.
+      if (call.engine) call.engine->flush();
       op.inputArrival = nullptr;
       op.outputDeparture = nullptr;
     } else {

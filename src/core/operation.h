@@ -39,6 +39,8 @@ struct RequestState {
 // on had got to when it was enqueued (an event the proxy waits for) and the
 // gate that holds the stream after it until the call is done. Made by
 // enqueue(), released by the communicator's worker.
+class ProxyEngine;
+
 struct DeviceCall {
   struct Point {
     gyreStream_t stream = nullptr;
@@ -69,6 +71,13 @@ struct DeviceCall {
     bool open;
   };
   std::vector<OutPiece> outputPieces;
+  // A direct device call (docs/gpu.md, "Direct device calls"): nothing is
+  // staged; the proxy runs the single-copy plan on the device buffers of
+  // GPU `device` with `engine` (the communicator's for that GPU, set by the
+  // worker).
+  bool direct = false;
+  int device = -1;
+  ProxyEngine* engine = nullptr;
 };
 
 struct Operation {

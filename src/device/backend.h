@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/reduce.h"
+
 namespace gyre::device {
 
 enum class MemoryKind : uint8_t {
@@ -67,6 +69,15 @@ class Backend {
   // Memory that is gone when s gets there fails the stream (eventDone of a
   // later event says so), never the process.
   virtual void copyOnStream(void* dst, const void* src, size_t bytes, Stream s) = 0;
+
+  // A stream of gyre's own on `device` (the proxy's: direct device calls
+  // enqueue their copies and reductions on it), that waits for no other
+  // stream; and its release (after what it holds has run).
+  virtual Stream createStream(int device) = 0;
+  virtual void destroyStream(Stream s) noexcept = 0;
+  // The reduction kernel (kernels/cuda/launch.h's reduce; the task's
+  // pointers are device-accessible), enqueued on s; returns at once.
+  virtual void reduceOnStream(const kernels::ReduceTask& t, Stream s) = 0;
 
   // Stream order. An event marks the point a stream has reached when it is
   // recorded; done() says whether the stream got past it (an Error when the

@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "device/backend.h"
+#include "kernels/cuda/launch.h"
 
 namespace gyre::device {
 
@@ -243,6 +244,26 @@ class CudaBackend final : public Backend {
     } catch (...) {
     }
     cudaGetLastError();
+  }
+
+  Stream createStream(int device) override {
+    DeviceScope scope(device);
+    cudaStream_t st = nullptr;
+    check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate (gyre's proxy stream)");
+    return st;
+  }
+
+  void destroyStream(Stream s) noexcept override {
+    if (!s) return;
+    cudaStreamSynchronize(static_cast<cudaStream_t>(s));
+    if (cudaStreamDestroy(static_cast<cudaStream_t>(s)) != cudaSuccess) cudaGetLastError();
+  }
+
+  void reduceOnStream(const kernels::ReduceTask& t, Stream s) override {
+    if (!t.count) return;
+    DeviceScope scope(streamDevice(s));
+    if (const int e = kernels::cuda::reduce(t, s))
+      fail(static_cast<cudaError_t>(e), "the reduction kernel's launch");
   }
 
   void synchronize(Stream s) override {

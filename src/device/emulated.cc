@@ -270,6 +270,7 @@ void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Str
   // The backend's own memory must still be there, whole, when the stream
   // gets to the copy; the caller's host memory is the caller's business.
   const bool dstOurs = classify(dst).kind != MemoryKind::Host, srcOurs = classify(src).kind != MemoryKind::Host;
+  streamCopies_.fetch_add(1, std::memory_order_relaxed);
   q.push([this, &q, dst, src, bytes, dstOurs, srcOurs] {
     if (!q.failed.empty()) return;
     if (const int64_t us = copyDelayUs_.load()) std::this_thread::sleep_for(std::chrono::microseconds(us));
@@ -282,6 +283,35 @@ void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Str
   });
 }
 
+// A kernel reads and writes device memory, or pinned host memory mapped
+// for the device; pageable host memory is out of its reach (as on a GPU
+// without HMM), and so is memory freed before the stream got there: either
+// fails the stream, never the process.
+void EmulatedBackend::reduceOnStream(const kernels::ReduceTask& t, Stream s) {
+  Queue& q = queueOf(s);
+  reductions_.fetch_add(1, std::memory_order_relaxed);
+  if (!t.count) return;
+  const size_t esz = kernels::dtypeSize(t.dtype), bytes = t.count * esz;
+  const void* ptrs[] = {t.a, t.b, t.out0, t.out1};
+  for (const void* p : ptrs)
+    if (p && classify(p).kind == MemoryKind::Host)
+      throwError(gyreInvalidArgument, "emulated device: a reduction kernel was given pageable host memory (" +
+                                          std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                                          "), which a GPU cannot reach");
+  q.push([this, &q, t, bytes, ptrs] {
+    if (!q.failed.empty()) return;
+    for (const void* p : ptrs)
+      if (p && !inBlock(p, bytes)) {
+        q.failed = "a reduction of " + std::to_string(bytes) + " bytes on the stream touched memory that was "
+                   "freed or is shorter than the kernel's range (emulated device: an illegal address)";
+        return;
+      }
+    kernels::ReduceTask task = t;
+    task.streamOut0 = false;
+    kernels::run(task);
+  });
+}
+
 Stream EmulatedBackend::createStream(int device) {
   auto* q = new Queue(device);
   std::lock_guard<std::mutex> l(mu_);
@@ -289,7 +319,7 @@ Stream EmulatedBackend::createStream(int device) {
   return q;
 }
 
-void EmulatedBackend::destroyStream(Stream s) {
+void EmulatedBackend::destroyStream(Stream s) noexcept {
   Queue* q = &queueOf(s);
   {
     std::lock_guard<std::mutex> l(mu_);

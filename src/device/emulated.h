@@ -45,22 +45,28 @@ class EmulatedBackend final : public Backend {
   void openGate(void* gate) noexcept override;
   void destroyGate(void* gate) noexcept override;
   void synchronize(Stream s) override;
+  Stream createStream(int device) override;
+  void destroyStream(Stream s) noexcept override;
+  // The CPU's kernel on the stream's thread; counted (reductionsRun).
+  void reduceOnStream(const kernels::ReduceTask& t, Stream s) override;
   // Device memory lives in a memfd of its own: a peer process maps it
   // through /proc/<pid>/fd, as CUDA IPC maps a peer's allocation.
   ExportedMemory exportMemory(const void* p) override;
   void* openMemory(const IpcHandle& h) override;
   void closeMemory(void* base) noexcept override;
 
-  // For tests: the calling thread's device, streams, and work of their own
-  // on a stream (a kernel's stand-in; it does not run on a failed stream).
+  // For tests: the calling thread's device, and work of their own on a
+  // stream (a kernel's stand-in; it does not run on a failed stream).
   void setDevice(int device);
-  Stream createStream(int device);
-  void destroyStream(Stream s);
   void enqueue(Stream s, std::function<void()> work);
   // Every copy on a stream takes at least this long (a slow link's
   // stand-in: what reads staged memory too early then reads it before the
   // copy has written it).
   void setCopyDelay(std::chrono::microseconds d) { copyDelayUs_.store(d.count()); }
+  // How many reductions and stream copies were enqueued (tests: which path
+  // a call took).
+  uint64_t reductionsRun() const { return reductions_.load(); }
+  uint64_t streamCopies() const { return streamCopies_.load(); }
 
  private:
   struct Queue;
@@ -74,6 +80,7 @@ class EmulatedBackend final : public Backend {
 
   const int devices_;
   std::atomic<int64_t> copyDelayUs_{0};
+  std::atomic<uint64_t> reductions_{0}, streamCopies_{0};
   mutable std::mutex mu_;
   struct Block {
     size_t bytes;

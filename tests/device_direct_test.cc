@@ -1,0 +1,247 @@
+// Direct device calls (docs/gpu.md, "Direct device calls"), on the
+// host-emulated device: ranks on one host run the single-copy plans on
+// their device buffers, each rank's "GPU" (the proxy's stream) reading its
+// peers' buffers through IPC and reducing with the device's kernel. What
+// is checked: every type and operation gives the host path's bits; ranks
+// whose buffers cannot go direct (pinned host memory) run the same plan
+// staged beside ranks that do; the setting must agree across ranks.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "device/emulated.h"
+#include "tests/support/multiprocess.h"
+
+namespace gyre::test {
+namespace {
+
+struct Gpu {
+  device::EmulatedBackend emu{2};
+  Gpu() { device::setBackendForTesting(&emu); }
+  ~Gpu() { device::setBackendForTesting(nullptr); }
+};
+
+size_t sizeOf(gyreDataType_t t) {
+  switch (t) {
+    case gyreInt8:
+    case gyreUint8: return 1;
+    case gyreFloat16:
+    case gyreBfloat16: return 2;
+    case gyreInt32:
+    case gyreUint32:
+    case gyreFloat32: return 4;
+    default: return 8;
+  }
+}
+
+// v (1 or 2) as one element of t, written at p: exact in every type, and
+// so are the sums (at most 6), products (at most 8) and maxima of three
+// ranks, whatever order a plan adds them in.
+void put(gyreDataType_t t, unsigned char* p, int v) {
+  switch (t) {
+    case gyreInt8:
+    case gyreUint8: *p = static_cast<unsigned char>(v); return;
+    case gyreInt32:
+    case gyreUint32: {
+      const int32_t x = v;
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    case gyreInt64:
+    case gyreUint64: {
+      const int64_t x = v;
+      std::memcpy(p, &x, 8);
+      return;
+    }
+    case gyreFloat16: {
+      const uint16_t x = v == 1 ? 0x3C00 : 0x4000;
+      std::memcpy(p, &x, 2);
+      return;
+    }
+    case gyreBfloat16: {
+      const uint16_t x = v == 1 ? 0x3F80 : 0x4000;
+      std::memcpy(p, &x, 2);
+      return;
+    }
+    case gyreFloat32: {
+      const float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      return;
+    }
+    default: {
+      const double x = v;
+      std::memcpy(p, &x, 8);
+      return;
+    }
+  }
+}
+
+std::vector<unsigned char> valuesOf(gyreDataType_t t, size_t count, int rank) {
+  std::vector<unsigned char> out(count * sizeOf(t));
+  for (size_t i = 0; i < count; ++i) put(t, out.data() + i * sizeOf(t), 1 + static_cast<int>((i + rank) % 2));
+  return out;
+}
+
+const gyreDataType_t kTypes[] = {gyreInt8,   gyreUint8,   gyreInt32,   gyreUint32, gyreInt64,
+                                 gyreUint64, gyreFloat16, gyreFloat32, gyreFloat64, gyreBfloat16};
+const gyreRedOp_t kOps[] = {gyreSum, gyreProd, gyreMax, gyreMin, gyreAvg};
+
+// Every type and operation of AllReduce (out of place and in place) and
+// ReduceScatter on device buffers, against the same call on host buffers
+// (NULL stream: the host's kernels): the same bytes. An odd count leaves
+// the kernels unaligned heads and tails.
+TEST(DirectDeviceCalls, EveryTypeAndOperationGivesTheHostPathsBits) {
+  RunOptions o;
+  o.timeoutSec = 120;
+  RunOutcome out = runRanks(
+      3,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, "shm");
+        if (!comm) return 1;
+        device::Stream s = gpu.emu.createStream(0);
+        constexpr size_t kCount = 777;
+        for (gyreDataType_t t : kTypes) {
+          const size_t esz = sizeOf(t), bytes = kCount * n * esz;
+          auto* dsend = static_cast<unsigned char*>(gpu.emu.allocate(bytes, 0));
+          auto* drecv = static_cast<unsigned char*>(gpu.emu.allocate(bytes, 0));
+          const std::vector<unsigned char> mine = valuesOf(t, kCount * n, rank);
+          for (gyreRedOp_t op : kOps) {
+            const std::string what = "type " + std::to_string(t) + ", op " + std::to_string(op);
+            std::vector<unsigned char> want(bytes), got(bytes);
+            // AllReduce, out of place.
+            check.expectOk(gyreAllReduce(mine.data(), want.data(), kCount, t, op, comm, nullptr), "host " + what);
+            gpu.emu.copy(dsend, mine.data(), bytes);
+            check.expectOk(gyreAllReduce(dsend, drecv, kCount, t, op, comm, s), "device " + what);
+            gpu.emu.synchronize(s);
+            gpu.emu.copy(got.data(), drecv, kCount * esz);
+            check.expect(std::memcmp(got.data(), want.data(), kCount * esz) == 0, "allreduce bits: " + what);
+            // In place.
+            gpu.emu.copy(drecv, mine.data(), bytes);
+            check.expectOk(gyreAllReduce(drecv, drecv, kCount, t, op, comm, s), "device in place " + what);
+            gpu.emu.synchronize(s);
+            gpu.emu.copy(got.data(), drecv, kCount * esz);
+            check.expect(std::memcmp(got.data(), want.data(), kCount * esz) == 0,
+                         "allreduce in place bits: " + what);
+            // ReduceScatter: each rank's block of kCount.
+            check.expectOk(gyreReduceScatter(mine.data(), want.data(), kCount, t, op, comm, nullptr),
+                           "host reducescatter " + what);
+            check.expectOk(gyreReduceScatter(dsend, drecv, kCount, t, op, comm, s), "device reducescatter " + what);
+            gpu.emu.synchronize(s);
+            gpu.emu.copy(got.data(), drecv, kCount * esz);
+            check.expect(std::memcmp(got.data(), want.data(), kCount * esz) == 0, "reducescatter bits: " + what);
+          }
+          gpu.emu.free(dsend);
+          gpu.emu.free(drecv);
+        }
+        check.expect(gpu.emu.reductionsRun() > 0, "the device reduced");
+        check.expectOk(gyreCommDestroy(comm), "destroy");
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// Rank 1's buffers are pinned host memory: its calls are staged and run
+// the same single-copy plans on the host, reading the others' device
+// buffers through the transport (a device copy), while ranks 0 and 2 read
+// its host buffers through a pinned bounce buffer. Every result is right,
+// and only ranks 0 and 2 used their device.
+TEST(DirectDeviceCalls, RanksWithHostBuffersRunTheSamePlanStaged) {
+  RunOptions o;
+  o.timeoutSec = 120;
+  RunOutcome out = runRanks(
+      3,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, "shm");
+        if (!comm) return 1;
+        device::Stream s = gpu.emu.createStream(0);
+        constexpr size_t kCount = 100000;  // several read pieces
+        const bool onDevice = rank != 1;
+        auto alloc = [&](size_t bytes) {
+          return static_cast<float*>(onDevice ? gpu.emu.allocate(bytes, 0) : gpu.emu.allocateHost(bytes));
+        };
+        float* send = alloc(kCount * n * sizeof(float));
+        float* recv = alloc(kCount * n * sizeof(float));
+        std::vector<float> mine(kCount * n), got(kCount * n);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(rank * 1000 + i % 1000);
+        auto run = [&](gyreResult_t r, const std::string& what, size_t elems) {
+          check.expectOk(r, what);
+          gpu.emu.synchronize(s);
+          gpu.emu.copy(got.data(), recv, elems * sizeof(float));
+        };
+        auto expectAll = [&](size_t elems, const std::function<float(size_t)>& want, const std::string& what) {
+          for (size_t i = 0; i < elems; ++i)
+            if (got[i] != want(i)) {
+              check.fail(what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) +
+                         ", expected " + std::to_string(want(i)));
+              return;
+            }
+        };
+        gpu.emu.copy(send, mine.data(), mine.size() * sizeof(float));
+        run(gyreAllReduce(send, recv, kCount, gyreFloat32, gyreSum, comm, s), "allreduce", kCount);
+        expectAll(kCount, [&](size_t i) { return 3000.0f + 3 * static_cast<float>(i % 1000); }, "allreduce");
+        run(gyreAllGather(send, recv, kCount, gyreFloat32, comm, s), "allgather", kCount * n);
+        expectAll(kCount * n, [&](size_t i) { return static_cast<float>((i / kCount) * 1000 + i % kCount % 1000); },
+                  "allgather");
+        run(gyreBroadcast(send, recv, kCount, gyreFloat32, 1, comm, s), "broadcast from the host rank", kCount);
+        expectAll(kCount, [&](size_t i) { return static_cast<float>(1000 + i % 1000); }, "broadcast");
+        run(gyreAllToAll(send, recv, kCount, gyreFloat32, comm, s), "alltoall", kCount * n);
+        expectAll(kCount * n,
+                  [&](size_t i) { return static_cast<float>((i / kCount) * 1000 + (rank * kCount + i % kCount) % 1000); },
+                  "alltoall");
+        run(gyreReduceScatter(send, recv, kCount, gyreFloat32, gyreMax, comm, s), "reducescatter", kCount);
+        expectAll(kCount, [&](size_t i) { return static_cast<float>(2000 + (rank * kCount + i) % 1000); },
+                  "reducescatter");
+        check.expect((gpu.emu.reductionsRun() > 0) == onDevice,
+                     onDevice ? "a device rank reduced on its device" : "the host rank staged its calls");
+        check.expectOk(gyreCommDestroy(comm), "destroy");
+        if (onDevice) {
+          gpu.emu.free(send);
+          gpu.emu.free(recv);
+        } else {
+          gpu.emu.freeHost(send);
+          gpu.emu.freeHost(recv);
+        }
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// GYRE_DEVICE_DIRECT decides the plans of every stream call: ranks that
+// disagree on it would choose different algorithms, so init says so.
+TEST(DirectDeviceCalls, RanksThatDisagreeOnTheSettingFailAtInit) {
+  RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    if (rank == 1) setenv("GYRE_DEVICE_DIRECT", "0", 1);
+    gyreComm_t comm = nullptr;
+    const gyreResult_t r = gyreCommInitRank(&comm, n, id, rank);
+    if (r == gyreSuccess) {
+      gyreCommDestroy(comm);
+      std::fprintf(stderr, "rank %d: init succeeded\n", rank);
+      return 1;
+    }
+    const std::string msg = gyreGetLastError(nullptr);
+    if (msg.find("GYRE_DEVICE_DIRECT") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: the error does not name the setting: %s\n", rank, msg.c_str());
+      return 1;
+    }
+    return 0;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+}  // namespace
+}  // namespace gyre::test
