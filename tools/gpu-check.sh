@@ -90,17 +90,30 @@ for c in allreduce allgather reducescatter alltoall alltoallv broadcast reduce g
     say "$c: FAILED (tail of $out/device-$c.log):"; tail -5 "$out/device-$c.log" | tee -a "$summary"
   fi
 done
+# The ranks share one host: the calls above ran direct on the device (docs/gpu.md,
+# "Direct device calls"). The staged path, for the operations that have both:
+for c in allreduce alltoall allgather; do
+  if GYRE_DEVICE_DIRECT=0 timeout 90 build-gpu/bench/gyre-bench $c --ranks 3 --device cuda -b 8 -e 1M -f 32 -n 2 \
+       -w 1 -T 60 > "$out/staged-$c.log" 2>&1; then
+    say "$c staged (GYRE_DEVICE_DIRECT=0): ok, $(grep -c '^ ' "$out/staged-$c.log") rows checked"
+  else
+    status=1
+    say "$c staged: FAILED (tail of $out/staged-$c.log):"; tail -5 "$out/staged-$c.log" | tee -a "$summary"
+  fi
+done
 
 say ""
-say "## AllReduce on device buffers against host buffers (gyre-bench, ranks sharing this GPU)"
+say "## AllReduce on device buffers (direct, and staged) against host buffers (gyre-bench, ranks sharing this GPU)"
 for n in 2 4; do
-  for d in cuda host; do
+  for w in cuda staged host; do
+    d=$w; direct=1
+    if [ "$w" = staged ]; then d=cuda; direct=0; fi
     say ""
-    say "### $n ranks, --device $d"
+    say "### $n ranks, --device $d, GYRE_DEVICE_DIRECT=$direct"
     say '```'
-    timeout 120 build-gpu/bench/gyre-bench allreduce --ranks $n --bind core --device $d -b 8 -e 256M -f 8 -n 10 -w 3 \
-      -T 100 --percentiles > "$out/allreduce-$d-$n.log" 2>&1 || status=1
-    grep -v '^# *$' "$out/allreduce-$d-$n.log" | tail -14 | tee -a "$summary"
+    GYRE_DEVICE_DIRECT=$direct timeout 120 build-gpu/bench/gyre-bench allreduce --ranks $n --bind core --device $d \
+      -b 8 -e 256M -f 8 -n 10 -w 3 -T 100 --percentiles > "$out/allreduce-$w-$n.log" 2>&1 || status=1
+    grep -v '^# *$' "$out/allreduce-$w-$n.log" | tail -14 | tee -a "$summary"
     say '```'
   done
 done
@@ -111,7 +124,7 @@ for p in 1M 0; do
   say ""
   say "### GYRE_DEVICE_PIECE_BYTES=$p"
   say '```'
-  GYRE_DEVICE_PIECE_BYTES=$p timeout 90 build-gpu/bench/gyre-bench allreduce --ranks 2 --bind core --device cuda \
+  GYRE_DEVICE_DIRECT=0 GYRE_DEVICE_PIECE_BYTES=$p timeout 90 build-gpu/bench/gyre-bench allreduce --ranks 2 --bind core --device cuda \
     -b 64M -e 256M -f 4 -n 10 -w 3 -T 60 > "$out/pieces-$p.log" 2>&1 || status=1
   grep -v '^# *$' "$out/pieces-$p.log" | tail -5 | tee -a "$summary"
   say '```'
