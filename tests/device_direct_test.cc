@@ -14,17 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "device/emulated.h"
+#include "tests/support/emulated_gpu.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
 namespace {
 
-struct Gpu {
-  device::EmulatedBackend emu{2};
-  Gpu() { device::setBackendForTesting(&emu); }
-  ~Gpu() { device::setBackendForTesting(nullptr); }
-};
+using Gpu = EmulatedGpu;
 
 size_t sizeOf(gyreDataType_t t) {
   switch (t) {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "device/emulated.h"
+#include "tests/support/emulated_gpu.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
@@ -28,30 +28,7 @@ namespace {
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
-// A rank's emulated GPU, installed as the process's backend.
-struct Gpu {
-  device::EmulatedBackend emu{2};
-  Gpu() { device::setBackendForTesting(&emu); }
-  ~Gpu() { device::setBackendForTesting(nullptr); }
-  float* floats(size_t n, int dev = 0) { return static_cast<float*>(emu.allocate(n * sizeof(float), dev)); }
-  // Holds the stream (work of the caller's that takes its time) until
-  // release is set.
-  void holdUntil(device::Stream s, std::atomic<bool>& release) {
-    emu.enqueue(s, [&release] {
-      while (!release.load()) std::this_thread::yield();
-    });
-  }
-  // Host-side reads and writes of device memory, in stream order.
-  void fill(device::Stream s, float* p, std::vector<float> v) {
-    emu.enqueue(s, [p, v] { std::memcpy(p, v.data(), v.size() * sizeof(float)); });
-  }
-  std::vector<float> read(device::Stream s, const float* p, size_t n) {
-    std::vector<float> out(n);
-    emu.enqueue(s, [p, n, &out] { std::memcpy(out.data(), p, n * sizeof(float)); });
-    emu.synchronize(s);
-    return out;
-  }
-};
+using Gpu = EmulatedGpu;
 
 constexpr const char* kTransport = "shm";
 

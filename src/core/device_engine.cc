@@ -66,28 +66,30 @@ void ProxyEngine::drain() noexcept {
   pending_ = false;
 }
 
+namespace {
+// p holds `have` bytes from alloc; makes it at least `need` (what p held is
+// not kept). flush runs first: work enqueued may still use the old block.
+template <class Alloc, class Free, class Flush>
+void* grow(void*& p, size_t& have, size_t need, Alloc alloc, Free release, Flush flush) {
+  if (need <= have) return p;
+  flush();
+  if (p) release(p);
+  p = nullptr;
+  have = 0;
+  p = alloc(need);
+  have = need;
+  return p;
+}
+}  // namespace
+
 void* ProxyEngine::hostBounce(size_t bytes) {
-  if (bytes > bounceBytes_) {
-    flush();
-    if (bounce_) b_.freeHost(bounce_);
-    bounce_ = nullptr;
-    bounceBytes_ = 0;
-    bounce_ = b_.allocateHost(bytes);
-    bounceBytes_ = bytes;
-  }
-  return bounce_;
+  return grow(bounce_, bounceBytes_, bytes, [&](size_t n) { return b_.allocateHost(n); },
+              [&](void* p) { b_.freeHost(p); }, [&] { flush(); });
 }
 
 void* ProxyEngine::scratch(size_t bytes) {
-  if (bytes > scratchBytes_) {
-    flush();
-    if (scratch_) b_.free(scratch_);
-    scratch_ = nullptr;
-    scratchBytes_ = 0;
-    scratch_ = b_.allocate(bytes, device_);
-    scratchBytes_ = bytes;
-  }
-  return scratch_;
+  return grow(scratch_, scratchBytes_, bytes, [&](size_t n) { return b_.allocate(n, device_); },
+              [&](void* p) { b_.free(p); }, [&] { flush(); });
 }
 
 }  // namespace gyre::core
