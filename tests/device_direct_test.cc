@@ -88,7 +88,7 @@ const gyreDataType_t kTypes[] = {gyreInt8,   gyreUint8,   gyreInt32,   gyreUint3
 const gyreRedOp_t kOps[] = {gyreSum, gyreProd, gyreMax, gyreMin, gyreAvg};
 
 // Every type and operation of AllReduce (out of place and in place) and
-// ReduceScatter on device buffers, against the same call on host buffers
+// ReduceScatter and Reduce on device buffers, against the same call on host buffers
 // (NULL stream: the host's kernels): the same bytes. An odd count leaves
 // the kernels unaligned heads and tails.
 TEST(DirectDeviceCalls, EveryTypeAndOperationGivesTheHostPathsBits) {
@@ -132,6 +132,15 @@ TEST(DirectDeviceCalls, EveryTypeAndOperationGivesTheHostPathsBits) {
             gpu.emu.synchronize(s);
             gpu.emu.copy(got.data(), drecv, kCount * esz);
             check.expect(std::memcmp(got.data(), want.data(), kCount * esz) == 0, "reducescatter bits: " + what);
+            // Reduce to rank 1 (the others keep their slices in scratch).
+            const int root = 1;
+            check.expectOk(gyreReduce(mine.data(), want.data(), kCount, t, op, root, comm, nullptr),
+                           "host reduce " + what);
+            check.expectOk(gyreReduce(dsend, drecv, kCount, t, op, root, comm, s), "device reduce " + what);
+            gpu.emu.synchronize(s);
+            gpu.emu.copy(got.data(), drecv, kCount * esz);
+            if (rank == root)
+              check.expect(std::memcmp(got.data(), want.data(), kCount * esz) == 0, "reduce bits: " + what);
           }
           gpu.emu.free(dsend);
           gpu.emu.free(drecv);
@@ -199,6 +208,21 @@ TEST(DirectDeviceCalls, RanksWithHostBuffersRunTheSamePlanStaged) {
         run(gyreReduceScatter(send, recv, kCount, gyreFloat32, gyreMax, comm, s), "reducescatter", kCount);
         expectAll(kCount, [&](size_t i) { return static_cast<float>(2000 + (rank * kCount + i) % 1000); },
                   "reducescatter");
+        // Rooted: at the host rank, and at a device rank.
+        for (int root : {1, 2}) {
+          const std::string at = " to/from rank " + std::to_string(root);
+          run(gyreReduce(send, recv, kCount, gyreFloat32, gyreSum, root, comm, s), "reduce" + at, kCount);
+          if (rank == root)
+            expectAll(kCount, [&](size_t i) { return 3000.0f + 3 * static_cast<float>(i % 1000); }, "reduce" + at);
+          run(gyreGather(send, recv, kCount, gyreFloat32, root, comm, s), "gather" + at, kCount * n);
+          if (rank == root)
+            expectAll(kCount * n,
+                      [&](size_t i) { return static_cast<float>((i / kCount) * 1000 + i % kCount % 1000); },
+                      "gather" + at);
+          run(gyreScatter(send, recv, kCount, gyreFloat32, root, comm, s), "scatter" + at, kCount);
+          expectAll(kCount, [&](size_t i) { return static_cast<float>(root * 1000 + (rank * kCount + i) % 1000); },
+                    "scatter" + at);
+        }
         check.expect((gpu.emu.reductionsRun() > 0) == onDevice,
                      onDevice ? "a device rank reduced on its device" : "the host rank staged its calls");
         check.expectOk(gyreCommDestroy(comm), "destroy");

@@ -229,4 +229,96 @@ void buildDirectBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, root);
 }
 
+void buildDirectReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "reduce");
+  allPeers(env, plan);
+  const int n = env.nranks(), me = env.rank(), root = req.desc.root;
+  const size_t count = req.desc.count, esz = req.elemSize;
+  const size_t readPiece = std::max<size_t>(1, kReadPieceBytes / esz);
+  auto slice = [&](int r) {
+    return std::make_pair(sliceStart(count, n, r, esz), sliceStart(count, n, r + 1, esz));
+  };
+  // Where rank r keeps its reduced slice: the root in its output, in place;
+  // the others in their scratch, past reduceFromAll's bounce buffer.
+  auto keptAt = [&](int r) {
+    const auto [lo, hi] = slice(r);
+    return r == root ? lo : std::min(readPiece, hi - lo);
+  };
+  const BufId mine = me == root ? BufId::Output : BufId::Scratch;
+  // The second address is where our slice will be (the root reads it).
+  exchangeAddresses(plan, env, BufId::Input, 0, mine, 0);
+  const auto [lo, hi] = slice(me);
+  const bool inPlace = req.inPlace && me == root;
+  reduceFromAll(plan, env, hi - lo, esz, BufId::Input, lo, BufId::Input, lo, mine, keptAt(me), inPlace);
+  if (me != root) {
+    plan.scratchElems = std::max(plan.scratchElems, keptAt(me) + (hi - lo));
+    add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, root);  // our slice is final
+  } else {
+    const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / esz);
+    for (int q = 0; q < n; ++q) {
+      if (q == me) continue;
+      add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, q);
+      const auto [qlo, qhi] = slice(q);
+      forPieces(qhi - qlo, piece, [&](size_t off, size_t len) {
+        Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, qlo + off, len, -1, q);
+        s.remote = BufId::Output;  // the peer's second address: its scratch
+        s.remoteOffset = keptAt(q) + off;
+      });
+    }
+  }
+  finish(plan);
+}
+
+void buildDirectGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "gather");
+  allPeers(env, plan);
+  const int root = req.desc.root, me = env.rank();
+  const size_t count = req.desc.count;
+  if (me != root) {
+    // Our input, read by the root; we have no output (both addresses are
+    // the input's). Done once the root says it has read us.
+    plan.peers.assign(1, root);
+    add(plan, Prim::SendAddresses, BufId::Input, 0, BufId::Input, 0, count, root);
+    add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, root);
+    return;
+  }
+  for (int p : plan.peers) add(plan, Prim::RecvAddresses, BufId::Input, 0, BufId::Output, 0, count, -1, p);
+  if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, size_t(me) * count, count);
+  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
+  for (int p : plan.peers)
+    forPieces(count, piece, [&](size_t off, size_t len) {
+      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, size_t(p) * count + off, len, -1, p);
+      s.remote = BufId::Input;
+      s.remoteOffset = off;
+    });
+  for (int p : plan.peers) add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, p);
+}
+
+void buildDirectScatter(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct");
+  requireDirect(env, "scatter");
+  allPeers(env, plan);
+  const int root = req.desc.root, me = env.rank();
+  const size_t count = req.desc.count;
+  if (me == root) {
+    // Every peer reads its block of our input; both addresses are the
+    // input's (our output is only our own block).
+    for (int p : plan.peers) add(plan, Prim::SendAddresses, BufId::Input, 0, BufId::Input, 0, count, p);
+    if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, size_t(me) * count, BufId::Output, 0, count);
+    for (int p : plan.peers) add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, p);
+    return;
+  }
+  plan.peers.assign(1, root);
+  add(plan, Prim::RecvAddresses, BufId::Input, 0, BufId::Output, 0, count, -1, root);
+  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
+  forPieces(count, piece, [&](size_t off, size_t len) {
+    Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, off, len, -1, root);
+    s.remote = BufId::Input;
+    s.remoteOffset = size_t(me) * count + off;
+  });
+  add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, root);
+}
+
 }  // namespace gyre::collectives

@@ -21,5 +21,13 @@ void buildDirectAllGather(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildDirectAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildDirectAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildDirectBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan);
+// Rank r reduces slice r from every rank's input (as AllReduce's first
+// half; a rank other than the root into its scratch), says so, and the
+// root reads every slice into its output.
+void buildDirectReduce(const CallRequest& req, PlanEnv& env, Plan& plan);
+// The root reads each rank's input into its block of the output.
+void buildDirectGather(const CallRequest& req, PlanEnv& env, Plan& plan);
+// Each rank reads its block of the root's input.
+void buildDirectScatter(const CallRequest& req, PlanEnv& env, Plan& plan);
 
 }  // namespace gyre::collectives

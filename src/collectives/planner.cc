@@ -29,6 +29,7 @@ const Algorithm kAlgorithms[] = {
     {OpKind::Broadcast, "direct", buildDirectBroadcast},
     {OpKind::Reduce, "chain", buildChainReduce},
     {OpKind::Reduce, "binomial_tree", buildTreeReduce},
+    {OpKind::Reduce, "direct", buildDirectReduce},
     {OpKind::AllGather, "ring", buildRingAllGather},
     {OpKind::AllGather, "bruck", buildBruckAllGather},
     {OpKind::AllGather, "direct", buildDirectAllGather},
@@ -43,7 +44,9 @@ const Algorithm kAlgorithms[] = {
     {OpKind::AllToAllv, "direct", buildDirectAllToAllv},
     {OpKind::AllToAllv, "blockwise", buildBlockwiseAllToAllv},
     {OpKind::Gather, "linear", buildLinearGather},
+    {OpKind::Gather, "direct", buildDirectGather},
     {OpKind::Scatter, "linear", buildLinearScatter},
+    {OpKind::Scatter, "direct", buildDirectScatter},
     {OpKind::Barrier, "dissemination", buildDisseminationBarrier},
 };
 
