@@ -34,15 +34,15 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kBlockSliceNs = 50 * kMs;   // longest sleep between health checks
 constexpr int64_t kHealthEveryNs = 10 * kMs;  // how often a blocked waiter checks peers
-// A dead peer's last messages: how long to look for them, and at least how
-// many times. Both, because the wall clock alone measures the host's load:
-// on two cores shared by three spinning ranks a waiter may get the CPU for
-// a few milliseconds of 20, and a peer's last TCP bytes (still in its
-// orphaned socket, sent as we read) then arrived after the grace had ended
-// (CI: a 3-rank recursive doubling over tcp, rank 0 "exited while this
-// rank waited for data from rank 0" in its last call).
+// A dead peer's last messages: how long to look for them. On two cores
+// shared by three spinning ranks a waiter may get the CPU for a few
+// milliseconds of 20, and a peer's last TCP bytes (still in its orphaned
+// socket, sent as we read) then arrived after a 20 ms grace had ended (CI:
+// a 3-rank recursive doubling over tcp, rank 0 "exited while this rank
+// waited for data from rank 0" in its last call). (A count of passes as
+// well cost seconds: each pass yields, and under load a yield is a time
+// slice.)
 constexpr int64_t kExitGraceNs = 250 * kMs;
-constexpr int kExitGracePasses = 2000;
 // How often a call's start looks for reports arriving through the network
 // (a poll() of the bootstrap's listeners): every call made a small AllReduce
 // over UCX or TCP one syscall dearer (8 B, 2 ranks: ~7%). A call that waits
@@ -458,12 +458,11 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
         // and this check: what it left behind still counts. Look for it a
         // while (only on this failure path) before giving up.
         const int64_t graceEnd = nowNs() + kExitGraceNs;
-        int passes = 0;
         do {
           progressAll();
           if (ready()) return;
           sched_yield();
-        } while (++passes < kExitGracePasses || nowNs() < graceEnd);
+        } while (nowNs() < graceEnd);
         throw;
       }
     }
