@@ -241,6 +241,107 @@ TEST(DirectDeviceCalls, RanksWithHostBuffersRunTheSamePlanStaged) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// Point to point on device streams stays staged on one host too (docs/gpu.md,
+// "Direct device calls": a single-copy exchange needs a "done" back, which
+// would share the connection with the peer's own offers, and ranks that
+// group their calls differently would then expect them in different
+// orders). Checked here: ranks group differently (rank 0 makes single
+// calls, the others group theirs), a group carries more messages per peer
+// than a connection's FIFO holds, one rank's buffers are pinned host
+// memory, and a receive of another size than was sent is an error.
+TEST(DirectDeviceCalls, PointToPointWorksHoweverRanksGroupTheirCalls) {
+  RunOptions o;
+  o.timeoutSec = 120;
+  RunOutcome out = runRanks(
+      3,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, "shm");
+        if (!comm) return 1;
+        device::Stream s = gpu.emu.createStream(0);
+        constexpr size_t kCount = 300000;  // a few read pieces
+        constexpr int kPerPeer = 12;       // messages each way per pair: more than the 8 FIFO slots
+        const bool onDevice = rank != 2;
+        auto alloc = [&](size_t bytes) {
+          return static_cast<float*>(onDevice ? gpu.emu.allocate(bytes, 0) : gpu.emu.allocateHost(bytes));
+        };
+        // send[p][k]: our k-th message to p; recv[p][k]: p's k-th to us.
+        std::vector<std::vector<float*>> send(n), recv(n);
+        for (int p = 0; p < n; ++p)
+          for (int k = 0; k < kPerPeer; ++k) {
+            const size_t count = k == 0 ? kCount : 1000 + k;
+            send[p].push_back(alloc(count * sizeof(float)));
+            recv[p].push_back(alloc(count * sizeof(float)));
+            std::vector<float> v(count);
+            for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>(rank * 1000000 + p * 10000 + k * 100 + i % 100);
+            gpu.emu.copy(send[p][k], v.data(), count * sizeof(float));
+          }
+        auto countOf = [](int k) { return k == 0 ? kCount : size_t(1000 + k); };
+        if (rank == 0) {
+          // Single calls, in an order that cannot wait on itself: to rank 1
+          // then from it, from rank 2 then to it, one message at a time.
+          for (int k = 0; k < kPerPeer; ++k) {
+            check.expectOk(gyreSend(send[1][k], countOf(k), gyreFloat32, 1, comm, s), "send to 1");
+            check.expectOk(gyreRecv(recv[1][k], countOf(k), gyreFloat32, 1, comm, s), "recv from 1");
+          }
+          for (int k = 0; k < kPerPeer; ++k) {
+            check.expectOk(gyreRecv(recv[2][k], countOf(k), gyreFloat32, 2, comm, s), "recv from 2");
+            check.expectOk(gyreSend(send[2][k], countOf(k), gyreFloat32, 2, comm, s), "send to 2");
+          }
+        } else {
+          // One group per peer, every message of the pair in it.
+          for (int p : {0, 3 - rank}) {
+            check.expectOk(gyreGroupStart(), "group start");
+            for (int k = 0; k < kPerPeer; ++k) {
+              gyreSend(send[p][k], countOf(k), gyreFloat32, p, comm, s);
+              gyreRecv(recv[p][k], countOf(k), gyreFloat32, p, comm, s);
+            }
+            check.expectOk(gyreGroupEnd(), "group end with rank " + std::to_string(p));
+          }
+        }
+        gpu.emu.synchronize(s);
+        for (int p = 0; p < n; ++p) {
+          if (p == rank) continue;
+          for (int k = 0; k < kPerPeer; ++k) {
+            std::vector<float> got(countOf(k));
+            gpu.emu.copy(got.data(), recv[p][k], got.size() * sizeof(float));
+            for (size_t i = 0; i < got.size(); ++i) {
+              const float want = static_cast<float>(p * 1000000 + rank * 10000 + k * 100 + i % 100);
+              if (got[i] != want) {
+                check.fail("message " + std::to_string(k) + " from rank " + std::to_string(p) + ": element " +
+                           std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " + std::to_string(want));
+                break;
+              }
+            }
+          }
+        }
+        check.expect((gpu.emu.reductionsRun() == 0), "point to point reduces nothing");
+        // Rank 0 receives 10 floats from rank 1, which sends 20: both named.
+        if (rank < 2) {
+          const gyreResult_t r = rank == 0 ? gyreRecv(recv[1][1], 10, gyreFloat32, 1, comm, s)
+                                           : gyreSend(send[0][1], 20, gyreFloat32, 0, comm, s);
+          check.expectOk(r, "enqueue the mismatched message");
+          gpu.emu.synchronize(s);  // released either way: never a hang
+        }
+        // The receiver finds it (the sender's message may have left
+        // before); the next call on every rank reports it, and the two
+        // ranks concerned name both sizes.
+        const gyreResult_t next = gyreBarrier(comm, nullptr);
+        const std::string msg = gyreGetLastError(comm);
+        check.expect(next != gyreSuccess, "the next call reports it");
+        if (rank < 2)
+          check.expect(msg.find("20 x float32") != std::string::npos && msg.find("10 x float32") != std::string::npos,
+                       "the error names both sizes: " + msg);
+        gyreCommDestroy(comm);
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 // GYRE_DEVICE_DIRECT decides the plans of every stream call: ranks that
 // disagree on it would choose different algorithms, so init says so.
 TEST(DirectDeviceCalls, RanksThatDisagreeOnTheSettingFailAtInit) {
