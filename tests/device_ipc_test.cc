@@ -48,10 +48,11 @@ constexpr size_t kOffset = 4096 + 256;  // the shared pointer is inside the allo
 // Rank 0 allocates, fills and exports a pointer inside its allocation;
 // rank 1 opens it, checks what rank 0 wrote, writes a part back and closes
 // it; rank 0 sees that part. Both on `b` (made in the rank, after fork).
-int shareBody(int rank, device::Backend& b, Pipes& p) {
+// shareable: the allocation is allocateShareable's (gyreMemAlloc's).
+int shareBody(int rank, device::Backend& b, Pipes& p, bool shareable = false) {
   Checker check(rank);
   if (rank == 0) {
-    auto* base = static_cast<unsigned char*>(b.allocate(kBytes, 0));
+    auto* base = static_cast<unsigned char*>(shareable ? b.allocateShareable(kBytes, 0) : b.allocate(kBytes, 0));
     std::vector<unsigned char> pattern(kBytes);
     for (size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<unsigned char>(i * 7 + 1);
     b.copy(base, pattern.data(), kBytes);
@@ -169,6 +170,24 @@ TEST(CudaIpc, APeerProcessReadsAndWritesDeviceMemoryThroughAHandle) {
       return 77;
     }
     return shareBody(rank, *b, p);
+  });
+  if (!out.timedOut && !out.ranks.empty() && out.ranks[0].exitCode == 77)
+    GTEST_SKIP() << "no GPU: " << out.ranks[0].output;
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// gyreMemAlloc's memory on CUDA: virtual memory with a POSIX descriptor,
+// which the peer takes with pidfd_getfd and maps (label gpu).
+TEST(CudaIpc, ShareableMemoryIsMappedByAPeerProcess) {
+  Pipes p;
+  RunOutcome out = runRanks(2, [&](int rank, int, const gyreUniqueId&) {
+    std::string why;
+    device::Backend* b = device::backend(&why);
+    if (!b || std::strcmp(b->name(), "cuda") != 0) {
+      std::printf("no CUDA backend: %s\n", why.c_str());
+      return 77;
+    }
+    return shareBody(rank, *b, p, true);
   });
   if (!out.timedOut && !out.ranks.empty() && out.ranks[0].exitCode == 77)
     GTEST_SKIP() << "no GPU: " << out.ranks[0].output;

@@ -346,7 +346,7 @@ gyreResult_t gyreMemAlloc(void** ptr, size_t size) {
     // Device memory where the calling thread has a GPU, as ncclMemAlloc.
     gyre::device::Backend* b = gyre::device::backend();
     if (b && b->currentDevice() >= 0) {
-      *ptr = b->allocate(size, b->currentDevice());
+      *ptr = b->allocateShareable(size, b->currentDevice());
       return;
     }
     *ptr = allocateHostBuffer(size);

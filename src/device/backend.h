@@ -57,6 +57,11 @@ class Backend {
 
   // Device memory on `device`, and its release.
   virtual void* allocate(size_t bytes, int device) = 0;
+  // Device memory that peers of this host can map whatever else it is used
+  // for (gyreMemAlloc's): CUDA's virtual memory with a shareable handle
+  // where the GPU and driver allow, else what allocate gives; free()
+  // releases it too.
+  virtual void* allocateShareable(size_t bytes, int device) { return allocate(bytes, device); }
   virtual void free(void* p) = 0;
   // Page-locked host memory that every device can reach (staging), and its
   // release.

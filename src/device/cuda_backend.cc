@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "device/backend.h"
+#include "device/cuda_vmm.h"
 #include "kernels/cuda/launch.h"
 
 namespace gyre::device {
@@ -133,8 +134,18 @@ class CudaBackend final : public Backend {
     return p;
   }
 
+  // Virtual memory with a POSIX descriptor (CudaVmm): a peer maps it
+  // through pidfd_getfd, and it stays shareable however it is used (the
+  // frameworks' own pools mostly cannot be shared through cudaIpc*).
+  void* allocateShareable(size_t bytes, int device) override {
+    if (!vmm_.usable(device)) return allocate(bytes, device);
+    DeviceScope scope(device);
+    return vmm_.allocate(bytes, device);
+  }
+
   void free(void* p) override {
-    if (p) check(cudaFree(p), "cudaFree");
+    if (!p || vmm_.free(p)) return;
+    check(cudaFree(p), "cudaFree");
   }
 
   // On a non-blocking stream of gyre's own per device: the legacy default
@@ -274,6 +285,7 @@ class CudaBackend final : public Backend {
   // what gyreMemAlloc and the frameworks' caching allocators hand out. The
   // handle names the whole allocation, so its start is looked up first.
   ExportedMemory exportMemory(const void* p) override {
+    if (ExportedMemory vm; vmm_.exportMemory(p, vm)) return vm;
     const std::string at = std::to_string(reinterpret_cast<uintptr_t>(p));
     const MemoryInfo m = classify(p);
     if (m.kind != MemoryKind::Device)
@@ -300,6 +312,7 @@ class CudaBackend final : public Backend {
   }
 
   void* openMemory(const IpcHandle& handle) override {
+    if (CudaVmm::isVmmHandle(handle)) return vmm_.open(handle);
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.bytes, sizeof h);
     void* p = nullptr;
@@ -309,7 +322,8 @@ class CudaBackend final : public Backend {
   }
 
   void closeMemory(void* base) noexcept override {
-    if (base && cudaIpcCloseMemHandle(base) != cudaSuccess) cudaGetLastError();
+    if (!base || vmm_.close(base)) return;
+    if (cudaIpcCloseMemHandle(base) != cudaSuccess) cudaGetLastError();
   }
 
  private:
@@ -345,6 +359,7 @@ class CudaBackend final : public Backend {
   std::vector<Gate*> freeGates_, retiredGates_;
   std::mutex mu_;
   std::vector<cudaStream_t> copyStreams_;
+  CudaVmm vmm_;
 };
 
 }  // namespace
