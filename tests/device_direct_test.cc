@@ -241,6 +241,82 @@ TEST(DirectDeviceCalls, RanksWithHostBuffersRunTheSamePlanStaged) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// A group of collectives on device buffers runs direct as one unit (the
+// proxy runs them one after another on its engine): AllReduce, AllGather,
+// ReduceScatter and Broadcast in one group, rank 1 with pinned host
+// buffers (its group staged, the same plans); every result right, and
+// only the device ranks' GPUs reduced. A group with a Send/Recv in
+// it is staged as a whole, and works too.
+TEST(DirectDeviceCalls, GroupsOfCollectivesRunDirectAsOneUnit) {
+  RunOptions o;
+  o.timeoutSec = 120;
+  RunOutcome out = runRanks(
+      3,
+      [](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        gyreComm_t comm = initRank(rank, n, id, "shm");
+        if (!comm) return 1;
+        device::Stream s = gpu.emu.createStream(0);
+        constexpr size_t kCount = 50000;
+        const bool onDevice = rank != 1;
+        auto alloc = [&](size_t elems) {
+          const size_t bytes = elems * sizeof(float);
+          return static_cast<float*>(onDevice ? gpu.emu.allocate(bytes, 0) : gpu.emu.allocateHost(bytes));
+        };
+        float* in = alloc(kCount * n);
+        float* sum = alloc(kCount);
+        float* all = alloc(kCount * n);
+        float* part = alloc(kCount);
+        float* bcast = alloc(kCount);
+        std::vector<float> mine(kCount * n);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(rank * 1000 + i % 1000);
+        gpu.emu.copy(in, mine.data(), mine.size() * sizeof(float));
+        check.expectOk(gyreGroupStart(), "group start");
+        gyreAllReduce(in, sum, kCount, gyreFloat32, gyreSum, comm, s);
+        gyreAllGather(in, all, kCount, gyreFloat32, comm, s);
+        gyreReduceScatter(in, part, kCount, gyreFloat32, gyreMax, comm, s);
+        gyreBroadcast(in, bcast, kCount, gyreFloat32, 2, comm, s);
+        check.expectOk(gyreGroupEnd(), "group end");
+        gpu.emu.synchronize(s);
+        check.expect((gpu.emu.reductionsRun() > 0) == onDevice,
+                     onDevice ? "the group ran on the device" : "the host rank's group was staged");
+        auto expectAll = [&](const float* p, size_t elems, const std::function<float(size_t)>& want,
+                             const std::string& what) {
+          std::vector<float> got(elems);
+          gpu.emu.copy(got.data(), p, elems * sizeof(float));
+          for (size_t i = 0; i < elems; ++i)
+            if (got[i] != want(i)) {
+              check.fail(what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
+                         std::to_string(want(i)));
+              return;
+            }
+        };
+        expectAll(sum, kCount, [](size_t i) { return 3000.0f + 3 * static_cast<float>(i % 1000); }, "allreduce");
+        expectAll(all, kCount * n,
+                  [&](size_t i) { return static_cast<float>((i / kCount) * 1000 + i % kCount % 1000); }, "allgather");
+        expectAll(part, kCount, [&](size_t i) { return static_cast<float>(2000 + (rank * kCount + i) % 1000); },
+                  "reducescatter");
+        expectAll(bcast, kCount, [](size_t i) { return static_cast<float>(2000 + i % 1000); }, "broadcast");
+        // A Send/Recv ring shift and an AllReduce in one group: staged.
+        check.expectOk(gyreGroupStart(), "mixed group start");
+        gyreSend(in, kCount, gyreFloat32, (rank + 1) % n, comm, s);
+        gyreRecv(part, kCount, gyreFloat32, (rank + n - 1) % n, comm, s);
+        gyreAllReduce(in, sum, kCount, gyreFloat32, gyreMin, comm, s);
+        check.expectOk(gyreGroupEnd(), "mixed group end");
+        gpu.emu.synchronize(s);
+        expectAll(part, kCount, [&](size_t i) { return static_cast<float>(((rank + n - 1) % n) * 1000 + i % 1000); },
+                  "send/recv in a group");
+        expectAll(sum, kCount, [](size_t i) { return static_cast<float>(i % 1000); }, "allreduce beside it");
+        check.expectOk(gyreCommDestroy(comm), "destroy");
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 // Point to point on device streams stays staged on one host too (docs/gpu.md,
 // "Direct device calls": a single-copy exchange needs a "done" back, which
 // would share the connection with the peer's own offers, and ranks that

@@ -332,11 +332,18 @@ void Communicator::enqueueOnStreams(Operation op) {
   // calls run one after another, each reading all it has), a PreMulSum's
   // (scaled whole before the call) or point to point's.
   const bool pieces = op.members.empty() && !op.premul && op.kind != collectives::OpKind::SendRecv;
-  // A single call that runs direct on its device buffers stages nothing.
-  if (op.members.empty() && directOnDevice(op) && buffersGoDirect(b, op)) {
+  // A call that runs direct on its device buffers stages nothing; so does
+  // a group of such collectives (FSDP's and coalesced all-gathers and
+  // all-reduces), all on one GPU, run one after another by the proxy.
+  bool direct = !ops.empty();
+  const int device = b.streamDevice(ops.front()->stream);
+  for (const Operation* o : ops)
+    direct = direct && o->kind != collectives::OpKind::SendRecv && directOnDevice(*o) &&
+             b.streamDevice(o->stream) == device && buffersGoDirect(b, *o);
+  if (direct) {
     call->direct = true;
-    call->device = b.streamDevice(op.stream);
-    op.stageSend = op.stageRecv = false;
+    call->device = device;
+    for (Operation* o : ops) o->stageSend = o->stageRecv = false;
   }
   std::vector<CopyOut> outs;
   try {
@@ -474,7 +481,12 @@ void Communicator::runOnDevice(Operation& op) {
       op.inputArrival = nullptr;
       op.outputDeparture = nullptr;
     } else {
+      if (call.direct) {
+        call.engine = &engineFor(call.device);
+        for (Operation& m : op.members) m.device = op.device;  // each member runs with the engine
+      }
       runGroupMembers(op.members);
+      if (call.engine) call.engine->flush();
     }
   } catch (const Error& e) {
     // Recorded for gyreCommGetAsyncError and the next call (fail() is

@@ -63,10 +63,8 @@ class EmulatedBackend final : public Backend {
   // stand-in: what reads staged memory too early then reads it before the
   // copy has written it).
   void setCopyDelay(std::chrono::microseconds d) { copyDelayUs_.store(d.count()); }
-  // How many reductions and stream copies were enqueued (tests: which path
-  // a call took).
+  // How many reductions were enqueued (tests: which path a call took).
   uint64_t reductionsRun() const { return reductions_.load(); }
-  uint64_t streamCopies() const { return streamCopies_.load(); }
 
  private:
   struct Queue;
@@ -80,7 +78,7 @@ class EmulatedBackend final : public Backend {
 
   const int devices_;
   std::atomic<int64_t> copyDelayUs_{0};
-  std::atomic<uint64_t> reductions_{0}, streamCopies_{0};
+  std::atomic<uint64_t> reductions_{0};
   mutable std::mutex mu_;
   struct Block {
     size_t bytes;
