@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/codec.h"
+#include "kernels/cpu/codec_isa.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/isa.h"
 
@@ -122,6 +124,40 @@ void copyBench(benchmark::State& state, void (*fn)(void*, const void*, size_t), 
 
 void plainMemcpy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
+// The codecs on float32 input of state.range(0) bytes, with error feedback
+// (a residual read and written, as a compressed AllReduce keeps one), and
+// their decoders accumulating into float32. Bytes counted: every byte read
+// and written (input, residual both ways, message; the decoder's message
+// and its output both ways).
+enum class CodecStep { Quantize, Dequantize, Pack, Unpack };
+void codecBench(benchmark::State& state, const detail::CodecTable* t, CodecStep step) {
+  namespace codec = gyre::kernels::codec;
+  const size_t bytes = static_cast<size_t>(state.range(0)), n = bytes / 4;
+  const bool minMax = step == CodecStep::Quantize || step == CodecStep::Dequantize;
+  const size_t msgBytes = minMax ? codec::minMaxBytes(n) : codec::signBytes(n);
+  Buffer in(bytes), residual(bytes), msg(msgBytes), out(bytes);
+  fill(DType::Float32, in.get(), n);
+  auto* r = reinterpret_cast<float*>(residual.get());
+  auto* o = reinterpret_cast<float*>(out.get());
+  if (minMax) {
+    t->quantizeMinMax(codec::kF32, in.get(), n, msg.get(), nullptr);
+  } else {
+    t->packSigns(codec::kF32, in.get(), n, msg.get(), nullptr);
+  }
+  for (auto _ : state) {
+    switch (step) {
+      case CodecStep::Quantize: t->quantizeMinMax(codec::kF32, in.get(), n, msg.get(), r); break;
+      case CodecStep::Dequantize: t->dequantizeMinMax(msg.get(), n, o, true); break;
+      case CodecStep::Pack: t->packSigns(codec::kF32, in.get(), n, msg.get(), r); break;
+      case CodecStep::Unpack: t->unpackSigns(msg.get(), n, o, true); break;
+    }
+    benchmark::ClobberMemory();
+  }
+  const bool encode = step == CodecStep::Quantize || step == CodecStep::Pack;
+  const size_t moved = encode ? bytes + 2 * bytes + msgBytes : msgBytes + 2 * bytes;
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(moved));
+}
+
 void withSizes(benchmark::internal::Benchmark* b) {
   for (int64_t size : kSizes) b->Arg(size);
 }
@@ -158,6 +194,17 @@ int main(int argc, char** argv) {
     // large buffers: the comparison that justifies (or not) that switch.
     benchmark::RegisterBenchmark(("copy2_loop/" + isa).c_str(), copy2FnBench, table->copy2)
         ->Apply(withSizes);
+  }
+  for (int i = 0; i < detail::kNumIsas; ++i) {
+    const detail::CodecTable* t = detail::codecsFor(static_cast<detail::Isa>(i));
+    if (t == nullptr || (i > 0 && t == detail::codecsFor(static_cast<detail::Isa>(i - 1)))) continue;
+    const std::string isa = detail::isaName(t->isa);
+    const std::pair<const char*, CodecStep> steps[] = {{"codec_quantize_int8", CodecStep::Quantize},
+                                                       {"codec_dequantize_int8", CodecStep::Dequantize},
+                                                       {"codec_pack_signs", CodecStep::Pack},
+                                                       {"codec_unpack_signs", CodecStep::Unpack}};
+    for (const auto& [name, step] : steps)
+      benchmark::RegisterBenchmark((std::string(name) + "/" + isa).c_str(), codecBench, t, step)->Apply(withSizes);
   }
   benchmark::RegisterBenchmark("copy", copyBench, &gyreCopy, size_t{0})->Apply(withSizes);
   benchmark::RegisterBenchmark("copy_streaming", copyBench, &gyreCopyStreaming, size_t{0})->Apply(withSizes);

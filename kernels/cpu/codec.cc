@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "kernels/common/codec.h"
+#include "kernels/cpu/codec_isa.h"
 
 namespace gyre::kernels {
 
@@ -35,8 +36,11 @@ struct ChunkInput {
 
 bool codecTakes(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::Bfloat16; }
 
-void quantizeMinMax(DType dtype, const void* in, size_t n, void* message, float* residual) {
-  const ChunkInput value{in, inputOf(dtype), residual};
+namespace {
+
+// The scalar codecs: codec.h's functions element by element.
+void quantizeMinMaxScalar(codec::Input type, const void* in, size_t n, void* message, float* residual) {
+  const ChunkInput value{in, type, residual};
   auto* ranges = static_cast<codec::Range*>(message);
   auto* codes = static_cast<uint8_t*>(message) + codec::chunks(n) * sizeof(codec::Range);
   for (size_t c = 0; c < codec::chunks(n); ++c) {
@@ -54,7 +58,7 @@ void quantizeMinMax(DType dtype, const void* in, size_t n, void* message, float*
   }
 }
 
-void dequantizeMinMax(const void* message, size_t n, float* out, bool accumulate) {
+void dequantizeMinMaxScalar(const void* message, size_t n, float* out, bool accumulate) {
   const auto* codes = static_cast<const uint8_t*>(message) + codec::chunks(n) * sizeof(codec::Range);
   for (size_t c = 0; c < codec::chunks(n); ++c) {
     codec::Range r;
@@ -68,8 +72,8 @@ void dequantizeMinMax(const void* message, size_t n, float* out, bool accumulate
   }
 }
 
-void packSigns(DType dtype, const void* in, size_t n, void* message, float* residual) {
-  const ChunkInput value{in, inputOf(dtype), residual};
+void packSignsScalar(codec::Input type, const void* in, size_t n, void* message, float* residual) {
+  const ChunkInput value{in, type, residual};
   auto* scales = static_cast<float*>(message);
   auto* words = reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(message) + codec::chunks(n) * sizeof(float));
   for (size_t c = 0; c < codec::chunks(n); ++c) {
@@ -98,7 +102,7 @@ void packSigns(DType dtype, const void* in, size_t n, void* message, float* resi
   }
 }
 
-void unpackSigns(const void* message, size_t n, float* out, bool accumulate) {
+void unpackSignsScalar(const void* message, size_t n, float* out, bool accumulate) {
   const auto* scales = static_cast<const float*>(message);
   const auto* words =
       reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(message) + codec::chunks(n) * sizeof(float));
@@ -106,6 +110,49 @@ void unpackSigns(const void* message, size_t n, float* out, bool accumulate) {
     const float d = codec::unsign((words[i / 32] >> (i % 32)) & 1u, scales[i / codec::kChunk]);
     out[i] = accumulate ? out[i] + d : d;
   }
+}
+
+constexpr detail::CodecTable kScalarCodecs{detail::Isa::Scalar, quantizeMinMaxScalar, dequantizeMinMaxScalar,
+                                            packSignsScalar, unpackSignsScalar};
+
+}  // namespace
+
+namespace detail {
+
+const CodecTable* codecsFor(Isa isa) {
+  if (isa == Isa::Scalar) return &kScalarCodecs;
+  if (!tableFor(isa)) return nullptr;  // not compiled in, or this CPU cannot run it
+#ifdef GYRE_KERNELS_X86
+  return &avx2Codecs();  // (AVX-512 runs AVX2's)
+#else
+  return nullptr;
+#endif
+}
+
+const CodecTable& activeCodecs() {
+  static const CodecTable& t = [&]() -> const CodecTable& {
+    const CodecTable* c = codecsFor(activeTable().isa);
+    return c ? *c : kScalarCodecs;
+  }();
+  return t;
+}
+
+}  // namespace detail
+
+void quantizeMinMax(DType dtype, const void* in, size_t n, void* message, float* residual) {
+  detail::activeCodecs().quantizeMinMax(inputOf(dtype), in, n, message, residual);
+}
+
+void dequantizeMinMax(const void* message, size_t n, float* out, bool accumulate) {
+  detail::activeCodecs().dequantizeMinMax(message, n, out, accumulate);
+}
+
+void packSigns(DType dtype, const void* in, size_t n, void* message, float* residual) {
+  detail::activeCodecs().packSigns(inputOf(dtype), in, n, message, residual);
+}
+
+void unpackSigns(const void* message, size_t n, float* out, bool accumulate) {
+  detail::activeCodecs().unpackSigns(message, n, out, accumulate);
 }
 
 }  // namespace gyre::kernels

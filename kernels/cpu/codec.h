@@ -1,8 +1,8 @@
 // The compression codecs on the host: int8 min-max quantization and 1-bit
 // sign packing of float32, float16 and bfloat16 arrays, with the message
 // layouts and arithmetic of kernels/common/codec.h (the GPU's kernels,
-// kernels/cuda, make the same bytes). Scalar code for now; the vector
-// versions come with the compression issue.
+// kernels/cuda, make the same bytes). Scalar and AVX2 (codec_avx2.cc; the
+// same bytes), chosen with the reduction kernels (GYRE_CPU_ISA).
 //
 // Error feedback: with a residual (n float32 values, zero at first), each
 // element encoded is x + residual, and the residual becomes what the

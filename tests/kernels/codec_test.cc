@@ -15,6 +15,8 @@
 #include "kernels/common/arith.h"
 #include "kernels/common/codec.h"
 #include "kernels/cpu/codec.h"
+#include "kernels/cpu/codec_isa.h"
+#include "tests/kernels/reference.h"
 
 namespace gyre::kernels::testing {
 namespace {
@@ -213,6 +215,57 @@ TEST(Codecs, OtherTypesAreRefused) {
   EXPECT_THROW(quantizeMinMax(DType::Float64, d.data(), 4, msg.data(), nullptr), std::exception);
   EXPECT_THROW(packSigns(DType::Int32, d.data(), 4, msg.data(), nullptr), std::exception);
 }
+
+// Every instruction set's codecs make the scalar code's bytes: the
+// messages, the residuals and the decoded floats (plain and accumulated),
+// for every input type, counts around vectors, words and chunks, inputs
+// with NaNs, infinities, signed zeros, flat chunks and huge ranges, with
+// and without a residual.
+class CodecIsas : public ::testing::TestWithParam<detail::Isa> {};
+
+TEST_P(CodecIsas, MakeTheScalarCodesBytes) {
+  const detail::CodecTable* t = detail::codecsFor(GetParam());
+  if (!t) GTEST_SKIP() << "this CPU cannot run " << detail::isaName(GetParam());
+  const detail::CodecTable& ref = *detail::codecsFor(detail::Isa::Scalar);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<size_t> counts = {0, 1, 7, 8, 9, 31, 32, 33, 255, 256, 257, kChunk - 1, kChunk, kChunk + 9,
+                                      2 * kChunk + 40, 3 * kChunk + 77};
+  for (int pattern = 0; pattern < 4; ++pattern)
+    for (size_t n : counts)
+      for (DType dt : {DType::Float32, DType::Float16, DType::Bfloat16}) {
+        std::vector<float> v = randomFloats(n, static_cast<unsigned>(n * 7 + pattern), pattern == 3 ? 1e30f : 10.0f);
+        if (pattern == 1)  // specials sprinkled in
+          for (size_t i = 0; i < n; i += 13) v[i] = (i / 13) % 4 == 0 ? nan : (i / 13) % 4 == 1 ? -0.0f : (i / 13) % 4 == 2 ? inf : -inf;
+        if (pattern == 2)  // flat chunks, and some all-NaN ones
+          for (size_t i = 0; i < n; ++i) v[i] = (i / kChunk) % 2 ? nan : 3.0f;
+        const Input in = asType(dt, v);
+        const codec::Input type = dt == DType::Float32 ? codec::kF32 : dt == DType::Float16 ? codec::kF16 : codec::kBf16;
+        const std::string what = std::string(detail::isaName(GetParam())) + ", n " + std::to_string(n) +
+                                 ", type " + std::to_string(int(dt)) + ", pattern " + std::to_string(pattern);
+        for (bool withResidual : {false, true})
+          for (int codecKind = 0; codecKind < 2; ++codecKind) {
+            const size_t bytes = codecKind ? codec::signBytes(n) : codec::minMaxBytes(n);
+            std::vector<unsigned char> want(bytes, 0xEE), got(bytes, 0xEE);
+            std::vector<float> rWant = randomFloats(n, 99, 0.5f), rGot = rWant;
+            float* rw = withResidual ? rWant.data() : nullptr;
+            float* rg = withResidual ? rGot.data() : nullptr;
+            (codecKind ? ref.packSigns : ref.quantizeMinMax)(type, in.bytes.data(), n, want.data(), rw);
+            (codecKind ? t->packSigns : t->quantizeMinMax)(type, in.bytes.data(), n, got.data(), rg);
+            const std::string w = what + (codecKind ? ", 1-bit" : ", int8") + (withResidual ? ", residual" : "");
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), bytes)) << "message: " << w;
+            ASSERT_EQ(0, n ? std::memcmp(rWant.data(), rGot.data(), n * sizeof(float)) : 0) << "residual: " << w;
+            for (bool accumulate : {false, true}) {
+              std::vector<float> dWant = randomFloats(n, 5, 1.0f), dGot = dWant;
+              (codecKind ? ref.unpackSigns : ref.dequantizeMinMax)(want.data(), n, dWant.data(), accumulate);
+              (codecKind ? t->unpackSigns : t->dequantizeMinMax)(want.data(), n, dGot.data(), accumulate);
+              ASSERT_EQ(0, n ? std::memcmp(dWant.data(), dGot.data(), n * sizeof(float)) : 0)
+                  << "decoded" << (accumulate ? " (accumulated): " : ": ") << w;
+            }
+          }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, CodecIsas, ::testing::ValuesIn(kAllIsas), isaParamName);
 
 }  // namespace
 }  // namespace gyre::kernels::testing

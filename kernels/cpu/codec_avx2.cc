@@ -1,0 +1,207 @@
+// The codecs with AVX2 and F16C (kernels/cpu/codec_isa.h): the same bytes as
+// the scalar code, eight elements at a time. What keeps them equal:
+// - the input widens exactly (F16C; bfloat16 by a shift, NaNs quieted as
+//   arith.h's bfloat16ToFloat does), and x + residual is one add either way;
+// - a range's min and max skip NaNs (min_ps(x, lo) keeps lo when x is NaN,
+//   as codec::widen) and settle() makes a zero end +0.0, so the order the
+//   lanes are merged in cannot show;
+// - the code is round-to-nearest-even of (x - lo) * inv (one subtract, one
+//   multiply, no fused operation), clamped as codec::encode clamps it;
+// - the mean's sum runs in codec.h's order: lane l of the 256 adds its
+//   elements in turn, then the same tree.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/common/codec.h"
+#include "kernels/cpu/codec_isa.h"
+
+namespace gyre::kernels::detail {
+
+namespace {
+
+// Eight elements of the input, widened to float32.
+inline __m256 load8(const void* p, codec::Input in, size_t i) {
+  if (in == codec::kF32) return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+  if (in == codec::kF16) return _mm256_cvtph_ps(h);
+  const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  return _mm256_or_ps(x, _mm256_and_ps(nan, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000))));
+}
+
+// The chunk's values (input plus residual) into buf[0, len).
+void valuesOf(const void* in, codec::Input type, const float* residual, size_t begin, size_t len, float* buf) {
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    __m256 v = load8(in, type, begin + i);
+    if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + begin + i));
+    _mm256_storeu_ps(buf + i, v);
+  }
+  for (; i < len; ++i) {
+    const float x = codec::load(in, type, begin + i);
+    buf[i] = residual ? x + residual[begin + i] : x;
+  }
+}
+
+void quantizeMinMaxAvx2(codec::Input type, const void* in, size_t n, void* message, float* residual) {
+  alignas(32) float buf[codec::kChunk];
+  auto* ranges = static_cast<codec::Range*>(message);
+  auto* codes = static_cast<uint8_t*>(message) + codec::chunks(n) * sizeof(codec::Range);
+  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (size_t c = 0; c < codec::chunks(n); ++c) {
+    const size_t begin = c * codec::kChunk, len = begin + codec::kChunk < n ? codec::kChunk : n - begin;
+    valuesOf(in, type, residual, begin, len, buf);
+    __m256 lo = _mm256_set1_ps(codec::kInf), hi = _mm256_set1_ps(-codec::kInf);
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      const __m256 v = _mm256_load_ps(buf + i);
+      lo = _mm256_min_ps(v, lo);
+      hi = _mm256_max_ps(v, hi);
+    }
+    alignas(32) float los[8], his[8];
+    _mm256_store_ps(los, lo);
+    _mm256_store_ps(his, hi);
+    codec::Range r = codec::emptyRange();
+    for (int k = 0; k < 8; ++k) codec::merge(r, codec::Range{los[k], his[k]});
+    for (; i < len; ++i) codec::widen(r, buf[i]);
+    r = codec::settle(r);
+    std::memcpy(&ranges[c], &r, sizeof(r));
+    const float inv = codec::inverseStep(r), stepSize = codec::step(r);
+    const __m256 vlo = _mm256_set1_ps(r.lo), vinv = _mm256_set1_ps(inv), vstep = _mm256_set1_ps(stepSize);
+    uint8_t* out = codes + begin;
+    // One code per element: 0 unless (x - lo) * inv > 0 (NaN is not),
+    // else that rounded to nearest even, at most 255.
+    auto codeOf = [&](__m256 v) {
+      const __m256 q = _mm256_mul_ps(_mm256_sub_ps(v, vlo), vinv);
+      const __m256 rounded = _mm256_min_ps(_mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), top);
+      return _mm256_and_ps(rounded, _mm256_cmp_ps(q, zero, _CMP_GT_OQ));
+    };
+    auto keepResidual = [&](size_t at, __m256 v, __m256 code) {
+      if (residual)
+        _mm256_storeu_ps(residual + begin + at, _mm256_sub_ps(v, _mm256_add_ps(vlo, _mm256_mul_ps(code, vstep))));
+    };
+    for (i = 0; i + 32 <= len; i += 32) {
+      __m256i words[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256 v = _mm256_load_ps(buf + i + 8 * k);
+        const __m256 code = codeOf(v);
+        keepResidual(i + 8 * k, v, code);
+        words[k] = _mm256_cvttps_epi32(code);
+      }
+      const __m256i ab = _mm256_packus_epi32(words[0], words[1]), cd = _mm256_packus_epi32(words[2], words[3]);
+      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bytes);
+    }
+    for (; i < len; ++i) {
+      out[i] = codec::encode(buf[i], r, inv);
+      if (residual) residual[begin + i] = buf[i] - codec::decode(out[i], r, stepSize);
+    }
+  }
+}
+
+void dequantizeMinMaxAvx2(const void* message, size_t n, float* out, bool accumulate) {
+  const auto* codes = static_cast<const uint8_t*>(message) + codec::chunks(n) * sizeof(codec::Range);
+  for (size_t c = 0; c < codec::chunks(n); ++c) {
+    codec::Range r;
+    std::memcpy(&r, static_cast<const codec::Range*>(message) + c, sizeof(r));
+    const float stepSize = codec::step(r);
+    const __m256 vlo = _mm256_set1_ps(r.lo), vstep = _mm256_set1_ps(stepSize);
+    const size_t begin = c * codec::kChunk, end = begin + codec::kChunk < n ? begin + codec::kChunk : n;
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      const __m256i c32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      const __m256 d = _mm256_add_ps(vlo, _mm256_mul_ps(_mm256_cvtepi32_ps(c32), vstep));
+      _mm256_storeu_ps(out + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out + i), d) : d);
+    }
+    for (; i < end; ++i) {
+      const float d = codec::decode(codes[i], r, stepSize);
+      out[i] = accumulate ? out[i] + d : d;
+    }
+  }
+}
+
+void packSignsAvx2(codec::Input type, const void* in, size_t n, void* message, float* residual) {
+  alignas(32) float buf[codec::kChunk];
+  alignas(32) float lane[codec::kLanes];
+  auto* scales = static_cast<float*>(message);
+  auto* words = reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(message) + codec::chunks(n) * sizeof(float));
+  const __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+  for (size_t c = 0; c < codec::chunks(n); ++c) {
+    const size_t begin = c * codec::kChunk, len = begin + codec::kChunk < n ? codec::kChunk : n - begin;
+    valuesOf(in, type, residual, begin, len, buf);
+    // The mean of |v|: lane l adds buf[l], buf[l + 256], ... in turn.
+    for (uint32_t l = 0; l < codec::kLanes; l += 8) _mm256_store_ps(lane + l, zero);
+    size_t g = 0;
+    for (; g + codec::kLanes <= len; g += codec::kLanes)
+      for (uint32_t l = 0; l < codec::kLanes; l += 8) {
+        const __m256 x = _mm256_load_ps(buf + g + l);
+        // |x| as codec::magnitude: -x below zero, x otherwise (-0.0 too),
+        // and +0.0 for NaN.
+        __m256 m = _mm256_blendv_ps(x, _mm256_xor_ps(x, sign), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+        m = _mm256_andnot_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), m);
+        _mm256_store_ps(lane + l, _mm256_add_ps(_mm256_load_ps(lane + l), m));
+      }
+    for (uint32_t l = 0; g + l < len; ++l) lane[l] += codec::magnitude(buf[g + l]);
+    for (uint32_t s = codec::kLanes / 2; s >= 1; s /= 2)
+      for (uint32_t i = 0; i < s; ++i) lane[i] += lane[i + s];
+    const float scale = codec::meanOf(lane[0], static_cast<uint32_t>(len));
+    scales[c] = scale;
+    const __m256 plus = _mm256_set1_ps(scale), minus = _mm256_set1_ps(-scale);
+    uint32_t* out = words + begin / 32;
+    size_t i = 0;
+    for (; i + 32 <= len; i += 32) {
+      uint32_t negative = 0;
+      for (int k = 0; k < 4; ++k) {
+        const __m256 v = _mm256_load_ps(buf + i + 8 * k);
+        const __m256 neg = _mm256_cmp_ps(v, zero, _CMP_LT_OQ);
+        negative |= static_cast<uint32_t>(_mm256_movemask_ps(neg)) << (8 * k);
+        if (residual)
+          _mm256_storeu_ps(residual + begin + i + 8 * k, _mm256_sub_ps(v, _mm256_blendv_ps(plus, minus, neg)));
+      }
+      out[i / 32] = ~negative;
+    }
+    if (i < len) {  // the last, partial word: bits past the end stay 0
+      uint32_t bits = 0;
+      for (size_t k = i; k < len; ++k) {
+        const uint32_t b = codec::signBit(buf[k]);
+        bits |= b << (k % 32);
+        if (residual) residual[begin + k] = buf[k] - codec::unsign(b, scale);
+      }
+      out[i / 32] = bits;
+    }
+  }
+}
+
+void unpackSignsAvx2(const void* message, size_t n, float* out, bool accumulate) {
+  const auto* scales = static_cast<const float*>(message);
+  const auto* words =
+      reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(message) + codec::chunks(n) * sizeof(float));
+  const __m256i bitOf = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  for (size_t c = 0; c < codec::chunks(n); ++c) {
+    const size_t begin = c * codec::kChunk, end = begin + codec::kChunk < n ? begin + codec::kChunk : n;
+    const __m256 plus = _mm256_set1_ps(scales[c]), minus = _mm256_set1_ps(-scales[c]);
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      const __m256i byte = _mm256_set1_epi32(static_cast<int>((words[i / 32] >> (i % 32)) & 0xffu));
+      const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(byte, bitOf), bitOf);
+      const __m256 d = _mm256_blendv_ps(minus, plus, _mm256_castsi256_ps(set));
+      _mm256_storeu_ps(out + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out + i), d) : d);
+    }
+    for (; i < end; ++i) {
+      const float d = codec::unsign((words[i / 32] >> (i % 32)) & 1u, scales[c]);
+      out[i] = accumulate ? out[i] + d : d;
+    }
+  }
+}
+
+constexpr CodecTable kAvx2Codecs{Isa::Avx2, quantizeMinMaxAvx2, dequantizeMinMaxAvx2, packSignsAvx2,
+                                  unpackSignsAvx2};
+
+}  // namespace
+
+const CodecTable& avx2Codecs() { return kAvx2Codecs; }
+
+}  // namespace gyre::kernels::detail
