@@ -31,17 +31,40 @@ inline __m256 load8(const void* p, codec::Input in, size_t i) {
   return _mm256_or_ps(x, _mm256_and_ps(nan, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000))));
 }
 
-// The chunk's values (input plus residual) into buf[0, len).
-void valuesOf(const void* in, codec::Input type, const float* residual, size_t begin, size_t len, float* buf) {
+// While a chunk is encoded from buf (no memory traffic of its own), the
+// next chunk's input and residual are fetched: bytes [at, at + 128) of each
+// past this chunk's start, for the encode loop's element at (of 32 a turn).
+inline void prefetchNext(const void* in, codec::Input type, const float* residual, size_t nextBegin, size_t at,
+                         size_t n) {
+  if (nextBegin + at >= n) return;
+  const size_t esz = type == codec::kF32 ? 4 : 2;
+  const char* p = static_cast<const char*>(in) + (nextBegin + at) * esz;
+  _mm_prefetch(p, _MM_HINT_T0);
+  if (esz == 4) _mm_prefetch(p + 64, _MM_HINT_T0);
+  if (residual) {
+    _mm_prefetch(reinterpret_cast<const char*>(residual + nextBegin + at), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(residual + nextBegin + at) + 64, _MM_HINT_T0);
+  }
+}
+
+// The chunk's values (input plus residual) into buf[0, len), each also
+// handed to vec(i, eight values at i) or, past the last whole eight,
+// one(i, value): the chunk's first pass (its range, or its mean) rides on
+// the load instead of reading buf again.
+template <class Vec, class One>
+void valuesOf(const void* in, codec::Input type, const float* residual, size_t begin, size_t len, float* buf,
+              Vec&& vec, One&& one) {
   size_t i = 0;
   for (; i + 8 <= len; i += 8) {
     __m256 v = load8(in, type, begin + i);
     if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + begin + i));
-    _mm256_storeu_ps(buf + i, v);
+    _mm256_store_ps(buf + i, v);
+    vec(i, v);
   }
   for (; i < len; ++i) {
     const float x = codec::load(in, type, begin + i);
     buf[i] = residual ? x + residual[begin + i] : x;
+    one(i, buf[i]);
   }
 }
 
@@ -53,21 +76,21 @@ void quantizeMinMaxAvx2(codec::Input type, const void* in, size_t n, void* messa
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (size_t c = 0; c < codec::chunks(n); ++c) {
     const size_t begin = c * codec::kChunk, len = begin + codec::kChunk < n ? codec::kChunk : n - begin;
-    valuesOf(in, type, residual, begin, len, buf);
     __m256 lo = _mm256_set1_ps(codec::kInf), hi = _mm256_set1_ps(-codec::kInf);
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-      const __m256 v = _mm256_load_ps(buf + i);
-      lo = _mm256_min_ps(v, lo);
-      hi = _mm256_max_ps(v, hi);
-    }
+    codec::Range r = codec::emptyRange();
+    valuesOf(
+        in, type, residual, begin, len, buf,
+        [&](size_t, __m256 v) {
+          lo = _mm256_min_ps(v, lo);
+          hi = _mm256_max_ps(v, hi);
+        },
+        [&](size_t, float x) { codec::widen(r, x); });
     alignas(32) float los[8], his[8];
     _mm256_store_ps(los, lo);
     _mm256_store_ps(his, hi);
-    codec::Range r = codec::emptyRange();
     for (int k = 0; k < 8; ++k) codec::merge(r, codec::Range{los[k], his[k]});
-    for (; i < len; ++i) codec::widen(r, buf[i]);
     r = codec::settle(r);
+    size_t i = 0;
     std::memcpy(&ranges[c], &r, sizeof(r));
     const float inv = codec::inverseStep(r), stepSize = codec::step(r);
     const __m256 vlo = _mm256_set1_ps(r.lo), vinv = _mm256_set1_ps(inv), vstep = _mm256_set1_ps(stepSize);
@@ -83,7 +106,8 @@ void quantizeMinMaxAvx2(codec::Input type, const void* in, size_t n, void* messa
       if (residual)
         _mm256_storeu_ps(residual + begin + at, _mm256_sub_ps(v, _mm256_add_ps(vlo, _mm256_mul_ps(code, vstep))));
     };
-    for (i = 0; i + 32 <= len; i += 32) {
+    for (; i + 32 <= len; i += 32) {
+      prefetchNext(in, type, residual, begin + codec::kChunk, i, n);
       __m256i words[4];
       for (int k = 0; k < 4; ++k) {
         const __m256 v = _mm256_load_ps(buf + i + 8 * k);
@@ -131,20 +155,20 @@ void packSignsAvx2(codec::Input type, const void* in, size_t n, void* message, f
   const __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
   for (size_t c = 0; c < codec::chunks(n); ++c) {
     const size_t begin = c * codec::kChunk, len = begin + codec::kChunk < n ? codec::kChunk : n - begin;
-    valuesOf(in, type, residual, begin, len, buf);
-    // The mean of |v|: lane l adds buf[l], buf[l + 256], ... in turn.
+    // The mean of |v|: lane l adds v[l], v[l + 256], ... in turn (element
+    // i is lane i % 256's, and comes after the lane's earlier ones).
     for (uint32_t l = 0; l < codec::kLanes; l += 8) _mm256_store_ps(lane + l, zero);
-    size_t g = 0;
-    for (; g + codec::kLanes <= len; g += codec::kLanes)
-      for (uint32_t l = 0; l < codec::kLanes; l += 8) {
-        const __m256 x = _mm256_load_ps(buf + g + l);
-        // |x| as codec::magnitude: -x below zero, x otherwise (-0.0 too),
-        // and +0.0 for NaN.
-        __m256 m = _mm256_blendv_ps(x, _mm256_xor_ps(x, sign), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-        m = _mm256_andnot_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), m);
-        _mm256_store_ps(lane + l, _mm256_add_ps(_mm256_load_ps(lane + l), m));
-      }
-    for (uint32_t l = 0; g + l < len; ++l) lane[l] += codec::magnitude(buf[g + l]);
+    valuesOf(
+        in, type, residual, begin, len, buf,
+        [&](size_t at, __m256 x) {
+          // |x| as codec::magnitude: -x below zero, x otherwise (-0.0
+          // too), and +0.0 for NaN.
+          __m256 m = _mm256_blendv_ps(x, _mm256_xor_ps(x, sign), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+          m = _mm256_andnot_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), m);
+          float* l = lane + at % codec::kLanes;
+          _mm256_store_ps(l, _mm256_add_ps(_mm256_load_ps(l), m));
+        },
+        [&](size_t at, float x) { lane[at % codec::kLanes] += codec::magnitude(x); });
     for (uint32_t s = codec::kLanes / 2; s >= 1; s /= 2)
       for (uint32_t i = 0; i < s; ++i) lane[i] += lane[i + s];
     const float scale = codec::meanOf(lane[0], static_cast<uint32_t>(len));
