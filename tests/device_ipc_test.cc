@@ -159,8 +159,9 @@ TEST(EmulatedIpc, AHandleWhoseOwnerExitedCannotBeOpened) {
 
 // The same exchange on CUDA's backend, two processes sharing GPU 0 (label
 // gpu). CUDA is first touched in the ranks, after the fork; a rank without
-// a usable CUDA backend exits 77 and the test skips.
-TEST(CudaIpc, APeerProcessReadsAndWritesDeviceMemoryThroughAHandle) {
+// a usable CUDA backend exits 77 and the test skips. shareable: rank 0's
+// memory is allocateShareable's (gyreMemAlloc's).
+void shareOnCuda(bool shareable) {
   Pipes p;
   RunOutcome out = runRanks(2, [&](int rank, int, const gyreUniqueId&) {
     std::string why;
@@ -169,30 +170,19 @@ TEST(CudaIpc, APeerProcessReadsAndWritesDeviceMemoryThroughAHandle) {
       std::printf("no CUDA backend: %s\n", why.c_str());
       return 77;
     }
-    return shareBody(rank, *b, p);
+    return shareBody(rank, *b, p, shareable);
   });
   if (!out.timedOut && !out.ranks.empty() && out.ranks[0].exitCode == 77)
     GTEST_SKIP() << "no GPU: " << out.ranks[0].output;
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// cudaMalloc's memory, through cudaIpc* handles.
+TEST(CudaIpc, APeerProcessReadsAndWritesDeviceMemoryThroughAHandle) { shareOnCuda(false); }
+
 // gyreMemAlloc's memory on CUDA: virtual memory with a POSIX descriptor,
-// which the peer takes with pidfd_getfd and maps (label gpu).
-TEST(CudaIpc, ShareableMemoryIsMappedByAPeerProcess) {
-  Pipes p;
-  RunOutcome out = runRanks(2, [&](int rank, int, const gyreUniqueId&) {
-    std::string why;
-    device::Backend* b = device::backend(&why);
-    if (!b || std::strcmp(b->name(), "cuda") != 0) {
-      std::printf("no CUDA backend: %s\n", why.c_str());
-      return 77;
-    }
-    return shareBody(rank, *b, p, true);
-  });
-  if (!out.timedOut && !out.ranks.empty() && out.ranks[0].exitCode == 77)
-    GTEST_SKIP() << "no GPU: " << out.ranks[0].output;
-  EXPECT_TRUE(out.allSucceeded()) << out.describe();
-}
+// which the peer takes with pidfd_getfd and maps.
+TEST(CudaIpc, ShareableMemoryIsMappedByAPeerProcess) { shareOnCuda(true); }
 
 }  // namespace
 }  // namespace gyre::test

@@ -76,6 +76,18 @@ void reduceFromAll(Plan& plan, PlanEnv& env, size_t count, size_t elemSize, BufI
   });
 }
 
+// Output[dstBase, dstBase + count) = the peer's `remote` region (the
+// address it sent for its src or dst) from remoteBase on, in read pieces.
+void readFrom(Plan& plan, const CallRequest& req, int peer, size_t count, BufId remote, size_t remoteBase,
+              size_t dstBase) {
+  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
+  forPieces(count, piece, [&](size_t off, size_t len) {
+    Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, dstBase + off, len, -1, peer);
+    s.remote = remote;
+    s.remoteOffset = remoteBase + off;
+  });
+}
+
 // Slice boundaries: n nearly equal parts, each starting on 64 bytes.
 size_t sliceStart(size_t count, int n, int i, size_t elemSize) {
   const size_t align = std::max<size_t>(1, 64 / elemSize);
@@ -99,16 +111,11 @@ void buildDirectAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
   // Our slice is final: the peers may read it (an empty message each).
   for (int p : plan.peers) add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, p);
   // All-gather: every other slice from its owner's output, once it is final.
-  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / esz);
   for (int q = 0; q < n; ++q) {
     if (q == me) continue;
     add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, q);
     const size_t qlo = sliceStart(count, n, q, esz), qhi = sliceStart(count, n, q + 1, esz);
-    forPieces(qhi - qlo, piece, [&](size_t off, size_t len) {
-      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, qlo + off, len, -1, q);
-      s.remote = BufId::Output;
-      s.remoteOffset = qlo + off;
-    });
+    readFrom(plan, req, q, qhi - qlo, BufId::Output, qlo, qlo);
   }
   finish(plan);
 }
@@ -132,14 +139,9 @@ void buildDirectAllGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t count = req.desc.count;
   exchangeAddresses(plan, env, BufId::Input, 0, BufId::Output, 0);
   if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, size_t(me) * count, count);
-  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
   for (int k = 1; k < n; ++k) {  // start at the next rank: not everyone reads rank 0 first
     const int q = (me + k) % n;
-    forPieces(count, piece, [&](size_t off, size_t len) {
-      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, size_t(q) * count + off, len, -1, q);
-      s.remote = BufId::Input;
-      s.remoteOffset = off;
-    });
+    readFrom(plan, req, q, count, BufId::Input, 0, size_t(q) * count);
   }
   finish(plan);
 }
@@ -171,14 +173,9 @@ void directExchange(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sen
     Step& s = add(plan, Prim::RecvAddresses, from, 0, BufId::Output, 0, recvAt(p).second, -1, p);
     if (variable) s.blockCount = recvAt(p).second;
   }
-  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
   for (int k = 1; k < n; ++k) {
     const int q = (me - k + n) % n;  // the pairwise schedule: no common first target
-    forPieces(recvAt(q).second, piece, [&](size_t off, size_t len) {
-      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, recvAt(q).first + off, len, -1, q);
-      s.remote = BufId::Input;
-      s.remoteOffset = off;
-    });
+    readFrom(plan, req, q, recvAt(q).second, BufId::Input, 0, recvAt(q).first);
   }
   finish(plan);
 }
@@ -220,12 +217,7 @@ void buildDirectBroadcast(const CallRequest& req, PlanEnv& env, Plan& plan) {
   // Non-roots talk to the root only.
   plan.peers.assign(1, root);
   add(plan, Prim::RecvAddresses, BufId::Input, 0, BufId::Output, 0, count, -1, root);
-  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
-  forPieces(count, piece, [&](size_t off, size_t len) {
-    Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, off, len, -1, root);
-    s.remote = BufId::Input;
-    s.remoteOffset = off;
-  });
+  readFrom(plan, req, root, count, BufId::Input, 0, 0);
   add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, root);
 }
 
@@ -255,16 +247,11 @@ void buildDirectReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
     plan.scratchElems = std::max(plan.scratchElems, keptAt(me) + (hi - lo));
     add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, root);  // our slice is final
   } else {
-    const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / esz);
     for (int q = 0; q < n; ++q) {
       if (q == me) continue;
       add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, 0, 0, -1, q);
       const auto [qlo, qhi] = slice(q);
-      forPieces(qhi - qlo, piece, [&](size_t off, size_t len) {
-        Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, qlo + off, len, -1, q);
-        s.remote = BufId::Output;  // the peer's second address: its scratch
-        s.remoteOffset = keptAt(q) + off;
-      });
+      readFrom(plan, req, q, qhi - qlo, BufId::Output, keptAt(q), qlo);  // (its second address: its scratch)
     }
   }
   finish(plan);
@@ -286,13 +273,7 @@ void buildDirectGather(const CallRequest& req, PlanEnv& env, Plan& plan) {
   }
   for (int p : plan.peers) add(plan, Prim::RecvAddresses, BufId::Input, 0, BufId::Output, 0, count, -1, p);
   if (!req.inPlace) add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, size_t(me) * count, count);
-  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
-  for (int p : plan.peers)
-    forPieces(count, piece, [&](size_t off, size_t len) {
-      Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, size_t(p) * count + off, len, -1, p);
-      s.remote = BufId::Input;
-      s.remoteOffset = off;
-    });
+  for (int p : plan.peers) readFrom(plan, req, p, count, BufId::Input, 0, size_t(p) * count);
   for (int p : plan.peers) add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, p);
 }
 
@@ -312,12 +293,7 @@ void buildDirectScatter(const CallRequest& req, PlanEnv& env, Plan& plan) {
   }
   plan.peers.assign(1, root);
   add(plan, Prim::RecvAddresses, BufId::Input, 0, BufId::Output, 0, count, -1, root);
-  const size_t piece = std::max<size_t>(1, 4 * kReadPieceBytes / req.elemSize);
-  forPieces(count, piece, [&](size_t off, size_t len) {
-    Step& s = add(plan, Prim::ReadCopy, BufId::Output, 0, BufId::Output, off, len, -1, root);
-    s.remote = BufId::Input;
-    s.remoteOffset = size_t(me) * count + off;
-  });
+  readFrom(plan, req, root, count, BufId::Input, size_t(me) * count, 0);
   add(plan, Prim::Send, BufId::Input, 0, BufId::Output, 0, 0, root);
 }
 
