@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <tuple>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -84,6 +85,7 @@ void bindStream(Operation& op, gyreStream_t stream) {
     // memory come through staging.
     const bool staged = m.kind == device::MemoryKind::Device || m.kind == device::MemoryKind::Managed;
     (&x == &buffers[0] ? op.stageSend : op.stageRecv) = staged;
+    (&x == &buffers[0] ? op.sendOnDevice : op.recvOnDevice) = m.kind == device::MemoryKind::Device;
     if (m.kind == device::MemoryKind::Host)
       throwError(gyreInvalidArgument, std::string(x.name) + " is pageable host memory, which the stream's GPU " +
                                           std::to_string(sd) +
@@ -277,16 +279,16 @@ const collectives::Algorithm* Communicator::directOnDevice(const Operation& op) 
 namespace {
 
 // A call that runs direct on the device (directOnDevice) does so on its own
-// buffers where each is device memory of the stream's GPU that peers can
-// map (CUDA IPC); otherwise (pinned host or managed memory, a pool
-// allocation without IPC) it is staged, and runs the same plan on the host.
+// buffers where each is device memory of the stream's GPU (as bindStream
+// classified it) that peers can map (CUDA IPC); otherwise (pinned host or
+// managed memory, a pool allocation without IPC) it is staged, and runs the
+// same plan on the host.
 bool buffersGoDirect(device::Backend& b, const Operation& op) {
-  const int sd = b.streamDevice(op.stream);
-  const std::pair<const void*, size_t> buffers[] = {{op.sendbuff, op.sendBytes}, {op.recvbuff, op.recvBytes}};
-  for (const auto& [p, bytes] : buffers) {
+  const std::tuple<const void*, size_t, bool> buffers[] = {{op.sendbuff, op.sendBytes, op.sendOnDevice},
+                                                           {op.recvbuff, op.recvBytes, op.recvOnDevice}};
+  for (const auto& [p, bytes, onDevice] : buffers) {
     if (!p || !bytes) continue;
-    const device::MemoryInfo m = b.classify(p);
-    if (m.kind != device::MemoryKind::Device || m.device != sd) return false;
+    if (!onDevice) return false;
     try {
       b.exportMemory(p);
     } catch (const Error&) {

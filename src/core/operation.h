@@ -105,6 +105,9 @@ struct Operation {
   // On a stream: which buffers are device (or managed) memory, staged
   // through host memory (classified once, by bindStream).
   bool stageSend = false, stageRecv = false;
+  // ... and which of those are device memory (of the stream's GPU; not
+  // managed): what a direct device call may hand to peers.
+  bool sendOnDevice = false, recvOnDevice = false;
   std::shared_ptr<DeviceCall> device;  // set when enqueued on its stream(s)
   // Set by the proxy while it runs a call whose input arrives in pieces.
   collectives::InputArrival* inputArrival = nullptr;
