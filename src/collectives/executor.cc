@@ -284,10 +284,7 @@ class Runner {
           deviceRead(peer, key, at, s, dst, nullptr, 1);
           return Outcome::Done;
         }
-        // A peer's device memory maps to a device pointer, which the host
-        // cannot read: the transport's get copies it (by the device).
-        const bool mappable = key.type != transport::MemoryType::Device;
-        if (const void* mapped = mappable ? peer.map(key, at, bytes) : nullptr) {
+        if (const void* mapped = mapForReader(peer, key, at, bytes)) {
           kernels::copy(dst, mapped, bytes, s.dst == BufId::Output && args_.streamOutput);
           return Outcome::Done;
         }
@@ -302,7 +299,7 @@ class Runner {
           deviceRead(peer, key, at, s, dst, src, divisor);
           return Outcome::Done;
         }
-        const void* theirs = key.type != transport::MemoryType::Device ? peer.map(key, at, bytes) : nullptr;
+        const void* theirs = mapForReader(peer, key, at, bytes);
         if (!theirs) {
           // Through the start of scratch, a bounce buffer that stays in cache.
           peer.get(args_.scratch, key, at, bytes);
@@ -346,6 +343,15 @@ class Runner {
                                       " moves data through a connection, which a call on device buffers "
                                       "cannot (only single-copy plans run on the device)");
   }
+  // The peer's region mapped for whoever reads it in this call: a device
+  // key maps to a device pointer, which only the device (a device call's
+  // engine) may read, a host key to a host pointer, which only the host
+  // may. Null where the reader must get() the bytes instead (the
+  // transport's get copies a device key by the device).
+  const void* mapForReader(Connection& peer, const transport::RemoteKey& key, uint64_t at, size_t bytes) const {
+    const bool deviceKey = key.type == transport::MemoryType::Device;
+    return deviceKey == (args_.engine != nullptr) ? peer.map(key, at, bytes) : nullptr;
+  }
   transport::MemoryType memoryTypeOf(size_t bytes) const {
     return args_.engine && bytes ? transport::MemoryType::Device : transport::MemoryType::Host;
   }
@@ -357,7 +363,7 @@ class Runner {
                   const void* src, uint32_t divisor) {
     const size_t bytes = s.count * args_.elemSize;
     if (!bytes) return;
-    const void* theirs = key.type == transport::MemoryType::Device ? peer.map(key, at, bytes) : nullptr;
+    const void* theirs = mapForReader(peer, key, at, bytes);
     const bool bounced = !theirs;
     if (bounced) {
       void* bounce = args_.engine->hostBounce(bytes);
