@@ -129,20 +129,27 @@ void plainMemcpy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, sr
 // their decoders accumulating into float32. Bytes counted: every byte read
 // and written (input, residual both ways, message; the decoder's message
 // and its output both ways).
-enum class CodecStep { Quantize, Dequantize, Pack, Unpack };
+// The 16-bit formats (fp16, bf16: encode rounds each element, decode
+// widens it) count the same way.
+enum class CodecStep { Quantize, Dequantize, Pack, Unpack, EncodeFp16, DecodeFp16, EncodeBf16, DecodeBf16 };
 void codecBench(benchmark::State& state, const detail::CodecTable* t, CodecStep step) {
   namespace codec = gyre::kernels::codec;
   const size_t bytes = static_cast<size_t>(state.range(0)), n = bytes / 4;
   const bool minMax = step == CodecStep::Quantize || step == CodecStep::Dequantize;
-  const size_t msgBytes = minMax ? codec::minMaxBytes(n) : codec::signBytes(n);
+  const bool signs = step == CodecStep::Pack || step == CodecStep::Unpack;
+  const codec::Input wire =
+      step == CodecStep::EncodeFp16 || step == CodecStep::DecodeFp16 ? codec::kF16 : codec::kBf16;
+  const size_t msgBytes = minMax ? codec::minMaxBytes(n) : signs ? codec::signBytes(n) : n * 2;
   Buffer in(bytes), residual(bytes), msg(msgBytes), out(bytes);
   fill(DType::Float32, in.get(), n);
   auto* r = reinterpret_cast<float*>(residual.get());
   auto* o = reinterpret_cast<float*>(out.get());
   if (minMax) {
     t->quantizeMinMax(codec::kF32, in.get(), n, msg.get(), nullptr);
-  } else {
+  } else if (signs) {
     t->packSigns(codec::kF32, in.get(), n, msg.get(), nullptr);
+  } else {
+    t->encodeFloats(wire, codec::kF32, in.get(), n, msg.get(), nullptr);
   }
   for (auto _ : state) {
     switch (step) {
@@ -150,10 +157,15 @@ void codecBench(benchmark::State& state, const detail::CodecTable* t, CodecStep 
       case CodecStep::Dequantize: t->dequantizeMinMax(msg.get(), n, o, true); break;
       case CodecStep::Pack: t->packSigns(codec::kF32, in.get(), n, msg.get(), r); break;
       case CodecStep::Unpack: t->unpackSigns(msg.get(), n, o, true); break;
+      case CodecStep::EncodeFp16:
+      case CodecStep::EncodeBf16: t->encodeFloats(wire, codec::kF32, in.get(), n, msg.get(), r); break;
+      case CodecStep::DecodeFp16:
+      case CodecStep::DecodeBf16: t->widen(wire, msg.get(), n, o, true); break;
     }
     benchmark::ClobberMemory();
   }
-  const bool encode = step == CodecStep::Quantize || step == CodecStep::Pack;
+  const bool encode = step == CodecStep::Quantize || step == CodecStep::Pack || step == CodecStep::EncodeFp16 ||
+                      step == CodecStep::EncodeBf16;
   const size_t moved = encode ? bytes + 2 * bytes + msgBytes : msgBytes + 2 * bytes;
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(moved));
 }
@@ -202,7 +214,11 @@ int main(int argc, char** argv) {
     const std::pair<const char*, CodecStep> steps[] = {{"codec_quantize_int8", CodecStep::Quantize},
                                                        {"codec_dequantize_int8", CodecStep::Dequantize},
                                                        {"codec_pack_signs", CodecStep::Pack},
-                                                       {"codec_unpack_signs", CodecStep::Unpack}};
+                                                       {"codec_unpack_signs", CodecStep::Unpack},
+                                                       {"codec_encode_fp16", CodecStep::EncodeFp16},
+                                                       {"codec_decode_fp16", CodecStep::DecodeFp16},
+                                                       {"codec_encode_bf16", CodecStep::EncodeBf16},
+                                                       {"codec_decode_bf16", CodecStep::DecodeBf16}};
     for (const auto& [name, step] : steps)
       benchmark::RegisterBenchmark((std::string(name) + "/" + isa).c_str(), codecBench, t, step)->Apply(withSizes);
   }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cpu/reduce.h"
 
@@ -27,5 +28,33 @@ void unpackSigns(const void* message, size_t n, float* out, bool accumulate);
 
 // True for the types the codecs take (float32, float16, bfloat16).
 bool codecTakes(DType dtype);
+
+// ---- One interface over every wire format (compressed collectives) --------
+
+// What a compressed collective sends (gyreCodec_t's values, gyre.h).
+enum class Codec : uint8_t { None = 0, Fp16 = 1, Bf16 = 2, Int8 = 3, OneBit = 4 };
+constexpr int kCodecs = 5;
+// "none", "fp16", "bf16", "int8", "onebit"; "unknown" for anything else.
+const char* codecName(Codec c);
+// Bytes of one message of n elements: None n float32, Fp16/Bf16 n 16-bit
+// values, Int8 codec::minMaxBytes(n), OneBit codec::signBytes(n).
+size_t messageBytes(Codec c, size_t n);
+// Encodes n elements of `in` (dtype: float32, float16 or bfloat16) as one
+// message of messageBytes(c, n) bytes. fp16 and bf16 round to nearest, ties
+// to even (arith.h's floatToHalf / floatToBfloat16); None writes float32.
+// residual: null, or n floats of error feedback as above, for every codec;
+// for None, Fp16 and Bf16, where the decoded value is not finite (an fp16
+// overflow, a NaN), that element's new residual is 0 (Int8 and OneBit keep
+// quantizeMinMax's and packSigns' residual, the GPU's too).
+void encode(Codec c, DType dtype, const void* in, size_t n, void* message, float* residual);
+// Decodes a message of n elements into out, of type dtype (float32,
+// float16, bfloat16; narrower types round to nearest even once, from the
+// decoded float32). accumulate: out += decoded, float32 only.
+void decode(Codec c, const void* message, size_t n, DType dtype, void* out, bool accumulate);
+// out = in as float32 (accumulate: out += it); in is float32, float16 or
+// bfloat16.
+void widen(DType dtype, const void* in, size_t n, float* out, bool accumulate);
+// x[i] = x[i] / divisor, as the reduction kernels' average divides.
+void divideBy(float* x, size_t n, uint32_t divisor);
 
 }  // namespace gyre::kernels

@@ -8,7 +8,12 @@
 // - the code is round-to-nearest-even of (x - lo) * inv (one subtract, one
 //   multiply, no fused operation), clamped as codec::encode clamps it;
 // - the mean's sum runs in codec.h's order: lane l of the 256 adds its
-//   elements in turn, then the same tree.
+//   elements in turn, then the same tree;
+// - float16 narrows with F16C's round to nearest even (from the immediate,
+//   not MXCSR), which is arith.h's floatToHalf for every float32, NaNs,
+//   infinities and subnormals included (checked over all 2^32 inputs), and
+//   widens with F16C, which quiets a signaling NaN as halfToFloat does;
+//   bfloat16 narrows with floatToBfloat16's integer rounding, lane by lane.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -221,8 +226,164 @@ void unpackSignsAvx2(const void* message, size_t n, float* out, bool accumulate)
   }
 }
 
-constexpr CodecTable kAvx2Codecs{Isa::Avx2, quantizeMinMaxAvx2, dequantizeMinMaxAvx2, packSignsAvx2,
-                                  unpackSignsAvx2};
+// ---- The plain wire formats: float32, float16, bfloat16 -------------------
+
+// floatToBfloat16 per 32-bit lane, the result in the low 16 bits (the
+// reduction kernels' Bf16x16V::round).
+inline __m256i roundBf16(__m256 f) {
+  const __m256i x = _mm256_castps_si256(f);
+  const __m256i hi = _mm256_srli_epi32(x, 16);
+  const __m256i bias = _mm256_add_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, bias), 16);
+  const __m256i quietNan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+  const __m256i isNan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(rounded, quietNan, isNan);
+}
+// Rounded lanes hold at most 0xffff, so the saturating pack is exact. It
+// works within 128-bit halves (a0-3 b0-3 | a4-7 b4-7); the permute restores
+// the order. Sixteen at a time: one shuffle pair per sixteen, not per eight.
+inline __m256i packBf16(__m256i a, __m256i b) {
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+}
+inline __m128i packBf16(__m256i a) {
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(a, a), 0x08));
+}
+// A rounded lane as the float32 it stands for (NaNs not quieted: callers
+// only ask whether it is finite, or store it).
+inline __m256 bf16Value(__m256i rounded) { return _mm256_castsi256_ps(_mm256_slli_epi32(rounded, 16)); }
+
+inline __m128i narrowHalf(__m256 v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
+template <codec::Input kWire>
+inline uint16_t narrowOne(float v) {
+  if constexpr (kWire == codec::kF16) return arith::floatToHalf(v);
+  return arith::floatToBfloat16(v);
+}
+
+template <codec::Input kWire, codec::Input kType>
+void encodeFloatsAs(const void* in, size_t n, void* message, float* residual) {
+  // Eight elements of v, input plus residual.
+  auto value8 = [&](size_t at) {
+    const __m256 x = load8(in, kType, at);
+    return residual ? _mm256_add_ps(x, _mm256_loadu_ps(residual + at)) : x;
+  };
+  size_t i = 0;
+  if constexpr (kWire == codec::kF32) {
+    auto* out = static_cast<float*>(message);
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_ps(out + i, value8(i));
+      if (residual) _mm256_storeu_ps(residual + i, _mm256_setzero_ps());
+    }
+    for (; i < n; ++i) {
+      const float x = codec::load(in, kType, i);
+      out[i] = residual ? x + residual[i] : x;
+      if (residual) residual[i] = 0.0f;
+    }
+  } else {
+    auto* out = static_cast<uint16_t*>(message);
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(codec::kInf);
+    // The new residual of eight elements: v - d where d, the value stored,
+    // is finite, else 0.
+    auto keep8 = [&](size_t at, __m256 v, __m256 d) {
+      const __m256 finite = _mm256_cmp_ps(_mm256_and_ps(d, magnitude), inf, _CMP_LT_OQ);
+      _mm256_storeu_ps(residual + at, _mm256_and_ps(_mm256_sub_ps(v, d), finite));
+    };
+    if constexpr (kWire == codec::kBf16) {
+      for (; i + 16 <= n; i += 16) {
+        const __m256 v0 = value8(i), v1 = value8(i + 8);
+        const __m256i r0 = roundBf16(v0), r1 = roundBf16(v1);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packBf16(r0, r1));
+        if (residual) {
+          keep8(i, v0, bf16Value(r0));
+          keep8(i + 8, v1, bf16Value(r1));
+        }
+      }
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = value8(i);
+      if constexpr (kWire == codec::kF16) {
+        const __m128i h = narrowHalf(v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+        if (residual) keep8(i, v, _mm256_cvtph_ps(h));
+      } else {
+        const __m256i r = roundBf16(v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packBf16(r));
+        if (residual) keep8(i, v, bf16Value(r));
+      }
+    }
+    for (; i < n; ++i) {
+      const float x = codec::load(in, kType, i);
+      const float v = residual ? x + residual[i] : x;
+      out[i] = narrowOne<kWire>(v);
+      if (residual) {
+        const float d = codec::load(out, kWire, i);
+        residual[i] = d < codec::kInf && d > -codec::kInf ? v - d : 0.0f;
+      }
+    }
+  }
+}
+
+template <codec::Input kWire>
+void encodeFloatsFrom(codec::Input type, const void* in, size_t n, void* message, float* residual) {
+  switch (type) {
+    case codec::kF32: return encodeFloatsAs<kWire, codec::kF32>(in, n, message, residual);
+    case codec::kF16: return encodeFloatsAs<kWire, codec::kF16>(in, n, message, residual);
+    case codec::kBf16: return encodeFloatsAs<kWire, codec::kBf16>(in, n, message, residual);
+  }
+}
+
+void encodeFloatsAvx2(codec::Input wire, codec::Input type, const void* in, size_t n, void* message,
+                      float* residual) {
+  switch (wire) {
+    case codec::kF32: return encodeFloatsFrom<codec::kF32>(type, in, n, message, residual);
+    case codec::kF16: return encodeFloatsFrom<codec::kF16>(type, in, n, message, residual);
+    case codec::kBf16: return encodeFloatsFrom<codec::kBf16>(type, in, n, message, residual);
+  }
+}
+
+template <codec::Input kType>
+void widenFrom(const void* in, size_t n, float* out, bool accumulate) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 d = load8(in, kType, i);
+    _mm256_storeu_ps(out + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out + i), d) : d);
+  }
+  for (; i < n; ++i) {
+    const float d = codec::load(in, kType, i);
+    out[i] = accumulate ? out[i] + d : d;
+  }
+}
+
+void widenAvx2(codec::Input type, const void* in, size_t n, float* out, bool accumulate) {
+  switch (type) {
+    case codec::kF32: return widenFrom<codec::kF32>(in, n, out, accumulate);
+    case codec::kF16: return widenFrom<codec::kF16>(in, n, out, accumulate);
+    case codec::kBf16: return widenFrom<codec::kBf16>(in, n, out, accumulate);
+  }
+}
+
+void narrowAvx2(codec::Input type, const float* in, size_t n, void* out) {
+  auto* o = static_cast<uint16_t*>(out);
+  size_t i = 0;
+  if (type == codec::kF16) {
+    for (; i + 8 <= n; i += 8)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), narrowHalf(_mm256_loadu_ps(in + i)));
+    for (; i < n; ++i) o[i] = narrowOne<codec::kF16>(in[i]);
+    return;
+  }
+  for (; i + 16 <= n; i += 16) {
+    const __m256i r0 = roundBf16(_mm256_loadu_ps(in + i)), r1 = roundBf16(_mm256_loadu_ps(in + i + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), packBf16(r0, r1));
+  }
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i), packBf16(roundBf16(_mm256_loadu_ps(in + i))));
+  for (; i < n; ++i) o[i] = narrowOne<codec::kBf16>(in[i]);
+}
+
+constexpr CodecTable kAvx2Codecs{Isa::Avx2,       quantizeMinMaxAvx2, dequantizeMinMaxAvx2,
+                                  packSignsAvx2,   unpackSignsAvx2,    encodeFloatsAvx2,
+                                  widenAvx2,       narrowAvx2};
 
 }  // namespace
 
