@@ -332,6 +332,59 @@ GYRE_API gyreResult_t gyreRedOpCreatePreMulSum(gyreRedOp_t* op, void* scalar,
                                                gyreScalarResidence_t residence, gyreComm_t comm);
 GYRE_API gyreResult_t gyreRedOpDestroy(gyreRedOp_t op, gyreComm_t comm);
 
+/* ---- Compressed collectives (docs/compression.md): the messages carry
+ * float32, float16 or bfloat16 values encoded by a codec, and reductions
+ * add in float32 at the block's owner. Sum and avg only. Every rank gets
+ * the same bits; every rank must use the same codec. ---- */
+typedef enum GYRE_ENUM_INT {
+  gyreCodecNone = 0,   /* the plain call */
+  gyreCodecFp16 = 1,   /* float16 on the wire (round to nearest even) */
+  gyreCodecBf16 = 2,   /* bfloat16 on the wire */
+  gyreCodecInt8 = 3,   /* 8-bit min-max per chunk of 4096 values */
+  gyreCodecOneBit = 4, /* one sign bit per value, a mean-magnitude scale per chunk */
+  gyreNumCodecs = 5
+} gyreCodec_t;
+
+/* Stateless: each call encodes its input afresh (no error feedback). */
+GYRE_API gyreResult_t gyreAllReduceCodec(const void* sendbuff, void* recvbuff, size_t count,
+                                         gyreDataType_t datatype, gyreRedOp_t op, gyreCodec_t codec,
+                                         gyreComm_t comm, gyreStream_t stream);
+GYRE_API gyreResult_t gyreReduceScatterCodec(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                             gyreDataType_t datatype, gyreRedOp_t op,
+                                             gyreCodec_t codec, gyreComm_t comm,
+                                             gyreStream_t stream);
+GYRE_API gyreResult_t gyreAllGatherCodec(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                         gyreDataType_t datatype, gyreCodec_t codec, gyreComm_t comm,
+                                         gyreStream_t stream);
+
+/* A compressor: one tensor's codec and its error feedback (what encoding
+ * lost, added to the next call's input: nothing is lost, only delayed),
+ * for a tensor of `count` values of `datatype` on comm. Use it in place of
+ * the plain call, with that comm, count and type, every call on that one
+ * tensor: AllReduce of count values, ReduceScatter of the tensor
+ * (recvcount = count / nranks), AllGather into the tensor (sendcount =
+ * count / nranks). Destroy it once its calls have completed. */
+typedef struct gyreCompressor* gyreCompressor_t;
+#define GYRE_COMPRESSOR_ERROR_FEEDBACK 0x1 /* keep the residuals (1-bit needs them) */
+GYRE_API gyreResult_t gyreCompressorCreate(gyreCompressor_t* compressor, gyreComm_t comm,
+                                           gyreCodec_t codec, size_t count,
+                                           gyreDataType_t datatype, int flags);
+/* Forgets what error feedback kept (a restarted model, say). */
+GYRE_API gyreResult_t gyreCompressorReset(gyreCompressor_t compressor);
+GYRE_API gyreResult_t gyreCompressorDestroy(gyreCompressor_t compressor);
+GYRE_API gyreResult_t gyreCompressedAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                              gyreDataType_t datatype, gyreRedOp_t op,
+                                              gyreCompressor_t compressor, gyreComm_t comm,
+                                              gyreStream_t stream);
+GYRE_API gyreResult_t gyreCompressedReduceScatter(const void* sendbuff, void* recvbuff,
+                                                  size_t recvcount, gyreDataType_t datatype,
+                                                  gyreRedOp_t op, gyreCompressor_t compressor,
+                                                  gyreComm_t comm, gyreStream_t stream);
+GYRE_API gyreResult_t gyreCompressedAllGather(const void* sendbuff, void* recvbuff,
+                                              size_t sendcount, gyreDataType_t datatype,
+                                              gyreCompressor_t compressor, gyreComm_t comm,
+                                              gyreStream_t stream);
+
 /* ---- Communicator split: ranks giving the same color form a child
  * communicator, ordered by key (then by parent rank), with no new
  * rendezvous. GYRE_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL).

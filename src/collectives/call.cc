@@ -35,6 +35,7 @@ CallTag makeTag(const CallDesc& d) {
   t.op = static_cast<uint8_t>(d.kind);
   t.dtype = d.dtype;
   t.redop = d.redop;
+  t.flags = static_cast<uint8_t>(d.codec << kCodecShift);
   return t;
 }
 
@@ -46,6 +47,7 @@ CallDesc fromTag(const CallTag& t) {
   d.root = t.root;
   d.count = t.count;
   d.seq = t.call;
+  d.codec = static_cast<uint8_t>(codecOf(t));
   return d;
 }
 
@@ -63,6 +65,7 @@ std::string describeCall(const CallDesc& d, int receiver, bool expected) {
   if (d.kind == OpKind::AllToAllv) s += std::string(" of ") + type;
   if (d.kind == OpKind::AllReduce || d.kind == OpKind::Reduce || d.kind == OpKind::ReduceScatter)
     s += std::string(", ") + redopName(d.redop);
+  if (d.codec) s += std::string(", ") + kernels::codecName(static_cast<kernels::Codec>(d.codec));
   if (d.root >= 0) s += ", root " + std::to_string(d.root);
   return s + ")";
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/codec.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/transport.h"
 
@@ -40,6 +41,9 @@ struct CallDesc {
   int32_t root = -1;   // -1 where none applies
   uint64_t count = 0;  // per the API's meaning for the operation; 0 for the v-variants
   uint64_t seq = 0;    // the communicator's call number (per peer pair for point-to-point)
+  // A compressed collective's codec (kernels::Codec; 0: none): in the tag,
+  // so that ranks using different codecs are told so by name.
+  uint8_t codec = 0;
 };
 
 // What a message's tag says of the call it belongs to: written into the
@@ -56,6 +60,10 @@ struct CallTag {
   bool operator==(const CallTag&) const = default;
 };
 static_assert(sizeof(CallTag) == sizeof(transport::MessageTag));
+// CallTag::flags: bit 0 is the executor's (an address message), bits 1-3
+// the codec.
+constexpr int kCodecShift = 1;
+inline kernels::Codec codecOf(const CallTag& t) { return static_cast<kernels::Codec>((t.flags >> kCodecShift) & 7); }
 inline transport::MessageTag toWire(const CallTag& t) { return std::bit_cast<transport::MessageTag>(t); }
 inline CallTag fromWire(const transport::MessageTag& t) { return std::bit_cast<CallTag>(t); }
 

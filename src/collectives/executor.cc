@@ -82,7 +82,7 @@ class Runner {
       l.partial = false;
       if (args_.outputDeparture) outputWritten(plan_.steps[l.next]);
       const Prim done = plan_.steps[l.next++].prim;
-      if (oneMessage && done != Prim::Copy && done != Prim::Reduce) return true;
+      if (oneMessage && !isLocal(done)) return true;
     }
     return moved;
   }
@@ -114,6 +114,16 @@ class Runner {
               std::to_string(want.count * args_.elemSize) + " expected): recvcounts must match the senders' sendcounts" +
               same);
     }
+    if (codecOf(got) != codecOf(want)) {
+      auto how = [](kernels::Codec c) {
+        return c == kernels::Codec::None ? std::string("uncompressed")
+                                         : std::string("compressed as ") + kernels::codecName(c);
+      };
+      throw transport::ConnectionError(gyreInvalidUsage, m.peer(),
+                                       "rank " + p + " sends " + call + " " + how(codecOf(got)) + " where " + me +
+                                           " expects it " + how(codecOf(want)) +
+                                           ": every rank must use the same codec" + same);
+    }
     if ((got.flags ^ want.flags) & kAddressesFlag) {
       const bool offered = got.flags & kAddressesFlag;
       throw transport::ConnectionError(
@@ -125,7 +135,6 @@ class Runner {
     }
   }
 
- private:
   // The plan's tag, with the block's count (AllToAllv) and the flag of an
   // address message.
   CallTag tagOf(const Step& s) const {
@@ -134,6 +143,50 @@ class Runner {
     if (s.prim == Prim::SendAddresses || s.prim == Prim::RecvAddresses) t.flags |= kAddressesFlag;
     return t;
   }
+
+  // The lanes' states while they run (execute), for Await steps.
+  void setLanes(const LaneState* lanes, size_t n) {
+    lanes_ = lanes;
+    nlanes_ = n;
+  }
+  void lanesFinished() {
+    lanes_ = nullptr;
+    nlanes_ = 0;
+    lanesFinished_ = true;
+  }
+
+ private:
+  static bool isLocal(Prim p) {
+    switch (p) {
+      case Prim::Copy:
+      case Prim::Reduce:
+      case Prim::Encode:
+      case Prim::Decode:
+      case Prim::Widen:
+      case Prim::Divide:
+      case Prim::Await:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Whether plan step `index` is done: steps before the first lane (the
+  // prologue) are; a lane's are once the lane has passed them.
+  bool stepDone(size_t index) const {
+    if (lanesFinished_ || plan_.lanes.empty() || index < plan_.lanes.front().begin) return true;
+    for (size_t i = 0; i < plan_.lanes.size() && i < nlanes_; ++i)
+      if (index >= plan_.lanes[i].begin && index < plan_.lanes[i].end) return lanes_[i].next > index;
+    throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " awaits a step outside its lanes");
+  }
+
+  // A codec step's residual (null where none is kept), from its element.
+  float* residualOf(const Step& s) const {
+    float* r = args_.residuals[static_cast<size_t>(s.residual)];
+    return r ? r + s.remoteOffset : nullptr;
+  }
+  // The values' type in a buffer: the caller's, or float32 in Scratch.
+  kernels::DType valuesIn(BufId b) const { return b == BufId::Scratch ? kernels::DType::Float32 : args_.values; }
 
   Outcome tryStep(const Step& s, LaneState& l) {
     if (args_.inputArrival) awaitInput(s);
@@ -291,6 +344,31 @@ class Runner {
         peer.get(dst, key, at, bytes);
         return Outcome::Done;
       }
+      case Prim::Encode:
+        kernels::encode(s.codec, valuesIn(s.src), src, s.count, dst, residualOf(s));
+        return Outcome::Done;
+      case Prim::Decode:
+        kernels::decode(s.codec, src, s.count, valuesIn(s.dst), dst, s.accumulate);
+        return Outcome::Done;
+      case Prim::RecvDecode: {
+        Connection& in = ctx_.connection(s.recvPeer);
+        const size_t message = kernels::messageBytes(s.codec, s.count);
+        const void* data = in.tryRecvBuffer(message, tag);
+        if (!data) return blocked(l, in, Waiting::ForData);
+        kernels::decode(s.codec, data, s.count, valuesIn(s.dst), dst, s.accumulate);
+        in.recvRelease(message);
+        return Outcome::Done;
+      }
+      case Prim::Widen:
+        kernels::widen(args_.values, src, s.count, static_cast<float*>(dst), s.accumulate);
+        return Outcome::Done;
+      case Prim::Divide:
+        if (args_.divisor > 1) kernels::divideBy(static_cast<float*>(dst), s.count, args_.divisor);
+        return Outcome::Done;
+      case Prim::Await:
+        // Another lane's step: nothing to wait on here, the lanes that block
+        // it are what the executor waits for.
+        return stepDone(s.count) ? Outcome::Done : blocked(l, nullptr, Waiting::ForData);
       case Prim::ReadReduce: {
         Connection& peer = ctx_.connection(s.recvPeer);
         const transport::RemoteKey& key = remoteKey(s);
@@ -434,8 +512,9 @@ class Runner {
     return Outcome::Done;
   }
 
-  Outcome blocked(LaneState& l, Connection& c, Waiting what) {
-    l.blocked = WaitItem{&c, what};
+  Outcome blocked(LaneState& l, Connection& c, Waiting what) { return blocked(l, &c, what); }
+  Outcome blocked(LaneState& l, Connection* c, Waiting what) {
+    l.blocked = WaitItem{c, what};
     return Outcome::Blocked;
   }
 
@@ -532,6 +611,9 @@ class Runner {
   std::vector<uint32_t> writers_;  // by output piece: the steps still to write it
   std::vector<PeerAddresses> peerAddresses_;  // by peer, for single-copy reads
   std::deque<Registration> registered_;       // a deque: a send in flight keeps pointing at its entry
+  const LaneState* lanes_ = nullptr;          // the plan's lanes, while they run
+  size_t nlanes_ = 0;
+  bool lanesFinished_ = false;
 };
 
 }  // namespace
@@ -566,8 +648,10 @@ void runLanes(Runner& runner, LaneState* lanes, size_t nlanes, ExecContext& ctx)
       waits = manyWaits.data();
     }
     size_t k = 0;
-    for (size_t i = 0; i < nlanes; ++i)
-      if (lanes[i].next < lanes[i].end) waits[k++] = lanes[i].blocked;
+    for (size_t i = 0; i < nlanes; ++i)  // (a lane awaiting another's step waits on nothing itself)
+      if (lanes[i].next < lanes[i].end && lanes[i].blocked.conn) waits[k++] = lanes[i].blocked;
+    if (k == 0)
+      throwError(gyreInternalError, std::string("plan ") + runner.plan().algorithm + "'s lanes await each other");
     try {
       ctx.waitUntil(std::span<const WaitItem>(waits, k), pass);
     } catch (const transport::MessageMismatch& m) {
@@ -612,7 +696,9 @@ void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
     lanes[i].next = plan.lanes[i].begin;
     lanes[i].end = plan.lanes[i].end;
   }
+  runner.setLanes(lanes, nlanes);
   runLanes(runner, lanes, nlanes, ctx);
+  runner.lanesFinished();
   // Steps after the last lane are an epilogue: done once every lane is
   // (an AllToAllv's "done" messages, after both its sends and its reads).
   if (plan.lanes.back().end < plan.steps.size()) {

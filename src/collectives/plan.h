@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives/call.h"
+#include "kernels/cpu/codec.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/transport.h"
 
@@ -38,7 +39,20 @@ enum class Prim : uint8_t {
   RecvAddresses,  // what the peer told us, kept for this call
   ReadCopy,       // dst = the peer's `remote` buffer (as it told us) + remoteOffset
   ReadReduce,     // dst = src (+) the peer's remote data (read through the start of Scratch)
+  // Compressed collectives (compressed.h, docs/compression.md). A codec plan
+  // is a byte plan: CallArgs::elemSize is 1, offsets are bytes, and the
+  // plain steps move bytes (a message is a Send or Recv of its bytes). These
+  // steps' count is in values (CallArgs::values, or float32 in Scratch).
+  Encode,      // dst (a message) = step.codec's encoding of src, with the step's residual
+  Decode,      // dst = the message at src decoded (accumulate: dst += it, float32)
+  RecvDecode,  // dst = the message from recvPeer decoded (accumulate: dst += it)
+  Widen,       // dst (float32 in Scratch) = src as float32 (accumulate: dst += it)
+  Divide,      // dst (float32 in Scratch) /= the average's divisor
+  Await,       // waits until plan.steps[count], in another lane, is done
 };
+
+// Which error-feedback residual an Encode step keeps (CallArgs::residuals).
+enum class Residual : uint8_t { None, Input, Result };
 
 // Input and Output are the caller's buffers; Scratch is the communicator's,
 // sized by the plan (Plan::scratchElems). Values from kFirstExtra up name
@@ -70,6 +84,11 @@ struct Step {
   // expects a different count fails at the block's first message, however
   // the block is cut into pieces, and can name both counts.
   uint64_t blockCount = kNoBlock;
+  // Codec steps: the message's wire format, whether a decode adds into dst,
+  // and the residual an Encode keeps (from element remoteOffset of it).
+  kernels::Codec codec = kernels::Codec::None;
+  bool accumulate = false;
+  Residual residual = Residual::None;
 };
 
 // RecvAddresses: a count that the peer may offer anything.
@@ -196,6 +215,12 @@ struct CallArgs {
   // Set: input, output and scratch are device memory, registered with peers
   // as such, and moved by the device (DeviceEngine).
   DeviceEngine* engine = nullptr;
+  // A codec plan's values: the caller's type (float32, float16, bfloat16;
+  // dtype is Uint8 and elemSize 1), and its error-feedback residuals
+  // (float32; null: none kept): Input's indexed like the input's values,
+  // Result's like this rank's block of the result (compressed.h).
+  kernels::DType values = kernels::DType::Float32;
+  float* residuals[3] = {nullptr, nullptr, nullptr};  // by Residual
 };
 
 }  // namespace gyre::collectives

@@ -6,6 +6,7 @@
 #include "base/parse.h"
 #include "collectives/allreduce.h"
 #include "collectives/alltoall.h"
+#include "collectives/compressed.h"
 #include "collectives/direct.h"
 #include "collectives/gather_family.h"
 #include "collectives/more_algorithms.h"
@@ -237,6 +238,10 @@ void setExtents(const CallRequest& req, int n, Plan& plan) {
 const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
                      bool* forced, const Algorithm* measured) {
   if (forced) *forced = false;
+  if (req.desc.codec) {  // one plan for each compressed operation
+    buildCompressed(req, env, plan);  // (its extents in bytes)
+    return plan.algorithm;
+  }
   if (env.nranks() == 1) {
     buildSingleRank(req, plan);
     setExtents(req, 1, plan);

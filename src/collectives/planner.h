@@ -74,6 +74,8 @@ struct CallRequest {
   // Pipelined chains: the piece size the tuner chose (0: the link's largest
   // message). Set by the planner.
   size_t pieceBytes = 0;
+  // A compressed call (desc.codec set; compressed.h): the values' type.
+  kernels::DType values = kernels::DType::Float32;
   size_t bytes() const { return desc.count * elemSize; }
   // AllToAllv: the elements of all of one side's blocks (sendCounts or recvCounts).
   static size_t totalCount(const size_t* counts, int nranks) {

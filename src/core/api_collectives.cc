@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "collectives/call.h"
+#include "core/api_ops.h"
 #include "core/api_support.h"
 #include "core/device_calls.h"
 #include "core/group.h"
@@ -22,6 +23,10 @@ using gyre::api::requireBuffer;
 using gyre::collectives::OpKind;
 using gyre::core::Communicator;
 using gyre::core::Operation;
+
+}  // namespace
+
+namespace gyre::api {
 
 void dispatch(Communicator& c, Operation op, gyreStream_t stream) {
   gyre::core::bindStream(op, stream);
@@ -271,7 +276,9 @@ Operation barrierOp() {
   return o;
 }
 
-}  // namespace
+}  // namespace gyre::api
+
+using namespace gyre::api;  // the operations above, for the entry points below
 
 extern "C" {
 

@@ -603,7 +603,8 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
   opSeq_ = req.desc.seq;
   try {
     collectives::OnlineTuner::Pick pick;
-    if (online_ && !prefer && !overrides_.find(req.desc.kind, req.bytes())) pick = online_->pick(req, *this);
+    if (online_ && !prefer && !req.desc.codec && !overrides_.find(req.desc.kind, req.bytes()))
+      pick = online_->pick(req, *this);
     if (prefer) pick.algo = prefer;  // (pick.candidate stays -1: not a trial)
     // A loop of identical calls (the common case) reuses the last plan: only
     // the call number in its tag changes.

@@ -225,7 +225,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
     std::vector<size_t> vcounts;  // 4 x nranks, or empty
     bool matches(const collectives::CallRequest& r) const {
       if (!valid || desc.kind != r.desc.kind || desc.count != r.desc.count || desc.dtype != r.desc.dtype ||
-          desc.redop != r.desc.redop || desc.root != r.desc.root || elemSize != r.elemSize || inPlace != r.inPlace)
+          desc.redop != r.desc.redop || desc.root != r.desc.root || desc.codec != r.desc.codec ||
+          elemSize != r.elemSize || inPlace != r.inPlace)
         return false;
       if (!r.sendCounts) return vcounts.empty();
       if (vcounts.empty()) return false;

@@ -269,6 +269,20 @@ void Communicator::executeCollective(Operation& op) {
     outElems = collectives::CallRequest::totalCount(req.recvCounts, nranks_);
   args.streamOutput = outElems * req.elemSize >= kernels::streamingThresholdBytes();
   if (op.count == 0 && op.kind != OpKind::Barrier && op.kind != OpKind::AllToAllv) return;
+  if (op.codec) {
+    // A compressed call's plan is a byte plan of its codec's messages
+    // (collectives/compressed.h): bytes move, the codec steps read values.
+    if (args.inputArrival) args.inputArrival->waitFor(~size_t{0});
+    args.inputArrival = nullptr;
+    args.outputDeparture = nullptr;
+    req.desc.codec = op.codec;
+    req.values = dt;
+    req.elemSize = 1;
+    args.values = dt;
+    args.dtype = kernels::DType::Uint8;
+    args.elemSize = 1;
+    std::copy(std::begin(op.residuals), std::end(op.residuals), std::begin(args.residuals));
+  }
   // A direct device call's buffers are the GPU's: moved by the proxy's
   // engine, never by the host.
   if (op.device && op.device->engine) {

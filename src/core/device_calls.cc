@@ -268,7 +268,8 @@ void Communicator::checkStreamWait(int64_t startNs, const char* what) const {
 }
 
 const collectives::Algorithm* Communicator::directOnDevice(const Operation& op) const {
-  if (!op.stream || !config_.deviceDirect || !localReads_ || nranks_ < 2 || op.premul) return nullptr;
+  // (A compressed call's plan is its codec's, staged.)
+  if (!op.stream || !config_.deviceDirect || !localReads_ || nranks_ < 2 || op.premul || op.codec) return nullptr;
   const size_t count = op.kind == collectives::OpKind::AllToAllv ? 0 : op.count;
   if (overrides_.find(op.kind, count * kernels::dtypeSize(static_cast<kernels::DType>(op.dtype)))) return nullptr;
   for (const collectives::Algorithm& a : collectives::algorithms())

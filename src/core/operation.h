@@ -95,6 +95,11 @@ struct Operation {
   int root = -1;        // collectives with a root
   int peer = -1;        // point to point
   bool isSend = false;  // point to point
+  // A compressed call (docs/compression.md): its codec (kernels::Codec; 0:
+  // none) and the compressor's error-feedback residuals (by
+  // collectives::Residual; null: none kept).
+  uint8_t codec = 0;
+  float* residuals[3] = {nullptr, nullptr, nullptr};
   std::vector<size_t> vcounts;  // AllToAllv: sendcounts, sdispls, recvcounts, rdispls (n each)
   std::shared_ptr<RequestState> request;  // nonblocking calls only
   // The bytes the call reads from sendbuff and writes to recvbuff (their
