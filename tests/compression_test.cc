@@ -9,6 +9,8 @@
 // error, and ranks using different codecs are told so on every rank.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -99,6 +101,44 @@ struct Reference {
       std::vector<unsigned char> msg(kernels::messageBytes(codec, len));
       kernels::encode(codec, DType::Float32, sum.data(), len, msg.data(), residual(resultResidual[j], len, 0));
       kernels::decode(codec, msg.data(), len, dtypeOf(t), out.data() + b * sizeOf(t), false);
+    }
+    return out;
+  }
+  // The hierarchical plan's result (compressed.cc), ranks r on host r / L:
+  // each shard summed within a host in float32 (rank order), the host sums
+  // of each block encoded by its host's rank and added at the block's owner
+  // in host order, the result encoded once.
+  std::vector<unsigned char> allReduceHierarchical(size_t count, int call, bool avg, int L) {
+    const int H = n / L;
+    std::vector<unsigned char> out(count * sizeOf(t));
+    const collectives::CodecBlocks shards{count, L};
+    for (int l = 0; l < L; ++l) {
+      const size_t s0 = shards.begin(l);
+      const collectives::CodecBlocks blocks{shards.size(l), H};
+      for (int j = 0; j < H; ++j) {
+        const size_t b = s0 + blocks.begin(j), len = blocks.size(j);
+        if (!len) continue;
+        std::vector<float> sum(len);
+        for (int h = 0; h < H; ++h) {
+          std::vector<float> host(len);
+          for (int q = 0; q < L; ++q) {
+            const std::vector<unsigned char> in = inputOf(t, h * L + q, b, len, call);
+            kernels::widen(dtypeOf(t), in.data(), len, host.data(), q > 0);
+          }
+          if (h == j) {
+            kernels::widen(DType::Float32, host.data(), len, sum.data(), h > 0);
+            continue;
+          }
+          std::vector<unsigned char> msg(kernels::messageBytes(codec, len));
+          kernels::encode(codec, DType::Float32, host.data(), len, msg.data(),
+                          residual(inputResidual[h * L + l], count, b));
+          kernels::decode(codec, msg.data(), len, DType::Float32, sum.data(), h > 0);
+        }
+        if (avg) kernels::divideBy(sum.data(), len, static_cast<uint32_t>(n));
+        std::vector<unsigned char> msg(kernels::messageBytes(codec, len));
+        kernels::encode(codec, DType::Float32, sum.data(), len, msg.data(), residual(resultResidual[j * L + l], count, b));
+        kernels::decode(codec, msg.data(), len, dtypeOf(t), out.data() + b * sizeOf(t), false);
+      }
     }
     return out;
   }
@@ -296,6 +336,70 @@ std::vector<Case> allCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, CompressedCollectives, ::testing::ValuesIn(allCases()), nameOf);
+
+// Ranks on several hosts (GYRE_HOSTID), several on each: the hierarchical
+// plan (full precision within a host, over shared memory; the codec
+// between hosts, over TCP), with error feedback carried over three calls.
+struct HostsCase {
+  Codec codec;
+  int hosts, perHost;
+};
+
+class HierarchicalCompression : public ::testing::TestWithParam<HostsCase> {};
+
+TEST_P(HierarchicalCompression, EveryRankGetsTheReferencesBits) {
+  const HostsCase p = GetParam();
+  RunOptions o;
+  o.timeoutSec = 240;
+  RunOutcome out = runRanks(
+      p.hosts * p.perHost,
+      [p](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        const std::string host = "compression-host-" + std::to_string(rank / p.perHost);
+        setenv("GYRE_HOSTID", host.c_str(), 1);
+        gyreComm_t comm = initRank(rank, n, id);
+        if (!comm) return 1;
+        const gyreCodec_t codec = static_cast<gyreCodec_t>(p.codec);
+        int call = 0;
+        for (gyreDataType_t t : {gyreFloat32, gyreBfloat16}) {
+          for (size_t count : {size_t{0}, size_t{1}, size_t{4097}, size_t{5} * 4096 * n + 3, size_t{700001}}) {
+            if (t != gyreFloat32 && count > 5000) continue;
+            const std::string what = std::string(kernels::codecName(p.codec)) + ", " + std::to_string(count) +
+                                     " x type " + std::to_string(t);
+            Reference ref(t, p.codec, n, true);
+            gyreCompressor_t z = nullptr;
+            check.expectOk(gyreCompressorCreate(&z, comm, codec, count, t, GYRE_COMPRESSOR_ERROR_FEEDBACK), "create");
+            for (int round = 0; round < 3; ++round, ++call) {
+              const bool avg = round == 1;
+              std::vector<unsigned char> in = inputOf(t, rank, 0, count, call), got(count * sizeOf(t));
+              unsigned char* dst = round == 2 ? in.data() : got.data();  // the last in place
+              if (check.expectOk(gyreCompressedAllReduce(in.data(), dst, count, t, avg ? gyreAvg : gyreSum, z, comm,
+                                                         nullptr),
+                                 "allreduce " + what)) {
+                std::vector<unsigned char> result(dst, dst + count * sizeOf(t));
+                const std::string d = firstDifference(result, ref.allReduceHierarchical(count, call, avg, p.perHost), t);
+                check.expect(d.empty(), "allreduce " + what + " round " + std::to_string(round) + ": " + d);
+              }
+            }
+            check.expectOk(gyreCompressorDestroy(z), "destroy compressor");
+          }
+        }
+        check.expectOk(gyreCommDestroy(comm), "destroy");
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, HierarchicalCompression,
+    ::testing::Values(HostsCase{Codec::Int8, 2, 2}, HostsCase{Codec::OneBit, 2, 2}, HostsCase{Codec::Fp16, 2, 3},
+                      HostsCase{Codec::Bf16, 3, 2}, HostsCase{Codec::Int8, 2, 3}),
+    [](const ::testing::TestParamInfo<HostsCase>& i) {
+      return std::string(kernels::codecName(i.param.codec)) + "_" + std::to_string(i.param.hosts) + "hosts_" +
+             std::to_string(i.param.perHost) + "each";
+    });
 
 // Arguments compression cannot take: a named invalid-argument error, and
 // the communicator stays usable.

@@ -27,14 +27,21 @@ namespace gyre::collectives {
 
 // The blocks of a compressed AllReduce of `count` values over n ranks: rank
 // j owns [begin(j), begin(j + 1)), whole codec chunks (codec::kChunk) but
-// the last, spread as evenly as chunks allow (a rank may own none). The
-// compressor's result residual is its rank's block.
+// the last, spread as evenly as chunks allow (a rank may own none). A
+// compressor's residuals are indexed by the tensor's values: each Encode
+// keeps the residual of the values it encodes.
 struct CodecBlocks {
   size_t count = 0;
   int n = 1;
   size_t begin(int j) const;
   size_t size(int j) const { return begin(j + 1) - begin(j); }
 };
+
+// Whether a compressed AllReduce on this communicator is hierarchical:
+// ranks on several hosts, more than one on a host, as many on each.
+// Within a host it sums in full precision over shared memory, and only the
+// host sums cross the network, encoded (compressed.cc).
+bool compressedIsHierarchical(PlanEnv& env);
 
 // req.desc.codec names the codec (not None), req.values the values' type;
 // req.elemSize is 1 and req.desc.count counts values (per rank for

@@ -360,7 +360,7 @@ class Runner {
         return Outcome::Done;
       }
       case Prim::Widen:
-        kernels::widen(args_.values, src, s.count, static_cast<float*>(dst), s.accumulate);
+        kernels::widen(valuesIn(s.src), src, s.count, static_cast<float*>(dst), s.accumulate);
         return Outcome::Done;
       case Prim::Divide:
         if (args_.divisor > 1) kernels::divideBy(static_cast<float*>(dst), s.count, args_.divisor);

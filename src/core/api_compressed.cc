@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "collectives/compressed.h"
 #include "core/api_ops.h"
 #include "core/api_support.h"
 #include "kernels/cpu/codec.h"
@@ -18,8 +17,9 @@ struct gyreCompressor {
   gyreDataType_t dtype = gyreFloat32;
   bool feedback = false;
   // The residuals, made (zero) at a kind of call's first use: AllReduce's
-  // of its input and of this rank's block of the result, ReduceScatter's of
-  // its input (the tensor), AllGather's of its input (this rank's share).
+  // of what this rank encodes of its input (or host's sums) and of the
+  // result, ReduceScatter's of its input (the tensor), AllGather's of its
+  // input (this rank's share).
   std::vector<float> allReduceInput, allReduceResult, reduceScatterInput, allGatherInput;
 };
 
@@ -164,9 +164,10 @@ gyreResult_t gyreCompressedAllReduce(const void* sendbuff, void* recvbuff, size_
     Operation o = gyre::api::allReduceOp(c, sendbuff, recvbuff, count, datatype, op);
     checkCompressible(z.codec, datatype, &op, "allreduce");
     mark(o, z.codec);
-    const gyre::collectives::CodecBlocks blocks{count, c.nranks()};
+    // Both indexed by the tensor's values: which of them this rank encodes
+    // depends on the plan (flat, or hierarchical across hosts).
     o.residuals[static_cast<int>(Residual::Input)] = residual(z, z.allReduceInput, count);
-    o.residuals[static_cast<int>(Residual::Result)] = residual(z, z.allReduceResult, blocks.size(c.rank()));
+    o.residuals[static_cast<int>(Residual::Result)] = residual(z, z.allReduceResult, count);
     gyre::api::dispatch(c, std::move(o), stream);
   });
 }
