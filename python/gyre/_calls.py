@@ -11,7 +11,7 @@ import ctypes
 
 from ._device import DeviceBuffer
 from ._errors import InvalidArgument
-from ._types import SIZE_MAX, address, as_array, c_int, empty_like, integer, op_code
+from ._types import SIZE_MAX, address, as_array, c_int, codec_code, empty_like, integer, op_code
 
 
 class Call:
@@ -79,12 +79,29 @@ def _output(out, a, code, want, why, dtype, shape):
     return o, out
 
 
-def allreduce(x, op, out, dtype):
+def _compressed(call, codec, name):
+    """call, compressed when codec is given: a codec (gyre<name>Codec) or a
+    gyre.Compressor (gyreCompressed<name>), passed after the op. Compressed
+    calls have no nonblocking form."""
+    if codec is None:
+        return call
+    handle = getattr(codec, "_c_handle", None)
+    if handle is not None:  # a Compressor: kept with the call's buffers (a group runs it later)
+        call.blocking, extra = f"gyreCompressed{name}", handle()
+        call.keep.append(codec)
+    else:
+        call.blocking, extra = f"gyre{name}Codec", codec_code(codec)
+    call.nonblocking = None
+    call.args.append(extra)
+    return call
+
+
+def allreduce(x, op, out, dtype, codec=None):
     a, code = as_array(x, "x", dtype, writable=out is None)
     o, result = (a, x) if out is None else _output(out, a, code, a.size, "allreduce of x", dtype, None)
     opc, premul = _op(op, 4, a, code)
-    return Call("gyreAllReduce", "gyreIallReduce", [address(a), address(o), a.size, code, opc], [x, out, a, o],
-                result, premul)
+    return _compressed(Call("gyreAllReduce", "gyreIallReduce", [address(a), address(o), a.size, code, opc],
+                            [x, out, a, o], result, premul), codec, "AllReduce")
 
 
 def broadcast(x, root, out, dtype):
@@ -114,22 +131,23 @@ def reduce(comm, x, op, root, out, dtype):
                 result if on_root else None, premul)
 
 
-def allgather(comm, x, out, dtype):
+def allgather(comm, x, out, dtype, codec=None):
     a, code = as_array(x, "x", dtype)
     n = comm.size
     o, result = _output(out, a, code, n * a.size, f"allgather of x over {n} ranks", dtype, (n,) + a.shape)
-    return Call("gyreAllGather", "gyreIallGather", [address(a), address(o), a.size, code], [x, out, a, o], result)
+    return _compressed(Call("gyreAllGather", "gyreIallGather", [address(a), address(o), a.size, code],
+                            [x, out, a, o], result), codec, "AllGather")
 
 
-def reducescatter(comm, x, op, out, dtype):
+def reducescatter(comm, x, op, out, dtype, codec=None):
     a, code = as_array(x, "x", dtype)
     n = comm.size
     count = _blocks(a, n, "x")
     o, result = _output(out, a, code, count, f"reducescatter of x over {n} ranks", dtype,
                         _block_shape(a.shape, n, count))
     opc, premul = _op(op, 4, a, code)
-    return Call("gyreReduceScatter", "gyreIreduceScatter", [address(a), address(o), count, code, opc],
-                [x, out, a, o], result, premul)
+    return _compressed(Call("gyreReduceScatter", "gyreIreduceScatter", [address(a), address(o), count, code, opc],
+                            [x, out, a, o], result, premul), codec, "ReduceScatter")
 
 
 def alltoall(comm, x, out, dtype):

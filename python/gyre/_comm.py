@@ -7,8 +7,9 @@ import weakref
 from . import _calls
 from ._device import CallBuffers, stream_handle
 from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
-from ._lib import CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR, UNIQUE_ID_BYTES, Config, UniqueId, lib
-from ._types import Op, c_int, scalar_bytes
+from ._lib import (COMPRESSOR_ERROR_FEEDBACK, CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR,
+                   UNIQUE_ID_BYTES, Config, UniqueId, lib)
+from ._types import NAMES, SIZE_MAX, Codec, Op, as_array, c_int, codec_code, integer, resolve_dtype, scalar_bytes
 
 
 def _config(timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
@@ -267,10 +268,11 @@ class Comm:
 
     # ---- collectives (blocking, then nonblocking) ----
 
-    def allreduce(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None):
+    def allreduce(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None, codec=None):
         """out (default: x, in place) = op over all ranks of x. op: "sum", "prod", "max", "min",
-        "avg", a gyre.Op, or gyre.PreMulSum(scalar)."""
-        return self._call(_calls.allreduce, x, op, out, dtype, stream=stream)
+        "avg", a gyre.Op, or gyre.PreMulSum(scalar). codec ("fp16", "bf16", "int8", "onebit",
+        "none" or a gyre.Codec): the messages are compressed (float types, sum and avg only)."""
+        return self._call(_calls.allreduce, x, op, out, dtype, codec, stream=stream)
 
     def broadcast(self, x, root=0, *, out=None, dtype=None, stream=None):
         """out (default: x, in place) = root's x on every rank. With out, x may be None off the root."""
@@ -280,15 +282,15 @@ class Comm:
         """On the root, out (default: x) = op over all ranks of x; returns None elsewhere."""
         return self._call(_calls.reduce, self, x, op, root, out, dtype, stream=stream)
 
-    def allgather(self, x, *, out=None, dtype=None, stream=None):
+    def allgather(self, x, *, out=None, dtype=None, stream=None, codec=None):
         """Every rank's x in rank order: out of shape (size, *x.shape) unless given. In place:
-        pass x = out[rank]."""
-        return self._call(_calls.allgather, self, x, out, dtype, stream=stream)
+        pass x = out[rank]. codec: as allreduce's."""
+        return self._call(_calls.allgather, self, x, out, dtype, codec, stream=stream)
 
-    def reducescatter(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None):
+    def reducescatter(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None, codec=None):
         """Block number rank (x split into size blocks along its first axis) of op over all ranks'
-        x. In place: pass out = this rank's block of x."""
-        return self._call(_calls.reducescatter, self, x, op, out, dtype, stream=stream)
+        x. In place: pass out = this rank's block of x. codec: as allreduce's."""
+        return self._call(_calls.reducescatter, self, x, op, out, dtype, codec, stream=stream)
 
     def alltoall(self, x, *, out=None, dtype=None, stream=None):
         """Block j of out (default: x, in place) = block rank of rank j's x; size equal blocks."""
@@ -352,6 +354,28 @@ class Comm:
     def ibarrier(self):
         return self._call(_calls.barrier, nonblocking=True)
 
+    # ---- compression ----
+
+    def compressor(self, codec, like=None, *, count=None, dtype=None, error_feedback=True):
+        """A Compressor for one tensor on this communicator: like= an array of it (its size and
+        type), or count= and dtype=. error_feedback: what encoding loses is added to the next
+        call's input (onebit needs it)."""
+        if (like is None) == (count is None):
+            raise InvalidArgument("compressor needs like= (an array) or count= and dtype=, not both")
+        if like is not None:
+            arr, code = as_array(like, "like", dtype)
+            count = arr.size
+        else:
+            if dtype is None:
+                raise InvalidArgument("compressor with count= needs dtype= too")
+            count = integer(count, "count", 0, SIZE_MAX, "a size_t")
+            code = resolve_dtype(dtype)[1]
+        c = codec_code(codec)
+        made = ctypes.c_void_p()
+        flags = COMPRESSOR_ERROR_FEEDBACK if error_feedback else 0
+        check(lib.gyreCompressorCreate(ctypes.byref(made), self._handle(), c, count, code, flags))
+        return Compressor(self, made.value, Codec(c), count, NAMES[code], bool(error_feedback))
+
     # ---- split ----
 
     def split(self, color, key=None, *, timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
@@ -363,6 +387,63 @@ class Comm:
         child = ctypes.c_void_p()
         check(lib.gyreCommSplit(self._handle(), c, k, ctypes.byref(child), _ref(cfg)))
         return Comm(child) if child.value else None
+
+
+class Compressor:
+    """One tensor's codec and error feedback across calls (gyreCompressor_t), made by
+    comm.compressor(). Its calls take the plain calls' arguments: allreduce of the
+    tensor, reducescatter of the tensor, allgather of this rank's share into it.
+    Not collective to make, but every rank makes the same calls."""
+
+    def __init__(self, comm, handle, codec, count, dtype, error_feedback):
+        self.comm, self.codec, self.count, self.dtype = comm, codec, count, dtype
+        self.error_feedback = error_feedback
+        self._handle = handle
+        # Destroying only frees the residuals: safe after its communicator, and at exit.
+        self._finalizer = weakref.finalize(self, lib.gyreCompressorDestroy, handle)
+
+    def __repr__(self):
+        state = "closed, " if self.closed else ""
+        feedback = ", error feedback" if self.error_feedback else ""
+        return f"<gyre.Compressor {state}{self.codec.name.lower()}, {self.count} x {self.dtype}{feedback}>"
+
+    @property
+    def closed(self):
+        return not self._finalizer.alive
+
+    def _c_handle(self):
+        if self.closed:
+            raise InvalidUsage("this compressor is closed")
+        return self._handle
+
+    def allreduce(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None):
+        """comm.allreduce(x, op, ...) compressed, x being the tensor (op: sum or avg)."""
+        return self.comm._call(_calls.allreduce, x, op, out, dtype, self, stream=stream)
+
+    def reducescatter(self, x, op=Op.SUM, *, out=None, dtype=None, stream=None):
+        """comm.reducescatter(x, op, ...) compressed, x being the tensor."""
+        return self.comm._call(_calls.reducescatter, self.comm, x, op, out, dtype, self, stream=stream)
+
+    def allgather(self, x, *, out=None, dtype=None, stream=None):
+        """comm.allgather(x, ...) compressed, x being this rank's share of the tensor."""
+        return self.comm._call(_calls.allgather, self.comm, x, out, dtype, self, stream=stream)
+
+    def reset(self):
+        """Forgets what error feedback kept (a restarted model, say)."""
+        check(lib.gyreCompressorReset(self._c_handle()))
+
+    def close(self):
+        """Frees it, once its calls have finished (on device arrays: their stream). Also done
+        when it is collected; closing twice is harmless."""
+        if self._finalizer.detach() is not None:
+            check(lib.gyreCompressorDestroy(self._handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def init(*, timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):

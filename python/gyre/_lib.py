@@ -75,6 +75,7 @@ CONFIG_MAGIC = 0x67797265
 CONFIG_VERSION = 100
 CONFIG_UNDEF_INT = -(2**31)
 SPLIT_NOCOLOR = -1
+COMPRESSOR_ERROR_FEEDBACK = 0x1
 
 
 class UniqueId(ctypes.Structure):
@@ -128,6 +129,15 @@ _PROTOTYPES = {
     "gyreTest": [_req, _pint],
     "gyreRedOpCreatePreMulSum": [_pint, _vp, _c_int, _c_int, _comm],
     "gyreRedOpDestroy": [_c_int, _comm],
+    "gyreAllReduceCodec": [_vp, _vp, _c_size, _c_int, _c_int, _c_int, _comm, _vp],
+    "gyreReduceScatterCodec": [_vp, _vp, _c_size, _c_int, _c_int, _c_int, _comm, _vp],
+    "gyreAllGatherCodec": [_vp, _vp, _c_size, _c_int, _c_int, _comm, _vp],
+    "gyreCompressorCreate": [ctypes.POINTER(_vp), _comm, _c_int, _c_size, _c_int, _c_int],
+    "gyreCompressorReset": [_vp],
+    "gyreCompressorDestroy": [_vp],
+    "gyreCompressedAllReduce": [_vp, _vp, _c_size, _c_int, _c_int, _vp, _comm, _vp],
+    "gyreCompressedReduceScatter": [_vp, _vp, _c_size, _c_int, _c_int, _vp, _comm, _vp],
+    "gyreCompressedAllGather": [_vp, _vp, _c_size, _c_int, _vp, _comm, _vp],
     "gyreCommSplit": [_comm, _c_int, _c_int, _pcomm, ctypes.POINTER(Config)],
     "gyreGetErrorString": [_c_int],
     "gyreGetLastError": [_comm],

@@ -50,6 +50,31 @@ class Op(enum.IntEnum):
     AVG = 4  # sum, then divided by the rank count (integers: truncated)
 
 
+class Codec(enum.IntEnum):
+    """How a compressed collective encodes its messages (gyreCodec_t)."""
+
+    NONE = 0    # the plain call
+    FP16 = 1    # float16 on the wire (round to nearest even)
+    BF16 = 2    # bfloat16 on the wire
+    INT8 = 3    # 8 bits per value, min-max scaled per chunk of 4096 values
+    ONEBIT = 4  # a sign bit per value, a mean-magnitude scale per chunk (needs error feedback)
+
+
+_CODEC_NAMES = ", ".join(c.name.lower() for c in Codec)
+
+
+def codec_code(codec):
+    """The gyreCodec_t of a codec (Codec, its name, or its int)."""
+    if isinstance(codec, str):
+        try:
+            return int(Codec[codec.upper()])
+        except KeyError:
+            raise InvalidArgument(f"codec {codec!r} is not one of {_CODEC_NAMES}") from None
+    if isinstance(codec, (int, np.integer)) and not isinstance(codec, bool) and 0 <= int(codec) < len(Codec):
+        return int(codec)
+    raise InvalidArgument(f"codec {codec!r} is not one of {_CODEC_NAMES}")
+
+
 class PreMulSum:
     """The sum over ranks of scalar * x, in one pass (gyreRedOpCreatePreMulSum).
 

@@ -195,3 +195,22 @@ def test_bad_device_arguments_are_named(comm):
     comm.allreduce(x)
     settle(comm)
     np.testing.assert_array_equal(x.host(), np.full(8, comm.size, np.float32))
+
+
+def test_compressed_calls_on_device_arrays(comm):
+    """codec= and a compressor on the stream, with the host calls' bits."""
+    values = (np.arange(5000, dtype=np.float32) % 97 - 48) / 7 + comm.rank
+    x, y = CudaArray((5000,)), CudaArray((5000,))
+    x.host()[:] = y.host()[:] = values
+    z = comm.compressor("int8", like=y)
+    comm.allreduce(x, codec="int8")
+    z.allreduce(y)
+    z.allreduce(y)
+    settle(comm)
+    z.close()  # once the stream is past its calls
+    want = comm.allreduce(values.copy(), codec="int8")
+    np.testing.assert_array_equal(x.host(), want)
+    with comm.compressor("int8", like=values) as host:
+        host.allreduce(values)
+        host.allreduce(values)
+    np.testing.assert_array_equal(y.host(), values)
