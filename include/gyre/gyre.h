@@ -385,6 +385,22 @@ GYRE_API gyreResult_t gyreCompressedAllGather(const void* sendbuff, void* recvbu
                                               gyreCompressor_t compressor, gyreComm_t comm,
                                               gyreStream_t stream);
 
+/* ---- Decentralized averaging (docs/compression.md): each rank's buffer
+ * becomes the average of its own and a few peers' copies, instead of every
+ * rank's: each rank talks to one or two peers per step, and the ranks'
+ * copies drift together over steps (decentralized SGD). Which peers is a
+ * function of `peers`, `step` and the rank count, the same on every rank;
+ * every rank must pass the same selection and step. ---- */
+typedef enum GYRE_ENUM_INT {
+  gyrePeersShiftOne = 0, /* lower half pairs with upper half, shifting each step (even rank count) */
+  gyrePeersRing = 1,     /* the ranks before and after this one */
+  gyrePeersRandom = 2,   /* a random pairing drawn from step (odd counts: one rank rests) */
+  gyreNumPeerSelections = 3
+} gyrePeers_t;
+GYRE_API gyreResult_t gyrePeerAverage(const void* sendbuff, void* recvbuff, size_t count,
+                                      gyreDataType_t datatype, gyrePeers_t peers, uint64_t step,
+                                      gyreComm_t comm, gyreStream_t stream);
+
 /* ---- Communicator split: ranks giving the same color form a child
  * communicator, ordered by key (then by parent rank), with no new
  * rendezvous. GYRE_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL).

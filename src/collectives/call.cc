@@ -23,6 +23,7 @@ const char* opKindName(OpKind k) {
     case OpKind::Barrier: return "barrier";
     case OpKind::SendRecv: return "send/recv";
     case OpKind::CommSplit: return "commsplit";
+    case OpKind::PeerAverage: return "peeraverage";
   }
   return "unknown operation";
 }
@@ -65,6 +66,10 @@ std::string describeCall(const CallDesc& d, int receiver, bool expected) {
   if (d.kind == OpKind::AllToAllv) s += std::string(" of ") + type;
   if (d.kind == OpKind::AllReduce || d.kind == OpKind::Reduce || d.kind == OpKind::ReduceScatter)
     s += std::string(", ") + redopName(d.redop);
+  if (d.kind == OpKind::PeerAverage) {
+    static const char* selections[] = {"shift_one", "ring", "random"};
+    return s + ", " + (d.redop < 3 ? selections[d.redop] : "unknown peers") + ", step " + std::to_string(d.root) + ")";
+  }
   if (d.codec) s += std::string(", ") + kernels::codecName(static_cast<kernels::Codec>(d.codec));
   if (d.root >= 0) s += ", root " + std::to_string(d.root);
   return s + ")";

@@ -30,6 +30,9 @@ enum class OpKind : uint8_t {
   // AllGather), so that a rank calling something else meanwhile fails with
   // a mismatch naming both calls instead of waiting out its timeout.
   CommSplit,
+  // Decentralized averaging with a few peers (peer_average.h): redop holds
+  // the peer selection, root the step's low 31 bits.
+  PeerAverage,
 };
 
 const char* opKindName(OpKind k);

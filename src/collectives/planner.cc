@@ -10,6 +10,7 @@
 #include "collectives/direct.h"
 #include "collectives/gather_family.h"
 #include "collectives/more_algorithms.h"
+#include "collectives/peer_average.h"
 #include "collectives/rooted.h"
 #include "collectives/steps.h"
 #include "collectives/tuner.h"
@@ -238,6 +239,10 @@ void setExtents(const CallRequest& req, int n, Plan& plan) {
 const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& overrides, Plan& plan,
                      bool* forced, const Algorithm* measured) {
   if (forced) *forced = false;
+  if (req.desc.kind == OpKind::PeerAverage) {  // one plan: its peers are the call's
+    buildPeerAverage(req, env, plan);
+    return plan.algorithm;
+  }
   if (req.desc.codec) {  // one plan for each compressed operation
     buildCompressed(req, env, plan);  // (its extents in bytes)
     return plan.algorithm;

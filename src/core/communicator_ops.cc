@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "collectives/call.h"
+#include "collectives/peer_average.h"
 #include "collectives/point_to_point.h"
 #include "core/communicator.h"
 #include "kernels/cpu/reduce.h"
@@ -223,6 +224,13 @@ void Communicator::executeCollective(Operation& op) {
       if (op.inputArrival) op.inputArrival->waitFor(~size_t{0});  // it reads all of the input now
       if (op.count) args.input = premultiplied(op, inputElems);
     }
+  }
+  if (op.kind == OpKind::PeerAverage) {  // (peer_average.h)
+    req.desc.redop = static_cast<uint8_t>(op.redop);
+    const auto peers = collectives::averagingPeers(static_cast<collectives::PeerSelection>(op.redop),
+                                                   static_cast<uint64_t>(op.root), nranks_, rank_);
+    args.op = kernels::Op::Sum;
+    args.divisor = static_cast<uint32_t>(peers.size() + 1);
   }
   // In place as each operation defines it (NCCL's rules).
   const size_t block = op.count * req.elemSize;
