@@ -1,5 +1,6 @@
 #include "bench/exact_values.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -215,6 +216,94 @@ size_t countPatternWrong(const void* buf, size_t count, gyreDataType_t t, uint64
     }
   }
   return wrong;
+}
+
+// ---- Lossy calls ----
+
+namespace {
+
+// A fraction in [0, 1) of 20 bits, from a hash of (i, source), so that
+// neighbouring elements and sources differ in most bits. Added to a
+// reduction's input (|v| <= 8) it stays exact in float32 (24 significant
+// bits); where it does not (larger patterns, narrower types) the exact
+// results are taken from the value as stored anyway.
+double fraction(size_t i, uint64_t source) {
+  uint64_t h = (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull ^ (source + 1) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return static_cast<double>(h >> 44) / static_cast<double>(1u << 20);
+}
+
+// v as an element of t holds it.
+double roundedTo(gyreDataType_t t, double v) {
+  alignas(8) unsigned char e[8];
+  store(e, 0, t, v);
+  return elementAsDouble(e, 0, t);
+}
+
+double fractionalInput(size_t i, int rank, gyreRedOp_t op, gyreDataType_t t) {
+  return roundedTo(t, static_cast<double>(inputValue(i, rank, op, t)) + fraction(i, static_cast<uint64_t>(rank)));
+}
+
+}  // namespace
+
+void fillFractionalInput(void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int rank) {
+  for (size_t i = 0; i < count; ++i) store(buf, i, t, fractionalInput(i, rank, op, t));
+}
+
+double fractionalExpected(size_t i, gyreDataType_t t, gyreRedOp_t op, int nranks) {
+  double sum = 0;  // exact: a few values of 24 significant bits
+  for (int r = 0; r < nranks; ++r) sum += fractionalInput(i, r, op, t);
+  return op == gyreAvg ? sum / nranks : sum;
+}
+
+void fillFractionalPattern(void* buf, size_t count, gyreDataType_t t, uint64_t seed) {
+  for (size_t i = 0; i < count; ++i) store(buf, i, t, fractionalPatternValue(i, t, seed));
+}
+
+double fractionalPatternValue(size_t i, gyreDataType_t t, uint64_t seed) {
+  return roundedTo(t, patternValue(i, seed, t) + fraction(i, seed));
+}
+
+void ErrorStats::add(double result, double exact) {
+  maxAbsExact = std::max(maxAbsExact, std::fabs(exact));
+  if (!std::isfinite(result)) {
+    ++nonFinite;
+    return;
+  }
+  const double e = std::fabs(result - exact);
+  maxAbsErr = std::max(maxAbsErr, e);
+  sumSqErr += e * e;
+  ++elems;
+}
+
+void ErrorStats::merge(const ErrorStats& other) {
+  maxAbsErr = std::max(maxAbsErr, other.maxAbsErr);
+  sumSqErr += other.sumSqErr;
+  maxAbsExact = std::max(maxAbsExact, other.maxAbsExact);
+  elems += other.elems;
+  nonFinite += other.nonFinite;
+}
+
+double ErrorStats::maxRelative() const { return maxAbsErr / (maxAbsExact > 0 ? maxAbsExact : 1); }
+
+double ErrorStats::rmsRelative() const {
+  if (elems == 0) return 0;
+  return std::sqrt(sumSqErr / static_cast<double>(elems)) / (maxAbsExact > 0 ? maxAbsExact : 1);
+}
+
+ErrorStats measureError(const void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int nranks,
+                        size_t firstIndex) {
+  ErrorStats s;
+  for (size_t i = 0; i < count; ++i)
+    s.add(elementAsDouble(buf, i, t), fractionalExpected(firstIndex + i, t, op, nranks));
+  return s;
+}
+
+ErrorStats measurePatternError(const void* buf, size_t count, gyreDataType_t t, uint64_t seed) {
+  ErrorStats s;
+  for (size_t i = 0; i < count; ++i) s.add(elementAsDouble(buf, i, t), fractionalPatternValue(i, t, seed));
+  return s;
 }
 
 }  // namespace gyre::test

@@ -32,4 +32,44 @@ size_t countPatternWrong(const void* buf, size_t count, gyreDataType_t t, uint64
 // Element as double (for messages and tests of other values).
 double elementAsDouble(const void* buf, size_t i, gyreDataType_t t);
 
+// ---- Lossy calls (the compressed collectives) ----
+//
+// Small integers would hide a codec's rounding (float16 and bfloat16 carry
+// them, and their sums, exactly), so a lossy call's inputs are the values
+// above plus a fraction of 20 bits that differs per element and per source.
+// The exact results are computed in double from the inputs as stored
+// (rounded to t), so only the call's own rounding shows in the error.
+
+// fillInput's value plus the fraction.
+void fillFractionalInput(void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int rank);
+// The exact sum (gyreAvg: average) of element i over nranks of those inputs.
+double fractionalExpected(size_t i, gyreDataType_t t, gyreRedOp_t op, int nranks);
+// fillPattern's value plus the fraction (seed standing in for the source).
+void fillFractionalPattern(void* buf, size_t count, gyreDataType_t t, uint64_t seed);
+double fractionalPatternValue(size_t i, gyreDataType_t t, uint64_t seed);
+
+// How far results are from the exact ones, element by element; merged
+// across ranks by merge(). Results that are not finite (the exact values
+// always are) are counted apart and left out of the error.
+struct ErrorStats {
+  double maxAbsErr = 0;    // max |result - exact|
+  double sumSqErr = 0;     // sum of (result - exact)^2
+  double maxAbsExact = 0;  // the scale errors are relative to: max |exact|
+  size_t elems = 0;        // finite results compared
+  size_t nonFinite = 0;    // results that are NaN or infinite
+
+  void add(double result, double exact);
+  void merge(const ErrorStats& other);
+  // Relative to the largest |exact| value (absolute when every exact value
+  // is 0): the largest error, and the root mean square of the errors.
+  double maxRelative() const;
+  double rmsRelative() const;
+};
+
+// The lossy counterparts of countWrong and countPatternWrong, against the
+// fractional inputs' exact results.
+ErrorStats measureError(const void* buf, size_t count, gyreDataType_t t, gyreRedOp_t op, int nranks,
+                        size_t firstIndex = 0);
+ErrorStats measurePatternError(const void* buf, size_t count, gyreDataType_t t, uint64_t seed);
+
 }  // namespace gyre::test

@@ -1,7 +1,8 @@
 // gyre-bench, tested from the outside and in pieces: flag parsing (usage and
 // exit 2), the table's layout against a golden copy (numbers that vary are
 // masked), bus-bandwidth arithmetic, JSON/CSV round trips, plots and their
-// merging, the progress line, -T, and the check catching a corrupted result.
+// merging, the progress line, -T, the check catching a corrupted result,
+// and --codec (the compressed calls' error and bytes sent).
 //
 // Every run of gyre-bench is a real process group under a hard deadline (on
 // expiry it is killed and the test fails); nothing here asserts a timing or
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/exact_values.h"
 #include "bench/gyre_bench/collectives.h"
 #include "bench/gyre_bench/plot.h"
 #include "bench/gyre_bench/report.h"
@@ -182,6 +185,11 @@ TEST(Flags, BadFlagsGiveUsageAndExit2) {
       {"allreduce", "--json", ""},
       {"allreduce", "--percentiles=1"},
       {"allreduce", "-b", "1K", "-e", "8"},
+      {"allreduce", "--codec", "zip"},
+      {"allreduce", "--codec", "int8", "-d", "int32"},
+      {"allreduce", "--codec", "fp16", "-d", "all"},
+      {"allreduce", "--codec", "int8", "-o", "max"},
+      {"broadcast", "--codec", "int8"},
       {"plot", "a.json"},
       {"plot", "-o", "out.svg"},
   };
@@ -198,8 +206,30 @@ TEST(Flags, BadFlagsGiveUsageAndExit2) {
 TEST(Flags, HelpGoesToStandardOutputAndExits0) {
   Outcome o = bench({{"--help"}});
   EXPECT_EQ(o.exitCode, 0) << o.describe();
-  for (const char* flag : {"-a, --average", "-T, --timeout", "--percentiles", "--json", "--csv", "--plot", "--label"})
+  for (const char* flag : {"-a, --average", "-T, --timeout", "--percentiles", "--json", "--csv", "--plot", "--label",
+                           "--codec", "maxerr", "rmserr", "largest |exact|"})
     EXPECT_TRUE(contains(o.out, flag)) << flag;
+}
+
+// Compressed calls exist for three collectives, on float types, sum and
+// avg: anything else is refused before measuring, saying what it takes.
+TEST(Flags, CodecOutsideWhatTheCompressedCallsTakeIsAUsageError) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"broadcast", "--ranks", "2", "--codec", "int8"}, "--codec is for allreduce, allgather and reducescatter"},
+      {{"allreduce", "--ranks", "2", "--codec", "gzip"}, "--codec takes none, fp16, bf16, int8 or onebit, not 'gzip'"},
+      {{"allreduce", "--ranks", "2", "--codec", "int8", "-d", "double"}, "--codec takes -d float, half or bfloat16"},
+      {{"reducescatter", "--ranks", "2", "--codec", "fp16", "-o", "prod"}, "--codec takes -o sum or avg, not prod"},
+  };
+  for (const auto& [args, message] : cases) {
+    Outcome o = bench({args});
+    EXPECT_EQ(o.exitCode, 2) << args[0] << ": " << o.describe();
+    EXPECT_TRUE(contains(o.err, message)) << o.err;
+    EXPECT_TRUE(o.out.empty()) << o.out;
+  }
+  // allgather takes no op: -o is not its business.
+  Outcome g = bench({{"allgather", "--ranks", "2", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0", "--codec", "bf16",
+                      "-o", "max"}});
+  EXPECT_EQ(g.exitCode, 0) << g.describe();
 }
 
 TEST(Flags, PngPlotWithoutRsvgConvertIsRefusedBeforeMeasuring) {
@@ -539,6 +569,264 @@ TEST(Results, ReportSurvivesJsonRoundTrip) {
   EXPECT_DOUBLE_EQ(back.rows[1].inPlace.p99Us, 9.75);
   EXPECT_FALSE(fromJson("{\"rows\": 3}", back, error));
   EXPECT_FALSE(fromJson("{\"rows\": [", back, error));
+}
+
+// ---- compressed calls (--codec) ----
+
+TEST(Codec, MessageBytesAreTheCodecsLayouts) {
+  EXPECT_EQ(messageBytes(gyreCodecNone, 1000, 4), 4000u);
+  EXPECT_EQ(messageBytes(gyreCodecFp16, 1000, 4), 2000u);
+  EXPECT_EQ(messageBytes(gyreCodecBf16, 1000, 2), 2000u);
+  EXPECT_EQ(messageBytes(gyreCodecInt8, 4096, 4), 8u + 4096);       // {lo, hi} per chunk, a byte per value
+  EXPECT_EQ(messageBytes(gyreCodecInt8, 4097, 4), 16u + 4097);
+  EXPECT_EQ(messageBytes(gyreCodecOneBit, 4096, 4), 4u + 512);      // a scale per chunk, a bit per value
+  EXPECT_EQ(messageBytes(gyreCodecOneBit, 4097, 4), 8u + 129 * 4);  // in whole 32-bit words
+  EXPECT_EQ(messageBytes(gyreCodecInt8, 0, 4), 0u);
+}
+
+TEST(Codec, ErrorsAreRelativeToTheLargestExactValue) {
+  gyre::test::ErrorStats a, b;
+  a.add(9, 10), a.add(-2, -2);
+  b.add(4.5, 5), b.add(NAN, 3);  // not finite: counted apart, left out of the error
+  a.merge(b);
+  EXPECT_EQ(a.elems, 3u);
+  EXPECT_EQ(a.nonFinite, 1u);
+  EXPECT_DOUBLE_EQ(a.maxRelative(), 1.0 / 10);
+  EXPECT_DOUBLE_EQ(a.rmsRelative(), std::sqrt((1 + 0 + 0.25) / 3) / 10);
+  gyre::test::ErrorStats zeros;  // every exact value 0: absolute
+  zeros.add(0.5, 0);
+  EXPECT_DOUBLE_EQ(zeros.maxRelative(), 0.5);
+  EXPECT_DOUBLE_EQ(gyre::test::ErrorStats().rmsRelative(), 0);
+}
+
+// The inputs a codec is measured on have fractions (small integers would go
+// through float16 and bfloat16 exactly), and their exact sums are the sums
+// of the inputs as stored.
+TEST(Codec, FractionalInputsAreNotIntegersAndTheirSumsAreExact) {
+  const size_t n = 1000;
+  std::vector<float> in0(n), in1(n), pattern(n);
+  gyre::test::fillFractionalInput(in0.data(), n, gyreFloat32, gyreSum, 0);
+  gyre::test::fillFractionalInput(in1.data(), n, gyreFloat32, gyreSum, 1);
+  gyre::test::fillFractionalPattern(pattern.data(), n, gyreFloat32, 5);
+  size_t whole = 0;
+  for (size_t i = 0; i < n; ++i) {
+    whole += in0[i] == std::floor(in0[i]);
+    EXPECT_NE(in0[i], in1[i]) << i;
+    EXPECT_EQ(gyre::test::fractionalExpected(i, gyreFloat32, gyreSum, 2), double(in0[i]) + double(in1[i])) << i;
+    EXPECT_EQ(gyre::test::fractionalExpected(i, gyreFloat32, gyreAvg, 2), (double(in0[i]) + in1[i]) / 2) << i;
+    EXPECT_EQ(gyre::test::fractionalPatternValue(i, gyreFloat32, 5), double(pattern[i])) << i;
+  }
+  EXPECT_LT(whole, 5u);
+  const gyre::test::ErrorStats e = gyre::test::measurePatternError(pattern.data(), n, gyreFloat32, 5);
+  EXPECT_EQ(e.maxAbsErr, 0);
+  EXPECT_EQ(e.elems, n);
+}
+
+// maxerr stands where #wrong stood, so every field before it keeps its
+// number; the rms errors and the bytes sent follow the in-place columns.
+TEST(Codec, RowKeepsTheFieldPositionsAndAddsItsColumnsLast) {
+  Row w;
+  w.bytes = 4096, w.count = 1024, w.type = "float", w.redop = "sum", w.root = -1;
+  w.outOfPlace = {true, 12.345, 0.33, 0.5, 0, -1, -1, 0.0123, 0.00456};
+  w.inPlace = {true, 1234.5, 0.0033, 0.005, 0, -1, -1, 0.0125, 0.0047};
+  w.wireBytes = 1032, w.plainBytes = 4096;
+  EXPECT_EQ(tableRow(w, false, true),
+            "        4096          1024     float     sum      -1    12.35    0.33    0.50  1.23e-02   1234.5    0.00"
+            "    0.01  1.25e-02  4.56e-03  4.70e-03        1032        4096\n");
+  for (Cell* c : {&w.outOfPlace, &w.inPlace}) c->maxErr = c->rmsErr = -1;  // not checked
+  auto t = tokens(tableRow(w, true, true));
+  ASSERT_EQ(t.size(), 21u);
+  EXPECT_EQ(t[8], "N/A");
+  EXPECT_EQ(t[12], "N/A");
+  EXPECT_EQ(t[17], "N/A");  // after the four percentile columns
+  EXPECT_EQ(t[18], "N/A");
+  EXPECT_EQ(t[19], "1032");
+  w.inPlace = Cell();  // no such form: blank time, as without a codec
+  t = tokens(tableRow(w, false, true));
+  ASSERT_EQ(t.size(), 16u);
+  EXPECT_EQ(t[9], "N/A");
+  EXPECT_EQ(t[11], "N/A");
+  EXPECT_EQ(t[13], "N/A");
+  EXPECT_EQ(t[15], "4096");
+}
+
+// A codec table row: the plain table's fields with maxerr in #wrong's
+// place, then oop-rms, ip-rms, wire, plain.
+struct CodecRow {
+  size_t bytes = 0, count = 0;
+  double maxErr[2] = {}, rmsErr[2] = {};  // out of place, in place
+  double wire = 0, plain = 0;
+};
+
+std::vector<CodecRow> codecRows(const std::string& out) {
+  std::vector<CodecRow> rows;
+  for (const auto& t : tableRows(out)) {
+    EXPECT_EQ(t.size(), 17u) << out;
+    if (t.size() != 17u) continue;
+    CodecRow r;
+    r.bytes = std::stoul(t[0]), r.count = std::stoul(t[1]);
+    r.maxErr[0] = std::stod(t[8]), r.maxErr[1] = std::stod(t[12]);
+    r.rmsErr[0] = std::stod(t[13]), r.rmsErr[1] = std::stod(t[14]);
+    r.wire = std::stod(t[15]), r.plain = std::stod(t[16]);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(Codec, Int8AllReducePrintsASmallErrorAndTheBytesSent) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "4000", "-e", "64000", "-f", "4", "-n", "1", "-w", "0",
+                      "--codec", "int8"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  EXPECT_TRUE(contains(o.out, "# transports: shm   algorithm: auto   codec: int8\n")) << o.out;
+  EXPECT_TRUE(contains(o.out, "  maxerr  ")) << o.out;
+  EXPECT_FALSE(contains(o.out, "#wrong")) << o.out;
+  EXPECT_TRUE(contains(o.out, "oop-rms    ip-rms        wire       plain\n")) << o.out;
+  EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << o.out;
+  EXPECT_TRUE(contains(o.out, "# Max relative error   : ")) << o.out;
+  const auto rows = codecRows(o.out);
+  ASSERT_EQ(rows.size(), 3u) << o.out;
+  // 2 ranks send 2(n-1)/n = 1 message of the row on average: 1000, 4000,
+  // 16000 values as int8, a {lo, hi} pair per started chunk of 4096.
+  const double wire[3] = {8 + 1000, 8 + 4000, 4 * 8 + 16000};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const CodecRow& r = rows[i];
+    EXPECT_EQ(r.wire, wire[i]) << r.bytes;
+    EXPECT_EQ(r.plain, double(r.bytes)) << r.bytes;
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_GT(r.maxErr[k], 0) << r.bytes << ": 8 bits cannot carry the inputs' fractions";
+      EXPECT_LT(r.maxErr[k], 0.05) << r.bytes;
+      EXPECT_GT(r.rmsErr[k], 0) << r.bytes;
+      EXPECT_LE(r.rmsErr[k], r.maxErr[k] * 1.01) << r.bytes;  // both printed to 3 digits
+    }
+  }
+}
+
+TEST(Codec, Fp16ErrorIsTiny) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "64K", "-e", "64K", "-n", "1", "-w", "0", "--codec", "fp16",
+                      "-o", "avg"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  const auto rows = codecRows(o.out);
+  ASSERT_EQ(rows.size(), 1u) << o.out;
+  EXPECT_EQ(rows[0].wire, 2 * 16384);
+  EXPECT_EQ(rows[0].plain, 4 * 16384);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_GT(rows[0].maxErr[k], 0) << "float16 cannot carry 20-bit fractions: " << o.out;
+    EXPECT_LT(rows[0].maxErr[k], 1e-3) << o.out;
+  }
+}
+
+// Every codec on every compressed collective, 3 ranks: the table, the JSON
+// and the CSV agree on the errors and the bytes sent.
+TEST(Codec, EveryCodecAndCollectiveWritesItsErrorsAndBytesToJsonAndCsv) {
+  const std::string dir = tempDir();
+  const std::map<std::string, double> bound = {{"fp16", 2e-3}, {"bf16", 1.5e-2}, {"int8", 0.05}, {"onebit", 2}};
+  for (const char* coll : {"allreduce", "reducescatter", "allgather"}) {
+    for (const auto& [codec, most] : bound) {
+      const std::string what = std::string(coll) + " " + codec;
+      Outcome o = bench({{coll, "--ranks", "3", "-b", "12K", "-e", "96K", "-f", "8", "-n", "1", "-w", "0", "--codec",
+                          codec, "--json", dir + "/r.json", "--csv", dir + "/r.csv"}});
+      ASSERT_EQ(o.exitCode, 0) << what << ": " << o.describe();
+      Report r;
+      std::string error;
+      ASSERT_TRUE(fromJson(readFile(dir + "/r.json"), r, error)) << error;
+      EXPECT_EQ(r.settings.codec, codec);
+      const auto rows = codecRows(o.out);
+      const auto lines = linesOf(readFile(dir + "/r.csv"));
+      ASSERT_EQ(rows.size(), 2u) << what << ": " << o.out;
+      ASSERT_EQ(r.rows.size(), rows.size());
+      ASSERT_EQ(lines.size(), rows.size() + 1);
+      EXPECT_EQ(lines[0], std::string(kCsvColumns) + kCsvCodecColumns);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const Row& w = r.rows[i];
+        EXPECT_NEAR(rows[i].wire, w.wireBytes, 0.5) << what;
+        EXPECT_NEAR(rows[i].plain, w.plainBytes, 0.5) << what;
+        EXPECT_LT(w.wireBytes, w.plainBytes) << what;
+        const auto f = csvFields(lines[i + 1]);
+        ASSERT_EQ(f.size(), 34u) << lines[i + 1];
+        EXPECT_EQ(f[27], codec);
+        EXPECT_EQ(f[28], formatNumber(w.wireBytes));
+        EXPECT_EQ(f[29], formatNumber(w.plainBytes));
+        const Cell* cells[2] = {&w.outOfPlace, &w.inPlace};
+        for (int k = 0; k < 2; ++k) {
+          const Cell& c = *cells[k];
+          EXPECT_EQ(c.wrong, 0) << what;
+          EXPECT_GE(c.maxErr, c.rmsErr) << what;
+          EXPECT_GE(c.rmsErr, 0) << what;
+          EXPECT_LT(c.maxErr, most) << what;
+          EXPECT_NEAR(rows[i].maxErr[k], c.maxErr, 0.006 * c.maxErr) << what;  // %.2e
+          EXPECT_NEAR(rows[i].rmsErr[k], c.rmsErr, 0.006 * c.rmsErr) << what;
+          EXPECT_EQ(f[30 + 2 * k], formatNumber(c.maxErr));
+          EXPECT_EQ(f[31 + 2 * k], formatNumber(c.rmsErr));
+        }
+      }
+    }
+  }
+  // ReduceScatter and AllGather: each rank sends every peer one block.
+  // reducescatter int8 at 96K over 3 ranks: blocks of 8192 values, each
+  // two {lo, hi} pairs and 8192 codes, to 2 peers.
+  Outcome o = bench({{"reducescatter", "--ranks", "3", "-b", "96K", "-e", "96K", "-n", "1", "-w", "0", "--codec",
+                      "int8", "-c", "0"}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  const auto rows = tableRows(o.out);
+  ASSERT_EQ(rows.size(), 1u) << o.out;
+  ASSERT_EQ(rows[0].size(), 17u) << o.out;
+  EXPECT_EQ(rows[0][15], std::to_string(2 * (16 + 8192)));
+  EXPECT_EQ(rows[0][16], std::to_string(2 * 8192 * 4));
+  for (size_t k : {8, 12, 13, 14}) EXPECT_EQ(rows[0][k], "N/A") << "-c 0 measures no error: " << o.out;
+  EXPECT_FALSE(contains(o.out, "# Max relative error")) << o.out;
+  std::filesystem::remove_all(dir);
+}
+
+// --device cuda (emulated): inputs filled and results measured through the
+// host copies, as for the exact check.
+TEST(Codec, DeviceBuffersAreMeasuredThroughTheirHostCopies) {
+  Outcome o = bench({{"allreduce", "--ranks", "2", "-b", "64K", "-e", "64K", "-n", "1", "-w", "0", "--device", "cuda",
+                      "--codec", "int8"},
+                     {{"GYRE_DEVICE_BACKEND", "emulated"}}});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  const auto rows = codecRows(o.out);
+  ASSERT_EQ(rows.size(), 1u) << o.out;
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_GT(rows[0].maxErr[k], 0) << o.out;
+    EXPECT_LT(rows[0].maxErr[k], 0.05) << o.out;
+  }
+}
+
+TEST(Codec, FieldsSurviveJsonRoundTripAndStayOutOfPlainFiles) {
+  Report r;
+  r.settings.collective = "allreduce", r.settings.codec = "onebit", r.settings.transports = "shm";
+  Row w;
+  w.bytes = 4096, w.count = 1024, w.type = "float", w.redop = "sum";
+  w.outOfPlace = {true, 1.25, 0.8192, 0.8192, 0, -1, -1, 0.5, 0.25};
+  w.inPlace = {true, 1.5, 0.5, 0.5, -1, -1, -1, -1, -1};
+  w.wireBytes = 170.666666, w.plainBytes = 5461.33333;
+  r.rows = {w};
+  Report back;
+  std::string error;
+  ASSERT_TRUE(fromJson(toJson(r), back, error)) << error;
+  EXPECT_EQ(toJson(back), toJson(r));
+  EXPECT_EQ(toCsv(back), toCsv(r));
+  EXPECT_EQ(back.settings.codec, "onebit");
+  EXPECT_DOUBLE_EQ(back.rows[0].outOfPlace.maxErr, 0.5);
+  EXPECT_DOUBLE_EQ(back.rows[0].outOfPlace.rmsErr, 0.25);
+  EXPECT_EQ(back.rows[0].inPlace.maxErr, -1);
+  EXPECT_NEAR(back.rows[0].wireBytes, w.wireBytes, 1e-3);
+  EXPECT_TRUE(contains(toJson(r), "\"maxerr\": 0.5, \"rmserr\": 0.25")) << toJson(r);
+  EXPECT_TRUE(contains(toJson(r), "\"maxerr\": null")) << toJson(r);
+  EXPECT_TRUE(contains(toJson(r), "\"codec\": \"onebit\"\n")) << toJson(r);
+  // Without a codec the files are as they always were.
+  r.settings.codec = "none";
+  for (const char* field : {"codec", "maxerr", "rmserr", "wireBytes", "plainBytes"})
+    EXPECT_FALSE(contains(toJson(r), field)) << field;
+  EXPECT_EQ(linesOf(toCsv(r))[0], kCsvColumns);
+  // A codec's run is told apart from the same run uncompressed in plots.
+  r.settings.algorithm = "auto";
+  Report lossy = r;
+  lossy.settings.codec = "int8";
+  const auto series = seriesOf({r, lossy});
+  ASSERT_EQ(series.size(), 2u);
+  EXPECT_EQ(series[0].name, "allreduce shm auto");
+  EXPECT_EQ(series[1].name, "allreduce shm auto int8");
 }
 
 // ---- plots ----

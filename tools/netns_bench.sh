@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Large AllReduce across "hosts" made of network namespaces on one bridge
-# (tests/netns_hosts.sh), two ranks per host, each host's link shaped both
+# (tests/netns_hosts.sh), PER_HOST ranks per host, each host's link shaped both
 # ways with tbf: gyre over TCP (shared memory within a host) and over UCX,
 # Open MPI (ob1: tcp between hosts, vader within) and Gloo (tcp everywhere)
 # over the same links. A benchmark, not a test: it asserts nothing.
@@ -12,7 +12,7 @@
 # rows in OUT.tsv.
 #   tools/netns_bench.sh [OUT]     (OUT: prefix for OUT.tsv and OUT.md; default /tmp/netns_bench)
 # Environment: BUILD (build), HOSTS ("2 4"), RATES ("1gbit 10gbit"; "none":
-# unshaped, what the CPUs allow), REPS (3), SIZE (64M), ITERS (10), WARMUP (1),
+# unshaped, what the CPUs allow), PER_HOST (2; 1 or 2), REPS (3), SIZE (64M), ITERS (10), WARMUP (1),
 # VARIANTS (names from the list below), EXTRA_VARIANTS (more, see below),
 # NICE (0; e.g. -10 runs every variant's ranks ahead of the machine's other
 # work, where other jobs share the CPUs).
@@ -28,11 +28,14 @@ size=${SIZE:-64M}
 iters=${ITERS:-10}
 warmup=${WARMUP:-1}
 nice=(nice -n "${NICE:-0}")
+per_host=${PER_HOST:-2}
 most=$(tr ' ' '\n' <<<"$host_counts" | sort -n | tail -1)
 . "$root/tests/netns_hosts.sh" gyre-b "$most"
 netns_star 10.79.0 none
 
-# The variants: name, then how it runs (gyre | ompi | gloo), then its settings.
+# The variants: name, then how it runs (gyre | ompi | gloo), then its settings
+# (gyre's: NAME=VALUE words are its environment, the rest gyre-bench's
+# arguments).
 # gyre's ring is forced: the ring is the bound the bar is set against (its
 # links each carry 2(n-1)/n of the data, so busbw can reach the link rate).
 # Open MPI yields when idle, as it does by itself when it sees more ranks
@@ -43,6 +46,10 @@ all_variants=(
   "gyre-ucx gyre GYRE_TRANSPORT=ucx GYRE_ALGO=allreduce:ring"
   "ompi-ring ompi --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4 --mca mpi_yield_when_idle 1"
   "gloo-ring gloo --algo ring_chunked"
+  "gyre-fp16 gyre GYRE_TRANSPORT=auto --codec fp16"
+  "gyre-bf16 gyre GYRE_TRANSPORT=auto --codec bf16"
+  "gyre-int8 gyre GYRE_TRANSPORT=auto --codec int8"
+  "gyre-onebit gyre GYRE_TRANSPORT=auto --codec onebit"
 )
 # More, for experiments: EXTRA_VARIANTS="gyre-2socks gyre GYRE_NSOCKS_PERPEER=2 GYRE_ALGO=allreduce:ring; ..."
 IFS=';' read -ra extra <<<"${EXTRA_VARIANTS:-}"
@@ -75,16 +82,19 @@ tx_bytes() {  # what host 0 has sent over its link
   ip netns exec "$h0" cat "/sys/class/net/${netns_if}0-$tag/statistics/tx_bytes"
 }
 
-# run_gyre NHOSTS SETTINGS...: one rank per process, two per host.
+# run_gyre NHOSTS SETTINGS...: one rank per process, PER_HOST per host.
 run_gyre() {
-  local nhosts=$1 n=$((2 * $1)) r pids=()
+  local nhosts=$1 n=$((per_host * $1)) r pids=() envs=() args=() w
   shift
+  for w in "$@"; do
+    if [[ $w == *=* && $w != -* ]]; then envs+=("$w"); else args+=("$w"); fi
+  done
   local secret
   secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
   for ((r = 0; r < n; r++)); do
-    ip netns exec "${hosts[$((r / 2))]}" env GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=10.79.0.1:29414 \
-      GYRE_SECRET="$secret" "$@" "${nice[@]}" timeout 600 "$build/bench/gyre-bench" allreduce \
-      -b "$size" -e "$size" -n "$iters" -w "$warmup" -c 0 >"$logs/run.$r" 2>&1 &
+    ip netns exec "${hosts[$((r / per_host))]}" env GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=10.79.0.1:29414 \
+      GYRE_SECRET="$secret" "${envs[@]}" "${nice[@]}" timeout 600 "$build/bench/gyre-bench" allreduce \
+      -b "$size" -e "$size" -n "$iters" -w "$warmup" -c 0 "${args[@]}" >"$logs/run.$r" 2>&1 &
     pids+=($!)
   done
   for r in "${!pids[@]}"; do wait "${pids[$r]}" || { cat "$logs/run.$r" >&2; return 1; }; done
@@ -95,19 +105,19 @@ run_ompi() {
   local nhosts=$1 i
   shift
   : >"$logs/hostfile"
-  for ((i = 0; i < nhosts; i++)); do echo "10.79.0.$((i + 1)) slots=2" >>"$logs/hostfile"; done
+  for ((i = 0; i < nhosts; i++)); do echo "10.79.0.$((i + 1)) slots=$per_host" >>"$logs/hostfile"; done
   ip netns exec "$h0" unshare --uts sh -c "hostname $h0; exec ${nice[*]} timeout 600 mpirun --allow-run-as-root \
-    -n $((2 * nhosts)) --hostfile $logs/hostfile --mca plm_rsh_agent $agent --mca pml ob1 \
+    -n $((per_host * nhosts)) --hostfile $logs/hostfile --mca plm_rsh_agent $agent --mca pml ob1 \
     --mca btl tcp,vader,self --mca btl_tcp_if_include 10.79.0.0/24 --mca oob_tcp_if_include 10.79.0.0/24 $* \
     $build/bench/compare/mpi-allreduce-perf -b $size -e $size -n $iters -w $warmup -c 0"
 }
 
 run_gloo() {
-  local nhosts=$1 n=$((2 * $1)) r pids=() store
+  local nhosts=$1 n=$((per_host * $1)) r pids=() store
   shift
   store=$(mktemp -d -p "$logs")
   for ((r = 0; r < n; r++)); do
-    ip netns exec "${hosts[$((r / 2))]}" env GLOO_SOCKET_IFNAME="$netns_if$((r / 2))-$tag" \
+    ip netns exec "${hosts[$((r / per_host))]}" env GLOO_SOCKET_IFNAME="$netns_if$((r / per_host))-$tag" \
       "${nice[@]}" timeout 600 "$build/bench/compare/gloo-allreduce-perf" "$@" --rank $r --size $n --store-dir "$store" \
       -b "$size" -e "$size" -n "$iters" -w "$warmup" -c 0 >"$logs/run.$r" 2>&1 &
     pids+=($!)
@@ -133,11 +143,11 @@ for rate in $rates; do
         sent=$(($(tx_bytes) - before))
         # busbw from the time columns (us), as nccl-tests defines it for
         # AllReduce, at more digits than the tables print.
-        row=$(awk -v s="$(numfmt --from=iec "$size")" -v n=$((2 * nhosts)) '!/^#/ && $1 == s {
+        row=$(awk -v s="$(numfmt --from=iec "$size")" -v n=$((per_host * nhosts)) '!/^#/ && $1 == s {
           f = 2 * (n - 1) / n; printf "%.4f %.4f\n", s / $6 / 1e3 * f, s / $10 / 1e3 * f }' <<<"$text" | tail -1)
         calls=$((2 * (iters + warmup)))
         per=$(awk -v b="$sent" -v s="$(numfmt --from=iec "$size")" -v c=$calls 'BEGIN {printf "%.2f", b / s / c}')
-        printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$rate" "$nhosts" $((2 * nhosts)) "$name" "$rep" $row "$per" | tee -a "$out.tsv"
+        printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$rate" "$nhosts" $((per_host * nhosts)) "$name" "$rep" $row "$per" | tee -a "$out.tsv"
       done
     done
   done
@@ -145,7 +155,7 @@ done
 
 # The table: medians over the rounds, busbw as a share of the link rate.
 {
-  echo "$(date -u +%F) $(git -C "$root" rev-parse --short HEAD), $(nproc) CPUs, SIZE=$size ITERS=$iters WARMUP=$warmup REPS=$reps NICE=${NICE:-0};" \
+  echo "$(date -u +%F) $(git -C "$root" rev-parse --short HEAD), $(nproc) CPUs, SIZE=$size ITERS=$iters WARMUP=$warmup REPS=$reps NICE=${NICE:-0} PER_HOST=$per_host;" \
     "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
 } >"$out.md"
@@ -165,6 +175,6 @@ for rate, hosts, variant in keys:
     oop = statistics.median(float(r["busbw_oop"]) for r in sel)
     per = statistics.median(float(r["link_bytes_per_call"]) for r in sel)
     pct = lambda bw: f"{100 * bw * 1e9 / rate_bytes[rate]:.0f}%" if rate in rate_bytes else "-"
-    print(f"| {rate} | {hosts} x 2 | {variant} | {oop:.3f} | {pct(oop)} | {ip:.3f} | {pct(ip)} | {per:.2f} | {len(sel)} |")
+    print(f"| {rate} | {hosts} x {int(sel[0]['ranks']) // hosts} | {variant} | {oop:.3f} | {pct(oop)} | {ip:.3f} | {pct(ip)} | {per:.2f} | {len(sel)} |")
 EOF
 cat "$out.md"

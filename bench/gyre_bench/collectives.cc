@@ -1,5 +1,7 @@
 #include "bench/gyre_bench/collectives.h"
 
+#include <cstdint>
+
 #include "bench/exact_values.h"
 
 namespace gyre::bench {
@@ -9,6 +11,7 @@ namespace {
 using test::countPatternWrong;
 using test::countWrong;
 using test::dtypeBytes;
+using test::ErrorStats;
 using test::fillInput;
 using test::fillPattern;
 
@@ -127,13 +130,56 @@ size_t wrongSendRecv(Call& c) {
 void fillNothing(Call&) {}
 size_t wrongNothing(Call&) { return 0; }
 
-gyreResult_t runAllReduce(Call& c) { return gyreAllReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, c.stream); }
+// ---- compressed forms ----
+
+void fillReduceLossy(Call& c) { test::fillFractionalInput(c.send, c.sendElems, dt(c), c.opt->op, c.rank); }
+ErrorStats errorAllReduce(Call& c) { return test::measureError(c.recv, c.count, dt(c), c.opt->op, c.nranks); }
+ErrorStats errorReduceScatter(Call& c) {
+  return test::measureError(c.recv, c.count, dt(c), c.opt->op, c.nranks, c.count * c.rank);
+}
+void fillOwnLossy(Call& c) { test::fillFractionalPattern(c.send, c.count, dt(c), c.rank); }
+ErrorStats errorBlocks(Call& c) {
+  ErrorStats s;
+  for (int q = 0; q < c.nranks; ++q)
+    s.merge(test::measurePatternError(elem(c.recv, c, c.count * q), c.count, dt(c), q));
+  return s;
+}
+
+// Bytes sent, by the compressed plan (src/collectives/compressed.h).
+// AllReduce: rank r sends each peer q q's block of its input, then its own
+// block of the result to every peer; averaged over the ranks that is
+// 2(n-1)/n times the messages of every block, and as blocks (and the
+// pieces they are sent in) are whole chunks, those add up to one message
+// of count values. The uncompressed ring sends the same share of the size.
+double wireAllReduce(const Call& c, gyreCodec_t codec) {
+  return allReduceFactor(c.nranks) * double(messageBytes(codec, c.count, esz(c)));
+}
+// ReduceScatter and AllGather: a block of count values to each peer.
+double wireBlocks(const Call& c, gyreCodec_t codec) {
+  return double(c.nranks - 1) * double(messageBytes(codec, c.count, esz(c)));
+}
+
+const Lossy kLossyAllReduce{fillReduceLossy, errorAllReduce, wireAllReduce};
+const Lossy kLossyReduceScatter{fillReduceLossy, errorReduceScatter, wireBlocks};
+const Lossy kLossyAllGather{fillOwnLossy, errorBlocks, wireBlocks};
+
+gyreResult_t runAllReduce(Call& c) {
+  if (c.opt->codec != gyreCodecNone)
+    return gyreAllReduceCodec(c.send, c.recv, c.count, dt(c), c.opt->op, c.opt->codec, c.comm, c.stream);
+  return gyreAllReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, c.stream);
+}
 gyreResult_t runReduce(Call& c) {
   return gyreReduce(c.send, c.recv, c.count, dt(c), c.opt->op, c.opt->root, c.comm, c.stream);
 }
 gyreResult_t runBroadcast(Call& c) { return gyreBroadcast(c.send, c.recv, c.count, dt(c), c.opt->root, c.comm, c.stream); }
-gyreResult_t runAllGather(Call& c) { return gyreAllGather(c.send, c.recv, c.count, dt(c), c.comm, c.stream); }
+gyreResult_t runAllGather(Call& c) {
+  if (c.opt->codec != gyreCodecNone)
+    return gyreAllGatherCodec(c.send, c.recv, c.count, dt(c), c.opt->codec, c.comm, c.stream);
+  return gyreAllGather(c.send, c.recv, c.count, dt(c), c.comm, c.stream);
+}
 gyreResult_t runReduceScatter(Call& c) {
+  if (c.opt->codec != gyreCodecNone)
+    return gyreReduceScatterCodec(c.send, c.recv, c.count, dt(c), c.opt->op, c.opt->codec, c.comm, c.stream);
   return gyreReduceScatter(c.send, c.recv, c.count, dt(c), c.opt->op, c.comm, c.stream);
 }
 gyreResult_t runAllToAll(Call& c) { return gyreAllToAll(c.send, c.recv, c.count, dt(c), c.comm, c.stream); }
@@ -157,22 +203,42 @@ void fillSendRecv(Call& c) {
 gyreResult_t runBarrier(Call& c) { return gyreBarrier(c.comm, c.stream); }
 
 const Collective kCollectives[] = {
-    {"allreduce", true, false, true, allReduceFactor, shapeSame, placeSame, fillReduce, runAllReduce, wrongAllReduce},
-    {"allgather", false, false, true, gatherFactor, shapeGather, placeInRecv, fillOwn, runAllGather, wrongBlocks},
+    {"allreduce", true, false, true, allReduceFactor, shapeSame, placeSame, fillReduce, runAllReduce, wrongAllReduce,
+     &kLossyAllReduce},
+    {"allgather", false, false, true, gatherFactor, shapeGather, placeInRecv, fillOwn, runAllGather, wrongBlocks,
+     &kLossyAllGather},
     {"reducescatter", true, false, true, gatherFactor, shapeScatter, placeInSend, fillReduce, runReduceScatter,
-     wrongReduceScatter},
-    {"alltoall", false, false, true, gatherFactor, shapeAllToAll, placeSame, fillAllToAll, runAllToAll, wrongAllToAll},
+     wrongReduceScatter, &kLossyReduceScatter},
+    {"alltoall", false, false, true, gatherFactor, shapeAllToAll, placeSame, fillAllToAll, runAllToAll, wrongAllToAll,
+     nullptr},
     {"alltoallv", false, false, false, gatherFactor, shapeAllToAllv, placeApart, fillAllToAllv, runAllToAllv,
-     wrongAllToAllv},
-    {"broadcast", false, true, true, one, shapeSame, placeSame, fillBroadcast, runBroadcast, wrongBroadcast},
-    {"reduce", true, true, true, one, shapeSame, placeSame, fillReduce, runReduce, wrongReduce},
-    {"gather", false, true, true, gatherFactor, shapeGather, placeGather, fillOwn, runGather, wrongGather},
-    {"scatter", false, true, true, gatherFactor, shapeScatter, placeScatter, fillScatter, runScatter, wrongScatter},
-    {"sendrecv", false, false, false, one, shapeSendRecv, placeApart, fillSendRecv, runSendRecv, wrongSendRecv},
-    {"barrier", false, false, false, one, shapeSame, placeApart, fillNothing, runBarrier, wrongNothing},
+     wrongAllToAllv, nullptr},
+    {"broadcast", false, true, true, one, shapeSame, placeSame, fillBroadcast, runBroadcast, wrongBroadcast, nullptr},
+    {"reduce", true, true, true, one, shapeSame, placeSame, fillReduce, runReduce, wrongReduce, nullptr},
+    {"gather", false, true, true, gatherFactor, shapeGather, placeGather, fillOwn, runGather, wrongGather, nullptr},
+    {"scatter", false, true, true, gatherFactor, shapeScatter, placeScatter, fillScatter, runScatter, wrongScatter,
+     nullptr},
+    {"sendrecv", false, false, false, one, shapeSendRecv, placeApart, fillSendRecv, runSendRecv, wrongSendRecv,
+     nullptr},
+    {"barrier", false, false, false, one, shapeSame, placeApart, fillNothing, runBarrier, wrongNothing, nullptr},
 };
 
 }  // namespace
+
+size_t messageBytes(gyreCodec_t codec, size_t n, size_t esz) {
+  const size_t chunks = (n + 4095) / 4096;
+  switch (codec) {
+    case gyreCodecFp16:
+    case gyreCodecBf16:
+      return 2 * n;
+    case gyreCodecInt8:
+      return chunks * 2 * sizeof(float) + n;
+    case gyreCodecOneBit:
+      return chunks * sizeof(float) + (n + 31) / 32 * sizeof(uint32_t);
+    default:
+      return n * esz;
+  }
+}
 
 const Collective* findCollective(const std::string& name) {
   for (const Collective& c : kCollectives)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/exact_values.h"
 #include "bench/gyre_bench/options.h"
 #include "gyre/gyre.h"
 
@@ -26,6 +27,17 @@ struct Call {
   std::vector<size_t> sc, sd, rc, rd;  // alltoallv
 };
 
+// What a collective's compressed form (--codec) adds. Its results are
+// lossy, so rather than counting wrong elements the check measures how far
+// they are from the exact ones, on inputs with fractions a codec must round.
+struct Lossy {
+  void (*fill)(Call& c);
+  test::ErrorStats (*error)(Call& c);  // after fill + run: this rank's output against the exact one
+  // The bytes this rank sends per call with `codec` (gyreCodecNone: the
+  // uncompressed call's), averaged over the ranks; payload only.
+  double (*wireBytes)(const Call& c, gyreCodec_t codec);
+};
+
 struct Collective {
   const char* name;
   bool reduces;      // takes an op (and prints it)
@@ -40,7 +52,14 @@ struct Collective {
   void (*fill)(Call& c);
   gyreResult_t (*run)(Call& c);
   size_t (*wrong)(Call& c);  // after fill + run: how many elements are wrong here
+  const Lossy* lossy;        // null: no compressed form
 };
+
+// The bytes of one message of n values encoded by codec (uncompressed:
+// n values of esz bytes), as kernels/common/codec.h lays them out: int8 a
+// {lo, hi} float pair per chunk of 4096 values, then a byte per value;
+// onebit a float scale per chunk, then a bit per value in 32-bit words.
+size_t messageBytes(gyreCodec_t codec, size_t n, size_t esz);
 
 const Collective* findCollective(const std::string& name);
 std::string collectiveNames();

@@ -3,19 +3,23 @@
 // then time/algbw/busbw/#wrong out of place and in place). Runs as one rank
 // under a launcher (ranks from the environment) or forks --ranks N itself.
 // Rank 0 prints the table and writes --json/--csv/--plot; `gyre-bench plot`
-// merges result files into one plot.
+// merges result files into one plot. With --codec the calls are the
+// compressed ones, whose results are lossy: the check measures their error
+// against the exact results instead of counting wrong elements.
 //
 // Self-test switches (for tests of gyre-bench itself, never for measuring):
 //   GYRE_BENCH_CORRUPT=1  after the collective of each check pass, flip one
 //                         bit of the first output element on the rank that
 //                         checks it (the root of rooted collectives, else
-//                         rank 0): the check must report #wrong > 0, exit 1.
+//                         rank 0): the check must report #wrong > 0, exit 1
+//                         (not with --codec: one bit is within a codec's error).
 //   GYRE_BENCH_STALL=1    (needs -T) the last rank never calls the first
 //                         row's collective: -T must end the run with exit 3.
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -138,19 +142,21 @@ struct RowBuffers {
     }
     return h;
   }
-  void fill(const Collective& coll, Call& c) {
-    if (!dev) return coll.fill(c);
+  void fill(void (*fillCall)(Call&), Call& c) {
+    if (!dev) return fillCall(c);
     Call h = hostCall(c);
-    coll.fill(h);
+    fillCall(h);
     a.upload();
     b.upload();
   }
-  size_t wrong(const Collective& coll, Call& c) {
-    if (!dev) return coll.wrong(c);
+  // checkCall (coll.wrong, or a codec's error) on the host's view of c.
+  template <class Result>
+  Result check(Result (*checkCall)(Call&), Call& c) {
+    if (!dev) return checkCall(c);
     a.download();
     b.download();
     Call h = hostCall(c);
-    return coll.wrong(h);
+    return checkCall(h);
   }
   // Until the calls enqueued so far have run (host calls: at once).
   void settle(gyreComm_t comm) {
@@ -163,12 +169,38 @@ struct RowBuffers {
 // One rank's view of one placement of one row.
 struct Local {
   double meanUs = 0, p50 = -1, p99 = -1;
-  long long wrong = -1;
+  long long wrong = -1;  // --codec: results that are not finite
+  test::ErrorStats error;  // --codec
 };
+
+bool lossy(const Options& o) { return o.codec != gyreCodecNone; }
+
+// A codec's calls get inputs with fractions, which its rounding shows on.
+using FillFn = void (*)(Call&);
+FillFn fillOf(const Collective& coll, const Options& o) { return lossy(o) ? coll.lossy->fill : coll.fill; }
+
+// The check pass: one more call, on fresh inputs, and its result checked.
+void checkPass(const Collective& coll, Call& c, RowBuffers& bufs, const Options& o, Local& l) {
+  bufs.fill(fillOf(coll, o), c);
+  CHECKG(coll.run(c));
+  bufs.settle(c.comm);
+  const int checker = coll.rooted ? o.root : 0;
+  if (envFlag("GYRE_BENCH_CORRUPT") && c.rank == checker && c.recvElems > 0 && c.count > 0) {
+    bufs.a.download(), bufs.b.download();
+    bufs.hostCall(c).recv[0] ^= 1;
+    bufs.a.upload(), bufs.b.upload();
+  }
+  if (!lossy(o)) {
+    l.wrong = static_cast<long long>(bufs.check(coll.wrong, c));
+    return;
+  }
+  l.error = bufs.check(coll.lossy->error, c);
+  l.wrong = static_cast<long long>(l.error.nonFinite);
+}
 
 Local measure(const Collective& coll, Call& c, RowBuffers& bufs, const Options& o, Progress& progress,
               const char* place) {
-  bufs.fill(coll, c);
+  bufs.fill(fillOf(coll, o), c);
   if (envFlag("GYRE_BENCH_STALL") && c.rank == c.nranks - 1)
     for (;;) pause();  // only -T ends this (parseOptions insists on it)
   const std::string warm = std::string(place) + " warmup", timed = std::string(place) + " iter";
@@ -194,29 +226,33 @@ Local measure(const Collective& coll, Call& c, RowBuffers& bufs, const Options& 
   Local l;
   l.meanUs = (now() - t0) / o.iters * 1e6;
   if (o.percentiles) l.p50 = percentile(each, 50), l.p99 = percentile(each, 99);
-  if (o.check) {
-    bufs.fill(coll, c);
-    CHECKG(coll.run(c));
-    bufs.settle(c.comm);
-    const int checker = coll.rooted ? o.root : 0;
-    if (envFlag("GYRE_BENCH_CORRUPT") && c.rank == checker && c.recvElems > 0 && c.count > 0) {
-      bufs.a.download(), bufs.b.download();
-      bufs.hostCall(c).recv[0] ^= 1;
-      bufs.a.upload(), bufs.b.upload();
-    }
-    l.wrong = static_cast<long long>(bufs.wrong(coll, c));
-  }
+  if (o.check) checkPass(coll, c, bufs, o, l);
   return l;
 }
 
-// Every rank's values, combined as -a says (#wrong: summed).
+// Every rank's values, combined as -a says (#wrong: summed; a codec's
+// errors: over every rank's output, as test::ErrorStats merges them).
+constexpr int kFields = 8;
+
+test::ErrorStats mergedErrors(const std::vector<double> (&field)[kFields]) {
+  test::ErrorStats all;
+  for (size_t r = 0; r < field[0].size(); ++r) {
+    test::ErrorStats one;
+    one.maxAbsErr = field[4][r], one.sumSqErr = field[5][r], one.maxAbsExact = field[6][r];
+    one.elems = static_cast<size_t>(field[7][r]);
+    all.merge(one);
+  }
+  return all;
+}
+
 Cell combine(gyreComm_t comm, int nranks, const Local& l, const Options& o, size_t bytes, double factor) {
-  const double mine[4] = {l.meanUs, l.p50, l.p99, double(l.wrong)};
-  std::vector<double> all(4 * static_cast<size_t>(nranks));
-  CHECKG(gyreAllGather(mine, all.data(), 4, gyreFloat64, comm, nullptr));
-  std::vector<double> field[4];
+  const double mine[kFields] = {l.meanUs, l.p50, l.p99, double(l.wrong), l.error.maxAbsErr, l.error.sumSqErr,
+                                l.error.maxAbsExact, double(l.error.elems)};
+  std::vector<double> all(kFields * static_cast<size_t>(nranks));
+  CHECKG(gyreAllGather(mine, all.data(), kFields, gyreFloat64, comm, nullptr));
+  std::vector<double> field[kFields];
   for (int r = 0; r < nranks; ++r)
-    for (int k = 0; k < 4; ++k) field[k].push_back(all[4 * static_cast<size_t>(r) + k]);
+    for (int k = 0; k < kFields; ++k) field[k].push_back(all[kFields * static_cast<size_t>(r) + k]);
   Cell cell;
   cell.present = true;
   cell.timeUs = aggregate(field[0], o.average);
@@ -227,6 +263,10 @@ Cell combine(gyreComm_t comm, int nranks, const Local& l, const Options& o, size
     double w = 0;
     for (double x : field[3]) w += x;
     cell.wrong = static_cast<long long>(w);
+  }
+  if (o.check && lossy(o)) {
+    const test::ErrorStats e = mergedErrors(field);
+    cell.maxErr = e.maxRelative(), cell.rmsErr = e.rmsRelative();
   }
   return cell;
 }
@@ -265,6 +305,7 @@ RunSettings settingsOf(const Options& o, int nranks, const std::vector<RankCard>
   s.dtype = o.dtypeArg, s.op = o.opArg, s.root = o.root;
   s.average = static_cast<int>(o.average), s.averageName = aggregateName(o.average);
   s.timeout = o.timeoutSec, s.percentiles = o.percentiles, s.skew = o.skew;
+  s.codec = codecName(o.codec);
   return s;
 }
 
@@ -329,6 +370,7 @@ int runRank(const Options& opt, gyreComm_t comm) {
   double busSum = 0;
   int cells = 0;
   long long wrongTotal = 0;
+  double maxErr = -1;  // a codec's largest error over the run; -1: none measured
   const size_t rowsTotal = types.size() * ops.size() * sizes.size();
   size_t rowIndex = 0;
   for (gyreDataType_t type : types) {
@@ -352,6 +394,10 @@ int runRank(const Options& opt, gyreComm_t comm) {
         row.type = typeName(type);
         row.redop = coll.reduces ? test::opLabel(op) : "none";
         row.root = coll.rooted ? o.root : -1;
+        if (lossy(o)) {
+          row.wireBytes = coll.lossy->wireBytes(c, o.codec);
+          row.plainBytes = coll.lossy->wireBytes(c, gyreCodecNone);
+        }
         const std::string what = o.collective + " " + row.type + " " + row.redop + " " + std::to_string(row.bytes) + " B";
         progress.setStage(what + " (row " + std::to_string(++rowIndex) + "/" + std::to_string(rowsTotal) + ")");
         armRowTimeout(o.timeoutSec, c.rank, what);
@@ -363,12 +409,13 @@ int runRank(const Options& opt, gyreComm_t comm) {
           Cell& cell = inPlace ? row.inPlace : row.outOfPlace;
           cell = combine(comm, c.nranks, l, o, row.bytes, factor);
           wrongTotal += cell.wrong > 0 ? cell.wrong : 0;
+          maxErr = std::max(maxErr, cell.maxErr);
           busSum += cell.busbw, ++cells;  // nccl-tests: the footer averages every cell
         }
         disarmRowTimeout();
         if (c.rank == 0) {
           progress.clear();
-          std::fputs(tableRow(row, o.percentiles).c_str(), stdout);
+          std::fputs(tableRow(row, o.percentiles, lossy(o)).c_str(), stdout);
           std::fflush(stdout);
           report.rows.push_back(row);
         }
@@ -379,7 +426,7 @@ int runRank(const Options& opt, gyreComm_t comm) {
   if (c.rank == 0) {
     report.outOfBounds = wrongTotal;
     report.avgBusBw = cells ? busSum / cells : 0;
-    std::fputs(tableFooter(report.outOfBounds, report.avgBusBw).c_str(), stdout);
+    std::fputs(tableFooter(report.outOfBounds, report.avgBusBw, maxErr).c_str(), stdout);
     std::fflush(stdout);
     if (!writeResults(o, report)) status = 1;
   }

@@ -21,7 +21,7 @@ const char* const kUsage =
     "  -i, --stepbytes N       or add N bytes each row\n"
     "  -n, --iters N           timed iterations per row (default 20)\n"
     "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
-    "  -c, --check 0|1         check every result exactly (default 1)\n"
+    "  -c, --check 0|1         check every result exactly (default 1; --codec: measure its error)\n"
     "  -d, --datatype T|all    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default float)\n"
     "  -o, --op OP|all         sum prod max min avg (default sum)\n"
     "  -r, --root R            root rank of rooted collectives (default 0)\n"
@@ -34,6 +34,13 @@ const char* const kUsage =
     "  --transport shm|tcp     force a transport (default: shm within a host, tcp across)\n"
     "  --algo NAME             force an algorithm (default: the tuner's choice)\n"
     "  --skew K                alltoallv: each rank sends its next rank K times as much\n"
+    "  --codec none|fp16|bf16|int8|onebit\n"
+    "                          allreduce, allgather, reducescatter compressed on the wire\n"
+    "                          (-d float, half or bfloat16; -o sum or avg). Inputs get fractions;\n"
+    "                          the check reports maxerr and rmserr in place of #wrong: the largest\n"
+    "                          and the root-mean-square |result - exact| over every rank's output,\n"
+    "                          relative to the largest |exact| value there; wire and plain: bytes\n"
+    "                          a rank sends per call, compressed and uncompressed (busbw: plain)\n"
     "  --device host|cuda      cuda: buffers in GPU memory, calls on a CUDA stream (default host)\n"
     "output:\n"
     "  --percentiles           time each iteration; add p50/p99 latency columns\n"
@@ -96,6 +103,25 @@ Aggregate parseAverage(const std::string& v) {
   usage("-a takes 0 (rank 0), 1 (avg), 2 (min) or 3 (max), not '" + v + "'");
 }
 
+gyreCodec_t parseCodec(const std::string& v) {
+  for (int c = 0; c < gyreNumCodecs; ++c)
+    if (v == codecName(static_cast<gyreCodec_t>(c))) return static_cast<gyreCodec_t>(c);
+  usage("--codec takes none, fp16, bf16, int8 or onebit, not '" + v + "'");
+}
+
+// What the compressed calls take (gyre.h): refused here, before measuring,
+// rather than as a failed call.
+void checkCodec(const Options& o) {
+  if (o.codec == gyreCodecNone) return;
+  if (!findCollective(o.collective)->lossy) usage("--codec is for allreduce, allgather and reducescatter");
+  for (gyreDataType_t t : o.dtypes)
+    if (t != gyreFloat32 && t != gyreFloat16 && t != gyreBfloat16)
+      usage("--codec takes -d float, half or bfloat16, not " + std::string(typeName(t)));
+  if (!findCollective(o.collective)->reduces) return;
+  for (gyreRedOp_t op : o.ops)
+    if (op != gyreSum && op != gyreAvg) usage("--codec takes -o sum or avg, not " + std::string(test::opLabel(op)));
+}
+
 double parseFactor(const char* v) {
   char* end;
   const double f = std::strtod(v, &end);
@@ -126,6 +152,12 @@ size_t parseBytes(const std::string& s) {
 
 const char* typeName(gyreDataType_t t) {
   return t == gyreFloat32 ? "float" : t == gyreFloat16 ? "half" : t == gyreFloat64 ? "double" : test::dtypeLabel(t);
+}
+
+const char* codecName(gyreCodec_t c) {
+  static const char* const names[] = {"none", "fp16", "bf16", "int8", "onebit"};
+  static_assert(sizeof(names) / sizeof(names[0]) == gyreNumCodecs);
+  return static_cast<int>(c) >= 0 && c < gyreNumCodecs ? names[c] : "?";
 }
 
 Options parseOptions(int argc, char** argv) {
@@ -167,6 +199,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--transport") o.transport = next();
     else if (a == "--algo") o.algo = next();
     else if (a == "--device") o.device = next();
+    else if (a == "--codec") o.codec = parseCodec(next());
     else if (a == "--percentiles") o.percentiles = true;
     else if (a == "--json") o.jsonPath = fileName(a, next());
     else if (a == "--csv") o.csvPath = fileName(a, next());
@@ -187,6 +220,7 @@ Options parseOptions(int argc, char** argv) {
   if ((o.factor <= 1 && !o.step) || o.minBytes > o.maxBytes) usage("bad sweep (-b, -e, -f, -i)");
   if (o.transport != "" && o.transport != "shm" && o.transport != "tcp") usage("--transport takes shm or tcp");
   if (o.device != "host" && o.device != "cuda") usage("--device takes host or cuda");
+  checkCodec(o);
   if (o.device == "cuda" && o.registered) usage("-R 1 is for host buffers; --device cuda allocates device memory");
   std::string why;
   if (!o.plotPath.empty() && !plotPathUsable(o.plotPath, why)) usage(why);

@@ -1,6 +1,7 @@
 // gyre-bench's command line: nccl-tests' flags and meanings (short and long
 // forms), plus gyre's own (--ranks, --bind, --transport, --algo, --skew) and
-// the result files (--json, --csv, --plot, --label, --percentiles).
+// the result files (--json, --csv, --plot, --label, --percentiles), and
+// --codec (the compressed collectives, their error and bytes sent).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +41,9 @@ struct Options {
   int spawn = 0;       // --ranks N: fork N local ranks
   bool bind = false;   // --bind core: pin spawned rank i to CPU i mod ncpus
   std::string transport, algo;
+  // --codec: allreduce, allgather and reducescatter compressed on the wire
+  // (docs/compression.md); gyreCodecNone: the plain calls.
+  gyreCodec_t codec = gyreCodecNone;
   int skew = 1;        // alltoallv: each rank sends its next rank this many times more
   std::string jsonPath, csvPath, plotPath, label;
 };
@@ -57,5 +61,7 @@ PlotArgs parsePlotArgs(int argc, char** argv);
 size_t parseBytes(const std::string& s);
 // nccl-tests' names: float, half, double, bfloat16, int8 ...
 const char* typeName(gyreDataType_t t);
+// --codec's names: none, fp16, bf16, int8, onebit.
+const char* codecName(gyreCodec_t c);
 
 }  // namespace gyre::bench

@@ -166,6 +166,7 @@ std::vector<Series> seriesOf(const std::vector<Report>& runs) {
     if (base.empty()) {
       base = s.library == "gyre" || s.library.empty() ? "" : s.library + " ";
       base += s.collective + " " + (s.transports.empty() ? s.transport : s.transports) + " " + s.algorithm;
+      if (!s.codec.empty() && s.codec != "none") base += " " + s.codec;  // beside the same run uncompressed
     }
     std::vector<std::pair<std::string, std::string>> combos;  // (type, redop) in row order
     for (const Row& w : r.rows)

@@ -18,11 +18,16 @@ std::string num(double v) { return formatNumber(v); }
 std::string optNum(double v) { return v < 0 ? "null" : num(v); }
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
-std::string cellJson(const Cell& c) {
+// --codec: the compressed calls' fields join the document (without it, it
+// stays as it always was).
+bool lossy(const RunSettings& s) { return s.codec != "none"; }
+
+std::string cellJson(const Cell& c, bool codec) {
   if (!c.present) return "null";
-  return "{\"time_us\": " + num(c.timeUs) + ", \"algbw\": " + num(c.algbw) + ", \"busbw\": " + num(c.busbw) +
-         ", \"wrong\": " + (c.wrong < 0 ? "null" : std::to_string(c.wrong)) + ", \"p50_us\": " + optNum(c.p50Us) +
-         ", \"p99_us\": " + optNum(c.p99Us) + "}";
+  std::string j = "{\"time_us\": " + num(c.timeUs) + ", \"algbw\": " + num(c.algbw) + ", \"busbw\": " +
+                  num(c.busbw) + ", \"wrong\": " + (c.wrong < 0 ? "null" : std::to_string(c.wrong));
+  if (codec) j += ", \"maxerr\": " + optNum(c.maxErr) + ", \"rmserr\": " + optNum(c.rmsErr);
+  return j + ", \"p50_us\": " + optNum(c.p50Us) + ", \"p99_us\": " + optNum(c.p99Us) + "}";
 }
 
 std::string settingsJson(const RunSettings& s) {
@@ -53,7 +58,8 @@ std::string settingsJson(const RunSettings& s) {
   add("averageName", quote(s.averageName));
   add("timeout", std::to_string(s.timeout));
   add("percentiles", boolean(s.percentiles));
-  add("skew", std::to_string(s.skew), true);
+  add("skew", std::to_string(s.skew), !lossy(s));
+  if (lossy(s)) add("codec", quote(s.codec), true);
   return j + "  }";
 }
 
@@ -65,10 +71,19 @@ std::string csvField(const std::string& s) {
   return q + "\"";
 }
 
+std::string optCsv(double v) { return v < 0 ? "" : num(v); }
+
 std::string cellCsv(const Cell& c) {
   if (!c.present) return ",,,,,";
   return num(c.timeUs) + "," + num(c.algbw) + "," + num(c.busbw) + "," + (c.wrong < 0 ? "" : std::to_string(c.wrong)) +
-         "," + (c.p50Us < 0 ? "" : num(c.p50Us)) + "," + (c.p99Us < 0 ? "" : num(c.p99Us));
+         "," + optCsv(c.p50Us) + "," + optCsv(c.p99Us);
+}
+
+// kCsvCodecColumns' fields of a row.
+std::string codecCsv(const RunSettings& s, const Row& w) {
+  auto errors = [](const Cell& c) { return c.present ? optCsv(c.maxErr) + "," + optCsv(c.rmsErr) : ","; };
+  return "," + csvField(s.codec) + "," + optCsv(w.wireBytes) + "," + optCsv(w.plainBytes) + "," +
+         errors(w.outOfPlace) + "," + errors(w.inPlace);
 }
 
 bool readCell(const json::Value& v, Cell& c) {
@@ -81,6 +96,8 @@ bool readCell(const json::Value& v, Cell& c) {
   c.wrong = static_cast<long long>(v["wrong"].num(-1));
   c.p50Us = v["p50_us"].num(-1);
   c.p99Us = v["p99_us"].num(-1);
+  c.maxErr = v["maxerr"].num(-1);
+  c.rmsErr = v["rmserr"].num(-1);
   return true;
 }
 
@@ -92,14 +109,19 @@ const char* const kCsvColumns =
     "oop_time_us,oop_algbw,oop_busbw,oop_wrong,oop_p50_us,oop_p99_us,"
     "ip_time_us,ip_algbw,ip_busbw,ip_wrong,ip_p50_us,ip_p99_us";
 
+const char* const kCsvCodecColumns = ",codec,wire_bytes,plain_bytes,oop_maxerr,oop_rmserr,ip_maxerr,ip_rmserr";
+
 std::string toJson(const Report& r) {
   std::string j = "{\n  \"schema\": \"gyre-bench/1\",\n  \"settings\": " + settingsJson(r.settings) + ",\n  \"rows\": [";
+  const bool codec = lossy(r.settings);
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& w = r.rows[i];
     j += std::string(i ? "," : "") + "\n    {\"size\": " + std::to_string(w.bytes) +
          ", \"count\": " + std::to_string(w.count) + ", \"type\": " + quote(w.type) + ", \"redop\": " + quote(w.redop) +
-         ", \"root\": " + std::to_string(w.root) + ",\n     \"outOfPlace\": " + cellJson(w.outOfPlace) +
-         ",\n     \"inPlace\": " + cellJson(w.inPlace) + "}";
+         ", \"root\": " + std::to_string(w.root);
+    if (codec) j += ", \"wireBytes\": " + optNum(w.wireBytes) + ", \"plainBytes\": " + optNum(w.plainBytes);
+    j += ",\n     \"outOfPlace\": " + cellJson(w.outOfPlace, codec) + ",\n     \"inPlace\": " +
+         cellJson(w.inPlace, codec) + "}";
   }
   j += r.rows.empty() ? "],\n" : "\n  ],\n";
   j += "  \"outOfBounds\": " + std::to_string(r.outOfBounds) + ",\n  \"avgBusBw\": " + num(r.avgBusBw) + "\n}\n";
@@ -112,11 +134,12 @@ std::string toCsv(const Report& r) {
                              std::to_string(s.nranks) + "," + std::to_string(s.nhosts) + "," +
                              csvField(s.transports) + "," + csvField(s.algorithm) + "," + std::to_string(s.iters) +
                              "," + std::to_string(s.warmup) + "," + csvField(s.averageName) + ",";
-  std::string out = std::string(kCsvColumns) + "\n";
+  const bool codec = lossy(s);
+  std::string out = std::string(kCsvColumns) + (codec ? kCsvCodecColumns : "") + "\n";
   for (const Row& w : r.rows)
     out += prefix + std::to_string(w.bytes) + "," + std::to_string(w.count) + "," + csvField(w.type) + "," +
            csvField(w.redop) + "," + std::to_string(w.root) + "," + cellCsv(w.outOfPlace) + "," +
-           cellCsv(w.inPlace) + "\n";
+           cellCsv(w.inPlace) + (codec ? codecCsv(s, w) : "") + "\n";
   return out;
 }
 
@@ -152,6 +175,7 @@ bool fromJson(const std::string& text, Report& out, std::string& error) {
   t.timeout = static_cast<int>(s["timeout"].num());
   t.percentiles = s["percentiles"].kind == json::Value::Bool && s["percentiles"].boolean;
   t.skew = static_cast<int>(s["skew"].num(1));
+  t.codec = s["codec"].str("none");
   for (const json::Value& v : rows.array) {
     Row w;
     if (v["size"].kind != json::Value::Number) return error = "a row without \"size\"", false;
@@ -160,6 +184,8 @@ bool fromJson(const std::string& text, Report& out, std::string& error) {
     w.type = v["type"].str();
     w.redop = v["redop"].str();
     w.root = static_cast<int>(v["root"].num(-1));
+    w.wireBytes = v["wireBytes"].num(-1);
+    w.plainBytes = v["plainBytes"].num(-1);
     if (!readCell(v["outOfPlace"], w.outOfPlace) || !readCell(v["inPlace"], w.inPlace))
       return error = "a row's outOfPlace/inPlace is not an object", false;
     out.rows.push_back(w);

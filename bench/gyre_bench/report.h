@@ -27,6 +27,12 @@
 //   }
 // "wrong" is null when not checked (-c 0); p50_us/p99_us are null without
 // --percentiles. Sizes in bytes, times in microseconds, bandwidths in GB/s.
+//
+// With --codec (a compressed call) the settings add "codec": "int8", each
+// row "wireBytes" and "plainBytes" (bytes a rank sends per call, compressed
+// and not), each cell "maxerr" and "rmserr" (relative errors; null when not
+// checked), and "wrong" counts results that are not finite. Without it the
+// document is exactly as above.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +57,7 @@ struct RunSettings {
   int timeout = 0;
   bool percentiles = false;
   int skew = 1;
+  std::string codec = "none";  // --codec; "none": the plain calls
 };
 
 // One placement (out of place or in place) of one row.
@@ -59,6 +66,9 @@ struct Cell {
   double timeUs = 0, algbw = 0, busbw = 0;
   long long wrong = -1;             // -1: not checked
   double p50Us = -1, p99Us = -1;    // -1: not measured
+  // --codec: the largest and the root-mean-square error, relative to the
+  // largest exact value (test::ErrorStats); -1: not measured.
+  double maxErr = -1, rmsErr = -1;
 };
 
 struct Row {
@@ -66,6 +76,7 @@ struct Row {
   std::string type, redop;
   int root = -1;
   Cell outOfPlace, inPlace;
+  double wireBytes = -1, plainBytes = -1;  // --codec: bytes a rank sends per call; -1: no codec
 };
 
 struct Report {
@@ -80,6 +91,8 @@ std::string toJson(const Report& r);
 // so the file stands alone in a spreadsheet. Empty cells for N/A.
 std::string toCsv(const Report& r);
 extern const char* const kCsvColumns;
+// With --codec, appended to kCsvColumns.
+extern const char* const kCsvCodecColumns;
 
 // From JSON written by toJson (or a peer in the same schema). false and a
 // reason when the document is not one.

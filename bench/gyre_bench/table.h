@@ -19,8 +19,11 @@ struct RankInfo {
 
 // Everything before the first row. `percentiles` adds the p50/p99 columns
 // (after the in-place ones, so nccl-tests' column positions stay put).
+// A codec (settings.codec not "none") puts maxerr where #wrong was, and
+// adds the rms errors and the bytes sent after every other column.
 std::string tableHeader(const RunSettings& s, const std::vector<RankInfo>& ranks);
-std::string tableRow(const Row& r, bool percentiles);
-std::string tableFooter(long long outOfBounds, double avgBusBw);
+std::string tableRow(const Row& r, bool percentiles, bool codec = false);
+// maxErr >= 0 (a codec's run): a line with the largest error of the run.
+std::string tableFooter(long long outOfBounds, double avgBusBw, double maxErr = -1);
 
 }  // namespace gyre::bench
