@@ -136,6 +136,10 @@ const char* opLabel(gyreRedOp_t op) {
   return static_cast<int>(op) >= 0 && op < gyreNumOps ? names[op] : "?";
 }
 
+void fillConstant(void* buf, size_t count, gyreDataType_t t, double value) {
+  for (size_t i = 0; i < count; ++i) store(buf, i, t, value);
+}
+
 double elementAsDouble(const void* buf, size_t i, gyreDataType_t t) {
   switch (t) {
     case gyreInt8:

@@ -29,6 +29,9 @@ size_t countWrong(const void* buf, size_t count, gyreDataType_t t, gyreRedOp_t o
 void fillPattern(void* buf, size_t count, gyreDataType_t t, uint64_t seed);
 size_t countPatternWrong(const void* buf, size_t count, gyreDataType_t t, uint64_t seed, std::string* firstBad);
 
+// Every element of buf (count of t) = value (as t stores it).
+void fillConstant(void* buf, size_t count, gyreDataType_t t, double value);
+
 // Element as double (for messages and tests of other values).
 double elementAsDouble(const void* buf, size_t i, gyreDataType_t t);
 

@@ -178,6 +178,7 @@ TEST(Flags, BadFlagsGiveUsageAndExit2) {
       {"allreduce", "-d", "float7"},
       {"allreduce", "-a", "4"},
       {"allreduce", "-T", "soon"},
+      {"peeraverage", "--peers", "everyone"},
       {"allreduce", "-R", "2"},
       {"allreduce", "--transport", "carrier-pigeon"},
       {"allreduce", "--bind", "socket"},
@@ -344,7 +345,7 @@ TEST(Layout, PercentileColumnsAndMissingInPlaceMatchGolden) {
 
 TEST(Layout, EveryCollectiveRunsAndChecksClean) {
   for (const char* c : {"allreduce", "allgather", "reducescatter", "alltoall", "alltoallv", "broadcast", "reduce",
-                        "gather", "scatter", "sendrecv", "barrier"}) {
+                        "gather", "scatter", "sendrecv", "barrier", "peeraverage"}) {
     Outcome o = bench({{c, "--ranks", "3", "-b", "8", "-e", "1K", "-f", "16", "-n", "1", "-w", "0", "-r", "2"}});
     EXPECT_EQ(o.exitCode, 0) << c << ": " << o.describe();
     EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << c << ": " << o.out;

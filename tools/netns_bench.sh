@@ -34,8 +34,8 @@ most=$(tr ' ' '\n' <<<"$host_counts" | sort -n | tail -1)
 netns_star 10.79.0 none
 
 # The variants: name, then how it runs (gyre | ompi | gloo), then its settings
-# (gyre's: NAME=VALUE words are its environment, the rest gyre-bench's
-# arguments).
+# (gyre's: NAME=VALUE words are its environment, bench:COLLECTIVE the
+# collective gyre-bench runs in place of allreduce, the rest its arguments).
 # gyre's ring is forced: the ring is the bound the bar is set against (its
 # links each carry 2(n-1)/n of the data, so busbw can reach the link rate).
 # Open MPI yields when idle, as it does by itself when it sees more ranks
@@ -50,6 +50,8 @@ all_variants=(
   "gyre-bf16 gyre GYRE_TRANSPORT=auto --codec bf16"
   "gyre-int8 gyre GYRE_TRANSPORT=auto --codec int8"
   "gyre-onebit gyre GYRE_TRANSPORT=auto --codec onebit"
+  "gyre-peers-shift gyre GYRE_TRANSPORT=auto bench:peeraverage --peers shift_one"
+  "gyre-peers-ring gyre GYRE_TRANSPORT=auto bench:peeraverage --peers ring"
 )
 # More, for experiments: EXTRA_VARIANTS="gyre-2socks gyre GYRE_NSOCKS_PERPEER=2 GYRE_ALGO=allreduce:ring; ..."
 IFS=';' read -ra extra <<<"${EXTRA_VARIANTS:-}"
@@ -84,16 +86,18 @@ tx_bytes() {  # what host 0 has sent over its link
 
 # run_gyre NHOSTS SETTINGS...: one rank per process, PER_HOST per host.
 run_gyre() {
-  local nhosts=$1 n=$((per_host * $1)) r pids=() envs=() args=() w
+  local nhosts=$1 n=$((per_host * $1)) r pids=() envs=() args=() w coll=allreduce
   shift
   for w in "$@"; do
-    if [[ $w == *=* && $w != -* ]]; then envs+=("$w"); else args+=("$w"); fi
+    if [[ $w == bench:* ]]; then coll=${w#bench:}
+    elif [[ $w == *=* && $w != -* ]]; then envs+=("$w")
+    else args+=("$w"); fi
   done
   local secret
   secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
   for ((r = 0; r < n; r++)); do
     ip netns exec "${hosts[$((r / per_host))]}" env GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=10.79.0.1:29414 \
-      GYRE_SECRET="$secret" "${envs[@]}" "${nice[@]}" timeout 600 "$build/bench/gyre-bench" allreduce \
+      GYRE_SECRET="$secret" "${envs[@]}" "${nice[@]}" timeout 600 "$build/bench/gyre-bench" "$coll" \
       -b "$size" -e "$size" -n "$iters" -w "$warmup" -c 0 "${args[@]}" >"$logs/run.$r" 2>&1 &
     pids+=($!)
   done
@@ -127,7 +131,7 @@ run_gloo() {
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-printf "rate\thosts\tranks\tvariant\trep\tbusbw_oop\tbusbw_ip\tlink_bytes_per_call\n" >"$out.tsv"
+printf "rate\thosts\tranks\tvariant\trep\tbusbw_oop\tbusbw_ip\tlink_bytes_per_call\ttime_oop_us\n" >"$out.tsv"
 for rate in $rates; do
   netns_rate "$rate"
   for nhosts in $host_counts; do
@@ -142,12 +146,16 @@ for rate in $rates; do
         fi
         sent=$(($(tx_bytes) - before))
         # busbw from the time columns (us), as nccl-tests defines it for
-        # AllReduce, at more digits than the tables print.
+        # AllReduce (so a peer averaging step compares with an AllReduce
+        # of the same buffer), at more digits than the tables print; and the
+        # out-of-place time itself.
         row=$(awk -v s="$(numfmt --from=iec "$size")" -v n=$((per_host * nhosts)) '!/^#/ && $1 == s {
-          f = 2 * (n - 1) / n; printf "%.4f %.4f\n", s / $6 / 1e3 * f, s / $10 / 1e3 * f }' <<<"$text" | tail -1)
+          f = 2 * (n - 1) / n; printf "%.4f %.4f %.1f\n", s / $6 / 1e3 * f, s / $10 / 1e3 * f, $6 }' <<<"$text" | tail -1)
         calls=$((2 * (iters + warmup)))
         per=$(awk -v b="$sent" -v s="$(numfmt --from=iec "$size")" -v c=$calls 'BEGIN {printf "%.2f", b / s / c}')
-        printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$rate" "$nhosts" $((per_host * nhosts)) "$name" "$rep" $row "$per" | tee -a "$out.tsv"
+        read -r bw_oop bw_ip t_oop <<<"$row"
+        printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$rate" "$nhosts" $((per_host * nhosts)) "$name" "$rep" \
+          "$bw_oop" "$bw_ip" "$per" "$t_oop" | tee -a "$out.tsv"
       done
     done
   done
@@ -167,14 +175,15 @@ keys = []
 for r in rows:
     k = (r["rate"], int(r["hosts"]), r["variant"])
     if k not in keys: keys.append(k)
-print("| link | hosts x ranks | variant | busbw out-of-place (GB/s) | % of link | busbw in-place (GB/s) | % of link | link bytes per call / size | runs |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| link | hosts x ranks | variant | busbw out-of-place (GB/s) | % of link | busbw in-place (GB/s) | % of link | link bytes per call / size | time per call (ms) | runs |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for rate, hosts, variant in keys:
     sel = [r for r in rows if (r["rate"], int(r["hosts"]), r["variant"]) == (rate, hosts, variant)]
     ip = statistics.median(float(r["busbw_ip"]) for r in sel)
     oop = statistics.median(float(r["busbw_oop"]) for r in sel)
     per = statistics.median(float(r["link_bytes_per_call"]) for r in sel)
+    ms = statistics.median(float(r.get("time_oop_us") or "nan") for r in sel) / 1e3
     pct = lambda bw: f"{100 * bw * 1e9 / rate_bytes[rate]:.0f}%" if rate in rate_bytes else "-"
-    print(f"| {rate} | {hosts} x {int(sel[0]['ranks']) // hosts} | {variant} | {oop:.3f} | {pct(oop)} | {ip:.3f} | {pct(ip)} | {per:.2f} | {len(sel)} |")
+    print(f"| {rate} | {hosts} x {int(sel[0]['ranks']) // hosts} | {variant} | {oop:.3f} | {pct(oop)} | {ip:.3f} | {pct(ip)} | {per:.2f} | {ms:.1f} | {len(sel)} |")
 EOF
 cat "$out.md"

@@ -1,5 +1,6 @@
 #include "bench/gyre_bench/collectives.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "bench/exact_values.h"
@@ -202,6 +203,28 @@ void fillSendRecv(Call& c) {
 }
 gyreResult_t runBarrier(Call& c) { return gyreBarrier(c.comm, c.stream); }
 
+// Peer averaging (--peers): rank r's input is r + 1 everywhere. Whoever its
+// peers are this step, its output is one value everywhere (the average of
+// its group's), and the outputs' sum over ranks is the inputs' (every
+// selection is symmetric: averaging keeps the mean), which the check
+// confirms without knowing the pairs. Each call is the next step.
+void fillPeerAverage(Call& c) {
+  test::fillConstant(c.send, c.count, dt(c), double(c.rank + 1));
+}
+gyreResult_t runPeerAverage(Call& c) {
+  return gyrePeerAverage(c.send, c.recv, c.count, dt(c), c.opt->peers, c.step++, c.comm, c.stream);
+}
+size_t wrongPeerAverage(Call& c) {
+  size_t w = 0;
+  const double first = c.count ? test::elementAsDouble(c.recv, 0, dt(c)) : 0;
+  for (size_t i = 1; i < c.count; ++i) w += test::elementAsDouble(c.recv, i, dt(c)) != first;
+  double sum = first;  // every rank's value, summed: n (n + 1) / 2 up to rounding
+  if (gyreAllReduce(&first, &sum, 1, gyreFloat64, gyreSum, c.comm, nullptr) != gyreSuccess) return c.count;
+  const double want = 0.5 * c.nranks * (c.nranks + 1);
+  if (c.count && std::abs(sum - want) > 1e-2 * want) w += 1;
+  return w;
+}
+
 const Collective kCollectives[] = {
     {"allreduce", true, false, true, allReduceFactor, shapeSame, placeSame, fillReduce, runAllReduce, wrongAllReduce,
      &kLossyAllReduce},
@@ -221,6 +244,8 @@ const Collective kCollectives[] = {
     {"sendrecv", false, false, false, one, shapeSendRecv, placeApart, fillSendRecv, runSendRecv, wrongSendRecv,
      nullptr},
     {"barrier", false, false, false, one, shapeSame, placeApart, fillNothing, runBarrier, wrongNothing, nullptr},
+    {"peeraverage", false, false, true, one, shapeSame, placeSame, fillPeerAverage, runPeerAverage, wrongPeerAverage,
+     nullptr},
 };
 
 }  // namespace

@@ -25,6 +25,7 @@ struct Call {
   bool inPlace = false;
   gyreStream_t stream = nullptr;    // --device cuda: the stream the calls are enqueued on
   std::vector<size_t> sc, sd, rc, rd;  // alltoallv
+  uint64_t step = 0;                   // peeraverage: the next call's step
 };
 
 // What a collective's compressed form (--codec) adds. Its results are

@@ -41,6 +41,9 @@ const char* const kUsage =
     "                          and the root-mean-square |result - exact| over every rank's output,\n"
     "                          relative to the largest |exact| value there; wire and plain: bytes\n"
     "                          a rank sends per call, compressed and uncompressed (busbw: plain)\n"
+    "  --peers shift_one|ring|random\n"
+    "                          peeraverage: the peers each call averages with (default ring);\n"
+    "                          each call is the next step\n"
     "  --device host|cuda      cuda: buffers in GPU memory, calls on a CUDA stream (default host)\n"
     "output:\n"
     "  --percentiles           time each iteration; add p50/p99 latency columns\n"
@@ -101,6 +104,13 @@ Aggregate parseAverage(const std::string& v) {
   for (int a = 0; a < 4; ++a)
     if (v == std::to_string(a) || v == aggregateName(static_cast<Aggregate>(a))) return static_cast<Aggregate>(a);
   usage("-a takes 0 (rank 0), 1 (avg), 2 (min) or 3 (max), not '" + v + "'");
+}
+
+gyrePeers_t parsePeers(const std::string& v) {
+  const char* names[] = {"shift_one", "ring", "random"};
+  for (int p = 0; p < gyreNumPeerSelections; ++p)
+    if (v == names[p]) return static_cast<gyrePeers_t>(p);
+  usage("--peers takes shift_one, ring or random, not '" + v + "'");
 }
 
 gyreCodec_t parseCodec(const std::string& v) {
@@ -200,6 +210,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--algo") o.algo = next();
     else if (a == "--device") o.device = next();
     else if (a == "--codec") o.codec = parseCodec(next());
+    else if (a == "--peers") o.peers = parsePeers(next());
     else if (a == "--percentiles") o.percentiles = true;
     else if (a == "--json") o.jsonPath = fileName(a, next());
     else if (a == "--csv") o.csvPath = fileName(a, next());

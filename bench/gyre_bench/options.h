@@ -44,6 +44,8 @@ struct Options {
   // --codec: allreduce, allgather and reducescatter compressed on the wire
   // (docs/compression.md); gyreCodecNone: the plain calls.
   gyreCodec_t codec = gyreCodecNone;
+  // --peers: peeraverage's selection (gyrePeerAverage).
+  gyrePeers_t peers = gyrePeersRing;
   int skew = 1;        // alltoallv: each rank sends its next rank this many times more
   std::string jsonPath, csvPath, plotPath, label;
 };

@@ -24,4 +24,14 @@ constexpr uint64_t fnv1a(std::string_view s, uint64_t h = kFnv1aBasis) {
   return h;
 }
 
+// splitmix64: the next value of a fixed generator from `state` (advanced).
+// Where every process must draw the same numbers from the same seed (peer
+// averaging's random pairings) or a seed needs spreading (ids).
+constexpr uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace gyre

@@ -27,13 +27,6 @@ struct PackedId {
 };
 static_assert(sizeof(PackedId) <= GYRE_UNIQUE_ID_BYTES);
 
-uint64_t splitmix(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 }  // namespace
 
 Secret randomSecret() {
@@ -52,7 +45,7 @@ Secret deriveSecret(const std::string& jobIdentity) {
   uint64_t h = fnv1a(jobIdentity);  // then expanded
   Secret s{};
   for (size_t i = 0; i < s.size(); i += 8) {
-    uint64_t v = splitmix(h);
+    uint64_t v = splitmix64(h);
     std::memcpy(s.data() + i, &v, 8);
   }
   return s;

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "collectives/steps.h"
 
 namespace gyre::collectives {
@@ -16,19 +17,6 @@ const char* peerSelectionName(PeerSelection s) {
   }
   return "unknown";
 }
-
-namespace {
-
-// splitmix64: a fixed generator, so every rank (and every build) draws the
-// same matching from the same step.
-uint64_t mix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 std::vector<int> averagingPeers(PeerSelection s, uint64_t step, int n, int rank) {
   if (n < 2) return {};
@@ -44,11 +32,12 @@ std::vector<int> averagingPeers(PeerSelection s, uint64_t step, int n, int rank)
       peers = {(rank + n - 1) % n, (rank + 1) % n};
       break;
     case PeerSelection::Random: {
-      // Fisher-Yates over the ranks, then neighbours in the shuffle pair up.
+      // Fisher-Yates over the ranks, then neighbours in the shuffle pair up
+      // (a fixed generator: every rank, and every build, draws the same).
       std::vector<int> order(static_cast<size_t>(n));
       std::iota(order.begin(), order.end(), 0);
       uint64_t state = step ^ 0x6779726550656572ull;  // 'gyrePeer'
-      for (int i = n - 1; i > 0; --i) std::swap(order[i], order[mix(state) % static_cast<uint64_t>(i + 1)]);
+      for (int i = n - 1; i > 0; --i) std::swap(order[i], order[splitmix64(state) % static_cast<uint64_t>(i + 1)]);
       const int at = static_cast<int>(std::find(order.begin(), order.end(), rank) - order.begin());
       const int partner = at ^ 1;
       if (partner < n) peers.push_back(order[partner]);
