@@ -1,8 +1,9 @@
-// Decentralized peer averaging (gyrePeerAverage): the selections' pairings
+// Decentralized averaging: gyrePeerAverage's selections' pairings
 // (symmetric, perfect matchings where they should be, shift_one meeting
 // every cross pair), then real rank processes over shared memory and TCP,
-// in and out of place, against the average in rank order; bad input, and
-// ranks that disagree on the step.
+// in and out of place, against the average in rank order; low-precision
+// decentralized SGD against a reference of every rank's arithmetic; bad
+// input, and ranks that disagree on the step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "collectives/peer_average.h"
+#include "kernels/cpu/codec.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
@@ -148,6 +150,93 @@ INSTANTIATE_TEST_SUITE_P(Selections, PeerAverage, ::testing::ValuesIn(cases()),
                                   std::to_string(i.param.ranks) + "ranks";
                          });
 
+// Low-precision decentralized SGD (gyreDecentralized*): five steps of a
+// local update and a mixing step, each rank's model against a reference
+// that runs every rank's arithmetic (neighbours' replicas are, bit for bit,
+// their own models, since both add the same decoded changes).
+struct LowPrecisionCase {
+  gyreCodec_t codec;
+  int ranks;
+};
+
+class LowPrecisionDecentralized : public ::testing::TestWithParam<LowPrecisionCase> {};
+
+float gradientOf(int rank, size_t i, int step) {
+  return static_cast<float>((rank * 131 + static_cast<int>(i % 977) * 7 + step * 17) % 200 - 100) / 50.0f;
+}
+
+TEST_P(LowPrecisionDecentralized, ModelsFollowTheReference) {
+  const LowPrecisionCase p = GetParam();
+  RunOptions o;
+  o.timeoutSec = 120;
+  RunOutcome out = runRanks(
+      p.ranks,
+      [p](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        gyreComm_t comm = initRank(rank, n, id, "tcp");
+        if (!comm) return 1;
+        const size_t count = 10007;
+        auto initial = [&](int r) {
+          std::vector<float> m(count);
+          for (size_t i = 0; i < count; ++i) m[i] = static_cast<float>((r + 1) * static_cast<int>(i % 13)) / 4.0f;
+          return m;
+        };
+        // The reference: every rank's model as its neighbours know it.
+        std::vector<std::vector<float>> prev;
+        for (int r = 0; r < n; ++r) prev.push_back(initial(r));
+        auto neighbours = [&](int r) {
+          std::vector<int> nb;
+          if (n >= 2) nb.push_back((r + n - 1) % n);
+          if (n >= 3) nb.push_back((r + 1) % n);
+          return nb;
+        };
+        const kernels::Codec codec = static_cast<kernels::Codec>(p.codec);
+        std::vector<float> model = initial(rank);
+        gyreDecentralized_t d = nullptr;
+        if (!check.expectOk(gyreDecentralizedCreate(&d, comm, model.data(), count, gyreFloat32, p.codec), "create"))
+          return 1;
+        for (int step = 0; step < 5; ++step) {
+          for (size_t i = 0; i < count; ++i) model[i] -= 0.1f * gradientOf(rank, i, step);
+          if (!check.expectOk(gyreDecentralizedStep(d, model.data()), "step " + std::to_string(step))) break;
+          std::vector<std::vector<float>> next = prev;
+          for (int r = 0; r < n; ++r) {
+            const std::vector<int> nb = neighbours(r);
+            const float w = 1.0f / static_cast<float>(nb.size() + 1);
+            std::vector<float> change(count);
+            for (size_t i = 0; i < count; ++i) {
+              const float x = prev[r][i] - 0.1f * gradientOf(r, i, step);
+              float pull = 0.0f;
+              for (int q : nb) pull += prev[q][i] - prev[r][i];
+              change[i] = (x - prev[r][i]) + w * pull;
+            }
+            std::vector<unsigned char> msg(kernels::messageBytes(codec, count));
+            kernels::encode(codec, kernels::DType::Float32, change.data(), count, msg.data(), nullptr);
+            kernels::decode(codec, msg.data(), count, kernels::DType::Float32, next[r].data(), true);
+          }
+          prev = next;
+          if (std::memcmp(model.data(), prev[rank].data(), count * sizeof(float)) != 0) {
+            check.fail("step " + std::to_string(step) + ": the model differs from the reference");
+            break;
+          }
+        }
+        check.expectOk(gyreDecentralizedDestroy(d), "destroy");
+        check.expectOk(gyreCommDestroy(comm), "destroy comm");
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, LowPrecisionDecentralized,
+                         ::testing::Values(LowPrecisionCase{gyreCodecInt8, 1}, LowPrecisionCase{gyreCodecInt8, 2},
+                                           LowPrecisionCase{gyreCodecInt8, 4}, LowPrecisionCase{gyreCodecOneBit, 3},
+                                           LowPrecisionCase{gyreCodecFp16, 3}),
+                         [](const ::testing::TestParamInfo<LowPrecisionCase>& i) {
+                           return std::string(kernels::codecName(static_cast<kernels::Codec>(i.param.codec))) + "_" +
+                                  std::to_string(i.param.ranks) + "ranks";
+                         });
+
 TEST(PeerAverageBadInput, IsRefusedByName) {
   RunOutcome out = runRanks(3, [](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
@@ -161,6 +250,13 @@ TEST(PeerAverageBadInput, IsRefusedByName) {
     r = gyrePeerAverage(a.data(), b.data(), 100, gyreFloat32, static_cast<gyrePeers_t>(7), 0, comm, nullptr);
     msg = gyreGetLastError(comm);
     check.expect(r == gyreInvalidArgument && msg.find("not a gyrePeers_t") != std::string::npos, "peers 7: " + msg);
+    gyreDecentralized_t d = nullptr;
+    r = gyreDecentralizedCreate(&d, comm, a.data(), 100, gyreFloat64, gyreCodecInt8);
+    msg = gyreGetLastError(comm);
+    check.expect(r == gyreInvalidArgument && msg.find("float32") != std::string::npos, "float64 model: " + msg);
+    r = gyreDecentralizedCreate(&d, comm, a.data(), 100, gyreFloat32, gyreCodecNone);
+    msg = gyreGetLastError(comm);
+    check.expect(r == gyreInvalidArgument && msg.find("encodes") != std::string::npos, "codec none: " + msg);
     // Ranks that disagree on the step: named, on every rank.
     r = gyrePeerAverage(a.data(), b.data(), 100, gyreFloat32, gyrePeersRing, rank == 1 ? 5 : 4, comm, nullptr);
     msg = gyreGetLastError(nullptr);

@@ -401,6 +401,24 @@ GYRE_API gyreResult_t gyrePeerAverage(const void* sendbuff, void* recvbuff, size
                                       gyreDataType_t datatype, gyrePeers_t peers, uint64_t step,
                                       gyreComm_t comm, gyreStream_t stream);
 
+/* Low-precision decentralized SGD (Bagua's; docs/compression.md): each
+ * rank keeps replicas of its ring neighbours' models, and each step sends
+ * them only the encoded change of its own. Float32 models, host memory.
+ * Create with every rank's initial model (a collective: neighbours swap
+ * them once, in full precision). Each step: pass the model after this
+ * rank's local update (the previous step's model minus its gradient step);
+ * it becomes the mixed, encoded model: model_mixed = model + (left + right
+ * - 2 prev) / 3 (one neighbour on two ranks: + (peer - prev) / 2), of which
+ * the change from prev is encoded with codec, sent to both neighbours, and
+ * the model returned is prev + that decoded change (exactly what the
+ * neighbours' replicas now hold). */
+typedef struct gyreDecentralized* gyreDecentralized_t;
+GYRE_API gyreResult_t gyreDecentralizedCreate(gyreDecentralized_t* decentralized, gyreComm_t comm,
+                                              const void* model, size_t count,
+                                              gyreDataType_t datatype, gyreCodec_t codec);
+GYRE_API gyreResult_t gyreDecentralizedStep(gyreDecentralized_t decentralized, void* model);
+GYRE_API gyreResult_t gyreDecentralizedDestroy(gyreDecentralized_t decentralized);
+
 /* ---- Communicator split: ranks giving the same color form a child
  * communicator, ordered by key (then by parent rank), with no new
  * rendezvous. GYRE_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL).
