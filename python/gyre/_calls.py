@@ -11,7 +11,7 @@ import ctypes
 
 from ._device import DeviceBuffer
 from ._errors import InvalidArgument
-from ._types import SIZE_MAX, address, as_array, c_int, codec_code, empty_like, integer, op_code
+from ._types import SIZE_MAX, UINT64_MAX, address, as_array, c_int, codec_code, empty_like, integer, op_code, peers_code
 
 
 class Call:
@@ -102,6 +102,15 @@ def allreduce(x, op, out, dtype, codec=None):
     opc, premul = _op(op, 4, a, code)
     return _compressed(Call("gyreAllReduce", "gyreIallReduce", [address(a), address(o), a.size, code, opc],
                             [x, out, a, o], result, premul), codec, "AllReduce")
+
+
+def peer_average(x, peers, step, out, dtype):
+    sel = peers_code(peers)
+    # A uint64_t in C: a negative or float step would otherwise be wrapped or refused by ctypes.
+    step = integer(step, "step", 0, UINT64_MAX, "a uint64_t")
+    a, code = as_array(x, "x", dtype, writable=out is None)
+    o, result = (a, x) if out is None else _output(out, a, code, a.size, "peer_average of x", dtype, None)
+    return Call("gyrePeerAverage", None, [address(a), address(o), a.size, code, sel, step], [x, out, a, o], result)
 
 
 def broadcast(x, root, out, dtype):

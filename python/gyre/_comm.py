@@ -312,6 +312,13 @@ class Comm:
         gives only the shape and type when out is not given, and may be None when it is."""
         return self._call(_calls.scatter, self, x, root, out, dtype, stream=stream)
 
+    def peer_average(self, x, peers, step, *, out=None, dtype=None, stream=None):
+        """out (default: x, in place) = the average of x over this rank and its peers at this step,
+        added in rank order (decentralized SGD). peers: "shift_one", "ring", "random" or a
+        gyre.Peers; which peers is a function of peers, step and the rank count, so every rank
+        must pass the same peers and step (usually the training step)."""
+        return self._call(_calls.peer_average, x, peers, step, out, dtype, stream=stream)
+
     def send(self, x, peer, *, dtype=None, stream=None):
         """Blocks until x has been handed over to peer (which calls recv)."""
         self._call(_calls.send, x, peer, dtype, stream=stream)

@@ -138,6 +138,7 @@ _PROTOTYPES = {
     "gyreCompressedAllReduce": [_vp, _vp, _c_size, _c_int, _c_int, _vp, _comm, _vp],
     "gyreCompressedReduceScatter": [_vp, _vp, _c_size, _c_int, _c_int, _vp, _comm, _vp],
     "gyreCompressedAllGather": [_vp, _vp, _c_size, _c_int, _vp, _comm, _vp],
+    "gyrePeerAverage": [_vp, _vp, _c_size, _c_int, _c_int, ctypes.c_uint64, _comm, _vp],
     "gyreCommSplit": [_comm, _c_int, _c_int, _pcomm, ctypes.POINTER(Config)],
     "gyreGetErrorString": [_c_int],
     "gyreGetLastError": [_comm],

@@ -18,6 +18,7 @@ from ._errors import InvalidArgument
 
 C_INT_MIN, C_INT_MAX = -(2**31), 2**31 - 1
 SIZE_MAX = 2**64 - 1
+UINT64_MAX = 2**64 - 1
 
 
 def integer(value, what, lo, hi, kind):
@@ -73,6 +74,29 @@ def codec_code(codec):
     if isinstance(codec, (int, np.integer)) and not isinstance(codec, bool) and 0 <= int(codec) < len(Codec):
         return int(codec)
     raise InvalidArgument(f"codec {codec!r} is not one of {_CODEC_NAMES}")
+
+
+class Peers(enum.IntEnum):
+    """Whom each rank averages with in peer_average (gyrePeers_t)."""
+
+    SHIFT_ONE = 0  # lower half pairs with upper half, shifting by one each step (even rank count)
+    RING = 1       # the ranks before and after this one
+    RANDOM = 2     # a random pairing drawn from the step (odd counts: one rank rests)
+
+
+_PEERS_NAMES = ", ".join(p.name.lower() for p in Peers)
+
+
+def peers_code(peers):
+    """The gyrePeers_t of a peer selection (Peers, its name, or its int)."""
+    if isinstance(peers, str):
+        try:
+            return int(Peers[peers.upper()])
+        except KeyError:
+            raise InvalidArgument(f"peers {peers!r} is not one of {_PEERS_NAMES}") from None
+    if isinstance(peers, (int, np.integer)) and not isinstance(peers, bool) and 0 <= int(peers) < len(Peers):
+        return int(peers)
+    raise InvalidArgument(f"peers {peers!r} is not one of {_PEERS_NAMES}")
 
 
 class PreMulSum:
