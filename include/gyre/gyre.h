@@ -419,6 +419,28 @@ GYRE_API gyreResult_t gyreDecentralizedCreate(gyreDecentralized_t* decentralized
 GYRE_API gyreResult_t gyreDecentralizedStep(gyreDecentralized_t decentralized, void* model);
 GYRE_API gyreResult_t gyreDecentralizedDestroy(gyreDecentralized_t decentralized);
 
+/* Asynchronous model averaging (docs/compression.md): a background thread
+ * keeps averaging a float32 model with every rank's, round after round,
+ * while the caller computes. Collective: every rank starts it (it splits a
+ * private communicator from comm, so the caller's own calls on comm go on
+ * beside it) and every rank stops it.
+ * Consistency rule: the caller reads or writes the model only between
+ * gyreAveragerLock and gyreAveragerUnlock. Each round takes a copy under
+ * the lock, averages the copies over the ranks, and under the lock adds
+ * (average - copy) to the model: what the caller changed meanwhile is kept,
+ * and where it changed nothing the model becomes the average exactly.
+ * gyreAveragerStop: the ranks finish together, on the first round that
+ * sees any rank's stop, which still averages (so ranks that stop updating
+ * before they stop leave with the same model); rounds (may be NULL) is how
+ * many rounds ran. A failure in the background (a dead peer, the timeout)
+ * is returned by the next Lock and by Stop. */
+typedef struct gyreAverager* gyreAverager_t;
+GYRE_API gyreResult_t gyreAveragerStart(gyreAverager_t* averager, gyreComm_t comm, void* model,
+                                        size_t count, gyreDataType_t datatype);
+GYRE_API gyreResult_t gyreAveragerLock(gyreAverager_t averager);
+GYRE_API gyreResult_t gyreAveragerUnlock(gyreAverager_t averager);
+GYRE_API gyreResult_t gyreAveragerStop(gyreAverager_t averager, uint64_t* rounds);
+
 /* ---- Communicator split: ranks giving the same color form a child
  * communicator, ordered by key (then by parent rank), with no new
  * rendezvous. GYRE_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL).

@@ -1,0 +1,138 @@
+// Asynchronous model averaging (gyre.h, docs/compression.md): a thread per
+// averager runs rounds of an AllReduce average on a private communicator
+// (split from the caller's at start, so the two never interleave calls on
+// one communicator) while the caller computes; the model is shared through
+// one mutex, the consistency rule the caller follows.
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/api_support.h"
+#include "core/group.h"
+
+struct gyreAverager {
+  gyreComm_t comm = nullptr;  // the private one
+  float* model = nullptr;
+  size_t count = 0;
+  std::mutex mu;                  // guards model, version, failure
+  uint64_t version = 0;           // unlocks so far: the caller may have written
+  gyreResult_t failure = gyreSuccess;
+  std::string why;
+  std::atomic<bool> stopRequested{false};
+  std::atomic<uint64_t> rounds{0};
+  std::thread worker;
+};
+
+namespace {
+
+using gyre::throwError;
+using gyre::api::guarded;
+
+// One round: does any rank want to stop (all see the same answer), the
+// model's copy averaged, and the difference added. Returns false once the
+// ranks have agreed to stop (after that round's averaging).
+bool averageOnce(gyreAverager& a, std::vector<float>& copy, std::vector<float>& average) {
+  int stop = a.stopRequested.load(std::memory_order_acquire) ? 1 : 0, anyStop = 0;
+  if (gyreAllReduce(&stop, &anyStop, 1, gyreInt32, gyreMax, a.comm, nullptr) != gyreSuccess)
+    throwError(gyreRemoteError, gyreGetLastError(a.comm));
+  uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    std::memcpy(copy.data(), a.model, a.count * sizeof(float));
+    seen = a.version;
+  }
+  if (gyreAllReduce(copy.data(), average.data(), a.count, gyreFloat32, gyreAvg, a.comm, nullptr) != gyreSuccess)
+    throwError(gyreRemoteError, gyreGetLastError(a.comm));
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    if (a.version == seen) {  // untouched since the copy: the average itself
+      std::memcpy(a.model, average.data(), a.count * sizeof(float));
+    } else {  // keep what the caller did meanwhile
+      for (size_t i = 0; i < a.count; ++i) a.model[i] += average[i] - copy[i];
+    }
+  }
+  a.rounds.fetch_add(1, std::memory_order_relaxed);
+  return anyStop == 0;
+}
+
+void run(gyreAverager* a) {
+  std::vector<float> copy(a->count), average(a->count);
+  try {
+    while (averageOnce(*a, copy, average)) {
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(a->mu);
+    a->failure = gyreRemoteError;
+    a->why = e.what();
+  }
+}
+
+gyreAverager& valid(gyreAverager_t a) {
+  if (!a) throwError(gyreInvalidArgument, "averager is NULL");
+  return *a;
+}
+
+}  // namespace
+
+extern "C" {
+
+gyreResult_t gyreAveragerStart(gyreAverager_t* averager, gyreComm_t comm, void* model, size_t count,
+                               gyreDataType_t datatype) {
+  return guarded("gyreAveragerStart", [&] {
+    if (!averager) throwError(gyreInvalidArgument, "averager is NULL");
+    gyre::api::impl(comm);
+    if (datatype != gyreFloat32)
+      throwError(gyreInvalidArgument, "the averager keeps float32 models, not type " +
+                                          std::to_string(gyre::api::enumBits(datatype)));
+    gyre::api::requireBuffer(model, count * sizeof(float), "model");
+    if (gyre::core::group::active()) throwError(gyreInvalidUsage, "gyreAveragerStart inside a group");
+    auto a = std::make_unique<gyreAverager>();
+    a->model = static_cast<float*>(model);
+    a->count = count;
+    gyreComm_t priv = nullptr;
+    if (gyreCommSplit(comm, 0, 0, &priv, nullptr) != gyreSuccess) throwError(gyreRemoteError, gyreGetLastError(comm));
+    a->comm = priv;
+    a->worker = std::thread(run, a.get());
+    *averager = a.release();
+  });
+}
+
+gyreResult_t gyreAveragerLock(gyreAverager_t averager) {
+  return guarded("gyreAveragerLock", [&] {
+    gyreAverager& a = valid(averager);
+    a.mu.lock();
+    if (a.failure != gyreSuccess) {
+      const gyreResult_t r = a.failure;
+      const std::string why = a.why;
+      a.mu.unlock();
+      throwError(r, "the averager failed: " + why);
+    }
+  });
+}
+
+gyreResult_t gyreAveragerUnlock(gyreAverager_t averager) {
+  return guarded("gyreAveragerUnlock", [&] {
+    gyreAverager& a = valid(averager);
+    ++a.version;
+    a.mu.unlock();
+  });
+}
+
+gyreResult_t gyreAveragerStop(gyreAverager_t averager, uint64_t* rounds) {
+  return guarded("gyreAveragerStop", [&] {
+    std::unique_ptr<gyreAverager> a(&valid(averager));
+    a->stopRequested.store(true, std::memory_order_release);
+    a->worker.join();
+    if (rounds) *rounds = a->rounds.load();
+    const gyreResult_t failure = a->failure;
+    const std::string why = a->why;
+    gyreCommDestroy(a->comm);
+    if (failure != gyreSuccess) throwError(failure, "the averager failed: " + why);
+  });
+}
+
+}  // extern "C"
