@@ -4,7 +4,8 @@
 # 1 Gbit/s both ways, two ranks per host. For each transport in $transports,
 # gyre-bench runs every collective with its exact check (-c 1: any wrong
 # element on any rank is exit 1), rooted ones rooted on the last host;
-# AllReduce runs once more with the hierarchical algorithm forced. With the
+# AllReduce runs once more with the hierarchical algorithm forced, and once
+# compressed (int8: the hierarchical codec plan, its error bounded). With the
 # default transport, ranks of one host must meet over shared memory and
 # ranks of different hosts over TCP; with UCX, no other transport may be
 # made; either way the data must have crossed host 0's link. Then
@@ -112,7 +113,15 @@ for nhosts in $host_counts; do
     # shellcheck disable=SC2086
     launch "$name" "$nhosts" $tvars GYRE_ALGO=allreduce:hierarchical -- "$bench" allreduce -b 4 -e 4M -f 32 -n 2 -w 1 -c 1 -d all -T 60
     grep -q "hierarchical" "$logs/$name.0" || fail "$name: the plan was not hierarchical" "$logs/$name.0"
-    echo "$nhosts hosts x 2 ranks, $tname: ${collectives[*]} and hierarchical allreduce exact (${SECONDS}s so far)"
+    # Compressed AllReduce across the hosts: the hierarchical codec plan
+    # (full precision within a host, int8 between), its error measured.
+    name=codec-$tname-$nhosts
+    # shellcheck disable=SC2086
+    launch "$name" "$nhosts" $tvars -- "$bench" allreduce -b 4K -e 4M -f 32 -n 2 -w 1 -c 1 --codec int8 -T 60
+    grep -q "compressed_hierarchical" "$logs/$name.0" || fail "$name: the plan was not the hierarchical codec plan" "$logs/$name.0"
+    err=$(sed -nE 's/^# Max relative error *: *//p' "$logs/$name.0")
+    awk -v e="$err" 'BEGIN { exit !(e != "" && e + 0 < 0.05) }' || fail "$name: relative error '$err'" "$logs/$name.0"
+    echo "$nhosts hosts x 2 ranks, $tname: ${collectives[*]}, hierarchical allreduce exact, int8 allreduce within $err (${SECONDS}s so far)"
   done
 done
 
