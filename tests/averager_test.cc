@@ -27,7 +27,7 @@ TEST(Averager, RanksEndWithTheSameAverageOfTheirUpdates) {
     constexpr size_t kCount = 20000;
     std::vector<float> model(kCount, static_cast<float>(rank));
     gyreAverager_t a = nullptr;
-    if (!check.expectOk(gyreAveragerStart(&a, comm, model.data(), kCount, gyreFloat32), "start")) return 1;
+    if (!check.expectOk(gyreAveragerStart(&a, comm, model.data(), kCount, gyreFloat32, 0), "start")) return 1;
     // The caller's work: updates under the lock, and its own collectives
     // on comm beside the averager's.
     for (int step = 0; step < 30; ++step) {
@@ -68,7 +68,7 @@ TEST(Averager, ARankThatLeavesWithoutStoppingFailsTheOthersStop) {
     if (!comm) return 1;
     std::vector<float> model(1000, 1.0f);
     gyreAverager_t a = nullptr;
-    if (!check.expectOk(gyreAveragerStart(&a, comm, model.data(), model.size(), gyreFloat32), "start")) return 1;
+    if (!check.expectOk(gyreAveragerStart(&a, comm, model.data(), model.size(), gyreFloat32, 1), "start")) return 1;
     if (rank == 2) std::_Exit(0);  // gone, its averager with it
     // The others learn that it is gone on comm (the barrier fails naming
     // it), so their stop comes after: no round with rank 2 can end it.
@@ -91,13 +91,19 @@ TEST(Averager, BadArgumentsAreRefused) {
     if (!comm) return 1;
     std::vector<float> model(10);
     gyreAverager_t a = nullptr;
-    check.expect(gyreAveragerStart(&a, comm, model.data(), 10, gyreFloat16) == gyreInvalidArgument, "float16");
-    check.expect(gyreAveragerStart(nullptr, comm, model.data(), 10, gyreFloat32) == gyreInvalidArgument, "NULL out");
-    check.expect(gyreAveragerStart(&a, comm, nullptr, 10, gyreFloat32) == gyreInvalidArgument, "NULL model");
+    check.expect(gyreAveragerStart(&a, comm, model.data(), 10, gyreFloat16, 0) == gyreInvalidArgument, "float16");
+    check.expect(gyreAveragerStart(nullptr, comm, model.data(), 10, gyreFloat32, 0) == gyreInvalidArgument, "NULL out");
+    check.expect(gyreAveragerStart(&a, comm, nullptr, 10, gyreFloat32, 0) == gyreInvalidArgument, "NULL model");
     check.expect(gyreAveragerLock(nullptr) == gyreInvalidArgument, "lock NULL");
     check.expect(gyreAveragerStop(nullptr, nullptr) == gyreInvalidArgument, "stop NULL");
-    // One rank: the rounds average with itself, and the stop is clean.
-    check.expectOk(gyreAveragerStart(&a, comm, model.data(), 10, gyreFloat32), "start");
+    // One rank: the rounds average with itself (a long interval, which the
+    // stop cuts short), and the stop is clean. The lock pairs on a thread.
+    check.expectOk(gyreAveragerStart(&a, comm, model.data(), 10, gyreFloat32, 600000), "start");
+    check.expect(gyreAveragerUnlock(a) == gyreInvalidUsage, "unlock without the lock");
+    check.expectOk(gyreAveragerLock(a), "lock");
+    check.expect(gyreAveragerLock(a) == gyreInvalidUsage, "lock twice");
+    check.expect(gyreAveragerStop(a, nullptr) == gyreInvalidUsage, "stop holding the lock");
+    check.expectOk(gyreAveragerUnlock(a), "unlock");
     check.expectOk(gyreAveragerStop(a, nullptr), "stop");
     check.expectOk(gyreCommDestroy(comm), "destroy");
     return check.failures() ? 1 : 0;

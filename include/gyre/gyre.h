@@ -417,6 +417,7 @@ GYRE_API gyreResult_t gyreDecentralizedCreate(gyreDecentralized_t* decentralized
                                               const void* model, size_t count,
                                               gyreDataType_t datatype, gyreCodec_t codec);
 GYRE_API gyreResult_t gyreDecentralizedStep(gyreDecentralized_t decentralized, void* model);
+/* Destroy it before its communicator. */
 GYRE_API gyreResult_t gyreDecentralizedDestroy(gyreDecentralized_t decentralized);
 
 /* Asynchronous model averaging (docs/compression.md): a background thread
@@ -435,8 +436,14 @@ GYRE_API gyreResult_t gyreDecentralizedDestroy(gyreDecentralized_t decentralized
  * many rounds ran. A failure in the background (a dead peer, the timeout)
  * is returned by the next Lock and by Stop. */
 typedef struct gyreAverager* gyreAverager_t;
+/* intervalMs: at least this long from one round's start to the next's (0:
+ * back to back, a core and the network kept busy). Lock and Unlock pair on
+ * one thread; locking twice, unlocking without the lock, or stopping while
+ * holding it is gyreInvalidUsage. One averager per model; stop it before
+ * destroying comm. */
 GYRE_API gyreResult_t gyreAveragerStart(gyreAverager_t* averager, gyreComm_t comm, void* model,
-                                        size_t count, gyreDataType_t datatype);
+                                        size_t count, gyreDataType_t datatype,
+                                        unsigned intervalMs);
 GYRE_API gyreResult_t gyreAveragerLock(gyreAverager_t averager);
 GYRE_API gyreResult_t gyreAveragerUnlock(gyreAverager_t averager);
 GYRE_API gyreResult_t gyreAveragerStop(gyreAverager_t averager, uint64_t* rounds);

@@ -26,6 +26,7 @@ from ._errors import (  # noqa: F401
 )
 from . import _errors
 from ._comm import Comm, Compressor, Request, get_unique_id, group, init, init_rank, version  # noqa: F401
+from ._decentralized import Averager, Decentralized  # noqa: F401
 from ._lib import UNIQUE_ID_BYTES, lib as _lib  # noqa: F401
 from ._types import NAMES as dtypes, Codec, Op, Peers, PreMulSum  # noqa: F401
 
@@ -37,7 +38,7 @@ library_path = _lib._name  # the libgyre file loaded
 
 # gyre.SystemError stays out of `from gyre import *`, which would otherwise
 # shadow Python's own SystemError.
-__all__ = ["AVG", "MAX", "MIN", "PROD", "SUM", "Codec", "Comm", "Compressor", "CudaError", "Error", "InProgress",
-           "InternalError", "InvalidArgument", "InvalidUsage", "Op", "Peers", "PreMulSum", "RemoteError", "Request",
-           "Timeout", "UNIQUE_ID_BYTES", "dtypes", "get_unique_id", "group", "init", "init_rank", "library_path",
-           "version"]
+__all__ = ["AVG", "MAX", "MIN", "PROD", "SUM", "Averager", "Codec", "Comm", "Compressor", "CudaError", "Decentralized",
+           "Error", "InProgress", "InternalError", "InvalidArgument", "InvalidUsage", "Op", "Peers", "PreMulSum",
+           "RemoteError", "Request", "Timeout", "UNIQUE_ID_BYTES", "dtypes", "get_unique_id", "group", "init",
+           "init_rank", "library_path", "version"]

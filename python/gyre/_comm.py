@@ -5,11 +5,13 @@ import threading
 import weakref
 
 from . import _calls
+from ._decentralized import Averager, Decentralized, host_model
 from ._device import CallBuffers, stream_handle
 from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
 from ._lib import (COMPRESSOR_ERROR_FEEDBACK, CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR,
                    UNIQUE_ID_BYTES, Config, UniqueId, lib)
-from ._types import NAMES, SIZE_MAX, Codec, Op, as_array, c_int, codec_code, integer, resolve_dtype, scalar_bytes
+from ._types import (NAMES, SIZE_MAX, Codec, Op, address, as_array, c_int, codec_code, integer, resolve_dtype,
+                     scalar_bytes)
 
 
 def _config(timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
@@ -382,6 +384,33 @@ class Comm:
         flags = COMPRESSOR_ERROR_FEEDBACK if error_feedback else 0
         check(lib.gyreCompressorCreate(ctypes.byref(made), self._handle(), c, count, code, flags))
         return Compressor(self, made.value, Codec(c), count, NAMES[code], bool(error_feedback))
+
+    # ---- decentralized averaging with state ----
+
+    def decentralized(self, model, codec="int8", *, dtype=None):
+        """A gyre.Decentralized: low-precision decentralized SGD over the ring of ranks for a
+        float32 model in host memory (the library refuses other types, and codec "none").
+        model is this rank's initial model (copied; the neighbours swap theirs once, in full
+        precision). Collective: every rank makes it, with a model of the same size."""
+        arr, code = host_model(model, "model", dtype, writable=False)
+        c = codec_code(codec)
+        made = ctypes.c_void_p()
+        check(lib.gyreDecentralizedCreate(ctypes.byref(made), self._handle(), address(arr), arr.size, code, c))
+        return Decentralized(self, made.value, Codec(c), arr.size)
+
+    def averager(self, model, *, dtype=None, interval_ms=0):
+        """A gyre.Averager: a background thread keeps averaging model (float32, host memory,
+        updated in place only inside avg.locked()) with every rank's until stop(), which
+        every rank must call. It keeps model alive; model must not be reallocated.
+        interval_ms: at least this long from one round's start to the next's (0: back to
+        back). Collective: every rank starts one (it splits a private communicator from
+        this one, so calls on this one go on beside it)."""
+        if not isinstance(interval_ms, int) or isinstance(interval_ms, bool) or not 0 <= interval_ms < 2**32:
+            raise InvalidArgument(f"interval_ms must be an int in [0, 2**32), not {interval_ms!r}")
+        arr, code = host_model(model, "model", dtype, writable=True)
+        made = ctypes.c_void_p()
+        check(lib.gyreAveragerStart(ctypes.byref(made), self._handle(), address(arr), arr.size, code, interval_ms))
+        return Averager(self, made.value, model, arr, arr.size)
 
     # ---- split ----
 

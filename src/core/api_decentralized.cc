@@ -65,14 +65,23 @@ void checked(gyreResult_t r, gyreComm_t comm) {
 }
 
 // Sends `out` (bytes) to every neighbour and receives theirs into `in`.
+// The group is closed whatever happened to its calls (a refused one is
+// the error reported), so no half-made group is left open.
 void swapWithNeighbours(gyreDecentralized& d, const void* out, size_t bytes, std::vector<void*> in) {
   if (d.neighbours.empty()) return;
   checked(gyreGroupStart(), d.comm);
+  gyreResult_t first = gyreSuccess;
+  std::string why;
+  auto note = [&](gyreResult_t r) {
+    if (r != gyreSuccess && first == gyreSuccess) first = r, why = gyreGetLastError(d.comm);
+  };
   for (size_t i = 0; i < d.neighbours.size(); ++i) {
-    gyreSend(out, bytes, gyreUint8, d.neighbours[i], d.comm, nullptr);
-    gyreRecv(in[i], bytes, gyreUint8, d.neighbours[i], d.comm, nullptr);
+    note(gyreSend(out, bytes, gyreUint8, d.neighbours[i], d.comm, nullptr));
+    note(gyreRecv(in[i], bytes, gyreUint8, d.neighbours[i], d.comm, nullptr));
   }
-  checked(gyreGroupEnd(), d.comm);
+  const gyreResult_t end = gyreGroupEnd();
+  if (first != gyreSuccess) throwError(first, why);
+  checked(end, d.comm);
 }
 
 }  // namespace
