@@ -175,7 +175,6 @@ class GroupBuilder {
     });
   }
   size_t size(int j) const { return begins_[j + 1] - begins_[j]; }
-  size_t blockBegin(int j) const { return begins_[j]; }
 
  private:
   size_t messageBytes(size_t values) const { return kernels::messageBytes(codec_, values); }

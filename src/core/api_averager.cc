@@ -37,25 +37,22 @@ namespace {
 
 using gyre::throwError;
 using gyre::api::guarded;
+using gyre::api::raiseIfFailed;
 
 // One round: does any rank want to stop (all see the same answer), the
 // model's copy averaged, and the difference added. Returns false once the
-// ranks have agreed to stop (after that round's averaging).
-// A failed call of the round, as it failed (a dead peer, the timeout).
-void check(gyreResult_t r, gyreAverager& a) {
-  if (r != gyreSuccess) throwError(r, gyreGetLastError(a.comm));
-}
-
+// ranks have agreed to stop (after that round's averaging). A failed call
+// fails the round as it failed (a dead peer, the timeout).
 bool averageOnce(gyreAverager& a, std::vector<float>& copy, std::vector<float>& average) {
   int stop = a.stopRequested.load(std::memory_order_acquire) ? 1 : 0, anyStop = 0;
-  check(gyreAllReduce(&stop, &anyStop, 1, gyreInt32, gyreMax, a.comm, nullptr), a);
+  raiseIfFailed(gyreAllReduce(&stop, &anyStop, 1, gyreInt32, gyreMax, a.comm, nullptr));
   uint64_t seen;
   {
     std::lock_guard<std::mutex> lock(a.mu);
     std::memcpy(copy.data(), a.model, a.count * sizeof(float));
     seen = a.version;
   }
-  check(gyreAllReduce(copy.data(), average.data(), a.count, gyreFloat32, gyreAvg, a.comm, nullptr), a);
+  raiseIfFailed(gyreAllReduce(copy.data(), average.data(), a.count, gyreFloat32, gyreAvg, a.comm, nullptr));
   {
     std::lock_guard<std::mutex> lock(a.mu);
     if (a.version == seen) {  // untouched since the copy: the average itself
@@ -112,7 +109,7 @@ gyreResult_t gyreAveragerStart(gyreAverager_t* averager, gyreComm_t comm, void* 
     a->count = count;
     a->interval = std::chrono::milliseconds(intervalMs);
     gyreComm_t priv = nullptr;
-    if (gyreCommSplit(comm, 0, 0, &priv, nullptr) != gyreSuccess) throwError(gyreRemoteError, gyreGetLastError(comm));
+    raiseIfFailed(gyreCommSplit(comm, 0, 0, &priv, nullptr));
     a->comm = priv;
     a->worker = std::thread(run, a.get());
     *averager = a.release();

@@ -15,6 +15,7 @@
 using gyre::throwError;
 using gyre::api::guarded;
 using gyre::api::impl;
+using gyre::api::raiseIfFailed;
 
 extern "C" {
 
@@ -60,20 +61,16 @@ namespace {
 
 using gyre::kernels::Codec;
 
-void checked(gyreResult_t r, gyreComm_t comm) {
-  if (r != gyreSuccess) throwError(r, gyreGetLastError(comm));
-}
-
 // Sends `out` (bytes) to every neighbour and receives theirs into `in`.
 // The group is closed whatever happened to its calls (a refused one is
 // the error reported), so no half-made group is left open.
 void swapWithNeighbours(gyreDecentralized& d, const void* out, size_t bytes, std::vector<void*> in) {
   if (d.neighbours.empty()) return;
-  checked(gyreGroupStart(), d.comm);
+  raiseIfFailed(gyreGroupStart());
   gyreResult_t first = gyreSuccess;
   std::string why;
   auto note = [&](gyreResult_t r) {
-    if (r != gyreSuccess && first == gyreSuccess) first = r, why = gyreGetLastError(d.comm);
+    if (r != gyreSuccess && first == gyreSuccess) first = r, why = gyre::lastError();
   };
   for (size_t i = 0; i < d.neighbours.size(); ++i) {
     note(gyreSend(out, bytes, gyreUint8, d.neighbours[i], d.comm, nullptr));
@@ -81,7 +78,7 @@ void swapWithNeighbours(gyreDecentralized& d, const void* out, size_t bytes, std
   }
   const gyreResult_t end = gyreGroupEnd();
   if (first != gyreSuccess) throwError(first, why);
-  checked(end, d.comm);
+  raiseIfFailed(end);
 }
 
 }  // namespace

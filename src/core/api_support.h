@@ -116,4 +116,11 @@ void requireBuffer(const void* p, size_t bytes, const char* name);
 // (in place, as the operation defines it).
 void checkOverlap(const void* a, size_t aBytes, const void* b, size_t bBytes, size_t okOffset, const char* rule);
 
+// For entry points made of other public calls (decentralized SGD, the
+// averager): a nested call's failure raised again, with its own code and
+// sentence (the calling thread's last error).
+inline void raiseIfFailed(gyreResult_t r) {
+  if (r != gyreSuccess) throwError(r, lastError());
+}
+
 }  // namespace gyre::api
