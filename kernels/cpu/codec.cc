@@ -168,7 +168,7 @@ const CodecTable* codecsFor(Isa isa) {
   if (isa == Isa::Scalar) return &kScalarCodecs;
   if (!tableFor(isa)) return nullptr;  // not compiled in, or this CPU cannot run it
 #ifdef GYRE_KERNELS_X86
-  return &avx2Codecs();  // (AVX-512 runs AVX2's)
+  return isa == Isa::Avx512 ? &avx512Codecs() : &avx2Codecs();
 #else
   return nullptr;
 #endif

@@ -29,13 +29,14 @@ struct CodecTable {
 };
 
 // The codecs of an instruction set, or nullptr when this CPU cannot run
-// them. AVX-512 has none of its own yet: its table is AVX2's.
+// them (or they are not compiled in).
 const CodecTable* codecsFor(Isa isa);
 // The table of the active reduction kernels' instruction set.
 const CodecTable& activeCodecs();
 
 #ifdef GYRE_KERNELS_X86
 const CodecTable& avx2Codecs();
+const CodecTable& avx512Codecs();
 #endif
 
 }  // namespace gyre::kernels::detail
