@@ -2,6 +2,7 @@
 // group class, made by the creator that registers backend "gyre".
 #include <torch/csrc/utils/pybind.h>
 
+#include "compression.h"
 #include "process_group.h"
 
 namespace py = pybind11;
@@ -19,5 +20,29 @@ PYBIND11_MODULE(_c10d, m) {
                                                                       std::chrono::milliseconds(timeoutMs), name);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("name"),
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "allreduce_codec",
+          [](gyre_torch::ProcessGroupGyre& pg, const at::Tensor& t, int codec, bool average) {
+            return gyre_torch::allreduceCodec(pg, t, static_cast<gyreCodec_t>(codec), average);
+          },
+          py::arg("tensor"), py::arg("codec"), py::arg("average") = true, py::call_guard<py::gil_scoped_release>(),
+          "AllReduce of a tensor in place with a codec (gyre.Codec), no state; returns a Work.");
+  py::class_<gyre_torch::Compressor, std::shared_ptr<gyre_torch::Compressor>>(m, "Compressor")
+      .def(py::init([](const c10::intrusive_ptr<gyre_torch::ProcessGroupGyre>& pg, int codec, const at::Tensor& like,
+                       bool errorFeedback) {
+             return std::make_shared<gyre_torch::Compressor>(pg, static_cast<gyreCodec_t>(codec), like.numel(),
+                                                             like.scalar_type(), errorFeedback);
+           }),
+           py::arg("group"), py::arg("codec"), py::arg("like"), py::arg("error_feedback") = true,
+           "A compressor for tensors of like's count and dtype.")
+      .def("allreduce", &gyre_torch::Compressor::allreduce, py::arg("tensor"), py::arg("average") = true,
+           py::call_guard<py::gil_scoped_release>(),
+           "Compressed AllReduce of the compressor's tensor in place; returns a Work.")
+      .def(
+          "fits",
+          [](const gyre_torch::Compressor& c, const at::Tensor& t) {
+            return t.numel() == c.count() && t.scalar_type() == c.dtype();
+          },
+          py::arg("tensor"), "Whether the compressor is for tensors of this count and dtype.");
 }

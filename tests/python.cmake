@@ -60,3 +60,19 @@ add_test(NAME python_convergence_n4
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(python_convergence_n4 PROPERTIES
   ENVIRONMENT "${_gyre_py_env}" TIMEOUT 90 SKIP_RETURN_CODE 77 PROCESSORS 4)
+
+# The PyTorch backend (pytorch/, python/gyre/torch): every torch.distributed
+# collective against gloo's result in the same job, async Works and
+# futures, DDP against gloo, the compression hooks, errors. Registered when
+# the backend is built (libtorch-dev found).
+if(GYRE_HAVE_TORCH)
+  set(_gyre_torch_env "${_gyre_py_env};GYRE_TORCH_EXTENSION=$<TARGET_FILE:gyre_torch>")
+  foreach(n 2 3 4)
+    add_test(NAME python_torch_n${n}
+      COMMAND ${_gyre_py_runner} $<TARGET_FILE:gyrerun> ${GYRE_PYTHON} ${n} torch,pytest
+              -m pytest -q -p no:cacheprovider -W ignore::UserWarning ${PROJECT_SOURCE_DIR}/python/tests_torch
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(python_torch_n${n} PROPERTIES
+      ENVIRONMENT "${_gyre_torch_env}" TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS ${n})
+  endforeach()
+endif()

@@ -43,6 +43,7 @@ def _load_extension():
 
 _c10d = _load_extension()
 ProcessGroupGyre = _c10d.ProcessGroupGyre
+Compressor = _c10d.Compressor
 
 
 def _create(options, pg_options=None):
@@ -56,4 +57,6 @@ def _create(options, pg_options=None):
 if "GYRE" not in dist.Backend._plugins:
     dist.Backend.register_backend("gyre", _create, extended_api=True)
 
-__all__ = ["ProcessGroupGyre"]
+from . import hooks  # noqa: E402
+
+__all__ = ["Compressor", "ProcessGroupGyre", "hooks"]
