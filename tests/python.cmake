@@ -75,4 +75,13 @@ if(GYRE_HAVE_TORCH)
     set_tests_properties(python_torch_n${n} PROPERTIES
       ENVIRONMENT "${_gyre_torch_env}" TIMEOUT 120 SKIP_RETURN_CODE 77 PROCESSORS ${n})
   endforeach()
+  # Jobs the tests start themselves: failures (a killed rank, a stalled
+  # one, a mismatch) that gyrerun would cut short, every init method, and
+  # torchrun running a gloo script on gyre.
+  add_test(NAME python_torch_jobs
+    COMMAND ${_gyre_py_runner} - ${GYRE_PYTHON} 1 torch,pytest
+            -m pytest -q -p no:cacheprovider -W ignore::UserWarning ${PROJECT_SOURCE_DIR}/python/tests_torch_jobs
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(python_torch_jobs PROPERTIES
+    ENVIRONMENT "${_gyre_torch_env}" TIMEOUT 300 SKIP_RETURN_CODE 77 PROCESSORS 3)
 endif()
