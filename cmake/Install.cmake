@@ -1,8 +1,9 @@
 # What `cmake --install` puts where (docs/install.md), and the Debian package
-# (cmake/Packaging.cmake). Two components:
+# (cmake/Packaging.cmake). Three components:
 #   runtime      libgyre.so.0, gyrerun, gyre-topo, gyre-bench, the Python package
 #   development  headers, libgyre.so (the link-time name), libgyre.a, the CMake
 #                package (find_package(gyre CONFIG)), gyre.pc
+#   torch        the PyTorch backend's extension module (when it is built)
 # Other parts of the tree (src/compat, tools) add their own install() rules
 # with the same component names; everything here only adds to them.
 include(GNUInstallDirs)
@@ -137,5 +138,18 @@ file(WRITE ${PROJECT_BINARY_DIR}/install/_install_paths.py
   "# Written by cmake --install: libgyre's folder, relative to this package.\nLIBDIR = \"${GYRE_PY_LIBDIR}\"\n")
 install(FILES ${PROJECT_BINARY_DIR}/install/_install_paths.py DESTINATION ${GYRE_INSTALL_PYTHONDIR}/gyre
   COMPONENT runtime)
+
+# The PyTorch backend's extension (docs/pytorch.md) inside the Python
+# package, finding the installed libgyre from there. A component of its own
+# (and, in the Debian package, a package of its own: gyre-torch), since it
+# needs torch and the rest of gyre does not.
+if(TARGET gyre_torch)
+  gyre_install_path_between(_gyre_torch_to_lib ${GYRE_INSTALL_PYTHONDIR}/gyre/torch ${CMAKE_INSTALL_LIBDIR})
+  if(NOT IS_ABSOLUTE "${_gyre_torch_to_lib}")
+    set(_gyre_torch_to_lib "$ORIGIN/${_gyre_torch_to_lib}")
+  endif()
+  set_target_properties(gyre_torch PROPERTIES INSTALL_RPATH "${_gyre_torch_to_lib}")
+  install(TARGETS gyre_torch LIBRARY DESTINATION ${GYRE_INSTALL_PYTHONDIR}/gyre/torch COMPONENT torch)
+endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/Packaging.cmake)

@@ -42,4 +42,29 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 # The Python binding's needs: not a Depends, since the C library and tools
 # work without Python.
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3, python3-numpy")
+
+# The PyTorch backend, where it is built, goes in a second package,
+# gyre-torch: it needs torch (hundreds of MiB), which the library, the
+# tools and the plain Python binding do not. Components grouped in two:
+# gyre (runtime and development, as above) and gyre-torch (torch).
+if(TARGET gyre_torch)
+  set(CPACK_DEB_COMPONENT_INSTALL ON)
+  set(CPACK_COMPONENTS_ALL runtime development torch)
+  set(CPACK_COMPONENTS_GROUPING ONE_PER_GROUP)
+  set(CPACK_COMPONENT_RUNTIME_GROUP gyre)
+  set(CPACK_COMPONENT_DEVELOPMENT_GROUP gyre)
+  set(CPACK_COMPONENT_TORCH_GROUP torch)
+  set(CPACK_DEBIAN_GYRE_PACKAGE_NAME gyre)
+  set(CPACK_DEBIAN_TORCH_PACKAGE_NAME gyre-torch)
+  set(CPACK_DEBIAN_TORCH_PACKAGE_SECTION python)
+  set(CPACK_DEBIAN_GYRE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION}")
+  set(CPACK_DEBIAN_TORCH_DESCRIPTION "gyre as a torch.distributed backend
+The extension module of gyre.torch: import it, then pass the backend name
+gyre to init_process_group. Built for Debian's python3-torch 1.13.")
+  # Its Depends by hand: dpkg-shlibdeps would look for libgyre.so.0 in the
+  # installed packages' records, where the gyre being built is not yet.
+  set(CPACK_DEBIAN_TORCH_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_TORCH_PACKAGE_DEPENDS
+      "gyre (= ${PROJECT_VERSION}), python3-torch (>= 1.13), python3-torch (<< 1.14), libtorch1.13, libc6, libstdc++6")
+endif()
 include(CPack)

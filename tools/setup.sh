@@ -8,6 +8,7 @@ packages=(
   openmpi-bin libopenmpi-dev libgloo-dev         # the peers we measure against
   python3                                        # tools/compare.py
   python3-numpy python3-pytest                   # the Python binding's tests and example
+  python3-torch libtorch-dev pybind11-dev        # the PyTorch backend (pytorch/), its tests and benchmark
   dpkg-dev                                       # cpack -G DEB (dpkg-shlibdeps) and its check
   libhwloc-dev nlohmann-json3-dev libcli11-dev    # topology discovery, its JSON files, gyre-topo's options
   libucx-dev                                     # the ucx transport (GYRE_TRANSPORT=ucx)

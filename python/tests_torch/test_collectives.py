@@ -255,6 +255,17 @@ def test_batch_isend_irecv_any_order(rank, size):
     assert same(got, values(torch.float32, 1 << 20, left))
 
 
+def test_batch_with_a_send_to_itself(rank, size):
+    t = values(torch.int64, 1000, rank)
+    got = torch.empty_like(t)
+    ops = [dist.P2POp(dist.isend, t, rank), dist.P2POp(dist.irecv, got, rank)]
+    for r in dist.batch_isend_irecv(ops):
+        r.wait()
+    assert same(got, t)
+    with pytest.raises(RuntimeError, match="to itself"):
+        dist.send(t, rank)
+
+
 def test_barrier_and_async_work(rank, size):
     dist.barrier()
     t = values(torch.float32, 1000, rank)

@@ -42,10 +42,19 @@ trap 'rm -rf "$tmp"' EXIT
 step "cpack -G DEB"
 cpack --config "$build/CPackConfig.cmake" -G DEB -B "$tmp/out" > "$tmp/cpack.log" 2>&1 ||
   { cat "$tmp/cpack.log"; fail "cpack"; }
-debs=("$tmp"/out/*.deb)
-[ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || fail "expected one .deb, got: ${debs[*]}"
+debs=("$tmp"/out/gyre_*.deb)
+[ ${#debs[@]} = 1 ] && [ -f "${debs[0]}" ] || fail "expected one gyre .deb, got: $(ls "$tmp"/out)"
 deb=${debs[0]}
 echo "package: $(basename "$deb")"
+# The PyTorch backend's package, where the build has the backend.
+torch_deb=
+if [ -f "$build/pytorch/_c10d.so" ]; then
+  torch_debs=("$tmp"/out/gyre-torch_*.deb)
+  [ ${#torch_debs[@]} = 1 ] && [ -f "${torch_debs[0]}" ] || fail "expected a gyre-torch .deb, got: $(ls "$tmp"/out)"
+  torch_deb=${torch_debs[0]}
+  echo "package: $(basename "$torch_deb")"
+fi
+[ "$(ls "$tmp"/out/*.deb | wc -l)" = "$([ -n "$torch_deb" ] && echo 2 || echo 1)" ] || fail "stray packages: $(ls "$tmp"/out)"
 
 step "dpkg-deb -I"
 dpkg-deb -I "$deb" > "$tmp/info"
@@ -90,6 +99,25 @@ if grep -rl -- "$build" "$tmp/x$libdir/cmake" "$tmp/x$libdir/pkgconfig" "$tmp/x/
   fail "packaged files above refer to the build tree"
 fi
 
+if [ -n "$torch_deb" ]; then
+  step "the gyre-torch package"
+  dpkg-deb -I "$torch_deb" | sed -n '/Package/,/Description/p'
+  [ "$(dpkg-deb -f "$torch_deb" Package)" = gyre-torch ] || fail "Package is not gyre-torch"
+  torch_depends=$(dpkg-deb -f "$torch_deb" Depends)
+  [[ "$torch_depends" == *"gyre (= $(field Version))"* && "$torch_depends" == *python3-torch* ]] ||
+    fail "gyre-torch's Depends lacks gyre of this version or python3-torch: '$torch_depends'"
+  dpkg-deb -c "$torch_deb" | grep -Eq ' \./usr/lib/python3/dist-packages/gyre/torch/_c10d\.so$' ||
+    fail "gyre-torch lacks gyre/torch/_c10d.so"
+  ! dpkg-deb -c "$deb" | grep -q '_c10d\.so' || fail "the gyre package holds the torch extension too"
+  mkdir "$tmp/xt"
+  dpkg-deb -x "$torch_deb" "$tmp/xt"
+  runpath=$(readelf -d "$tmp/xt/usr/lib/python3/dist-packages/gyre/torch/_c10d.so" | sed -n 's/.*R\(UN\)\?PATH.*\[\(.*\)\]/\2/p')
+  [[ "$runpath" == '$ORIGIN/'* && "$runpath" != *"$build"* ]] || fail "the extension's run path is '$runpath'"
+  for dep in $(tr ',|' '\n\n' <<< "$torch_depends" | sed -E 's/\(.*\)//; s/:any//; s/ //g' | sort -u); do
+    [ "$dep" = gyre ] || apt-cache show "$dep" > /dev/null 2>&1 || fail "gyre-torch's Depends names $dep, which apt does not know"
+  done
+fi
+
 step "Depends are packages apt knows"
 for dep in $(tr ',|' '\n\n' <<< "$depends" | sed -E 's/\(.*\)//; s/:any//; s/ //g' | sort -u); do
   apt-cache show "$dep" > /dev/null 2>&1 || fail "Depends names $dep, which apt does not know"
@@ -103,7 +131,12 @@ host_state() {
 }
 before=$(host_state)
 mkdir "$tmp/ov"
-export tmp deb libdir cc here
+# gyre-torch installs where its Depends are met (python3-torch here).
+with_torch=
+if [ -n "$torch_deb" ] && dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed"; then
+  with_torch=$torch_deb
+fi
+export tmp deb libdir cc here with_torch
 rc=0
 unshare --mount --propagation private bash -euo pipefail -c '
   fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -118,7 +151,7 @@ unshare --mount --propagation private bash -euo pipefail -c '
       { echo "skipped: cannot mount an overlay over /$d here"; exit 77; }
   done
   export DEBIAN_FRONTEND=noninteractive
-  dpkg -i "$deb"
+  dpkg -i "$deb" $with_torch
   dpkg -s gyre | has "^Status: install ok installed" || fail "dpkg -s: not installed"
   # ldconfig may name it through /lib, a link to /usr/lib on a merged-/usr system.
   cached=$(ldconfig -p | sed -n "s/^\s*libgyre\.so\.0 .*=> //p")
@@ -158,6 +191,23 @@ with gyre.init() as comm:
 " > "$tmp/net.log" 2>&1 || { cat "$tmp/net.log"; fail "the installed socket plugin"; }
     has "net: plugin gyre-socket (v12, libgyre-net-socket.so) loaded" "$tmp/net.log" ||
       { cat "$tmp/net.log"; fail "the installed socket plugin was not loaded by name"; }
+  fi
+
+  if [ -n "$with_torch" ]; then
+    echo "-- the PyTorch backend from the packages, no PYTHONPATH, GYRE_LIBRARY or GYRE_TORCH_EXTENSION"
+    cd "$tmp"
+    env -u PYTHONPATH -u GYRE_LIBRARY -u GYRE_TORCH_EXTENSION -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 \
+      /usr/bin/gyrerun -n 2 --timeout 60 /usr/bin/python3 -c "
+import os, torch, torch.distributed as dist, gyre.torch
+assert gyre.torch.__file__.startswith(\"/usr/lib/python3/dist-packages/\"), gyre.torch.__file__
+dist.init_process_group(\"gyre\", init_method=\"file://$tmp/torch-store\", rank=int(os.environ[\"GYRE_RANK\"]), world_size=2)
+t = torch.full((4,), dist.get_rank() + 1.0)
+dist.all_reduce(t)
+assert torch.equal(t, torch.full((4,), 3.0)), t
+print(\"torch: rank\", dist.get_rank(), \"ok\")
+dist.destroy_process_group()
+"
+    dpkg --purge gyre-torch
   fi
 
   echo "-- dpkg --purge"

@@ -31,9 +31,9 @@ def _load_extension():
     path = env or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_c10d.so")
     if not os.path.exists(path):
         where = f"GYRE_TORCH_EXTENSION={env}" if env else path
-        raise ImportError(f"gyre.torch: the backend's extension module is not there ({where}); build gyre with "
-                          "libtorch-dev installed (the configure summary says 'PyTorch backend: yes'), or set "
-                          "GYRE_TORCH_EXTENSION to the built _c10d.so")
+        raise ImportError(f"gyre.torch: the backend's extension module is not there ({where}); install the "
+                          "gyre-torch package, or build gyre with libtorch-dev installed (the configure summary "
+                          "says 'PyTorch backend: yes') and set GYRE_TORCH_EXTENSION to the built _c10d.so")
     loader = importlib.machinery.ExtensionFileLoader(_NAME, path)
     spec = importlib.util.spec_from_file_location(_NAME, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
