@@ -78,3 +78,16 @@ def test_torchrun_with_a_compression_hook():
     loss, _ = torchrun("gyre", "--hook", "int8")
     gloo_loss, _ = torchrun("gloo")
     assert abs(loss - gloo_loss) <= 0.1 * gloo_loss
+
+
+def test_the_collective_suite_under_torchrun():
+    """python/tests_torch again, its ranks started by torchrun (env://)
+    rather than gyrerun."""
+    suite = os.path.join(ROOT, "python", "tests_torch")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3", "--redirects",
+           "2", "--tee", "2", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning", suite]
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240,
+                           env=dict(os.environ, TMPDIR=tmp))
+    assert p.returncode == 0, p.stdout[-5000:]
+    assert len(re.findall(r"\d+ passed", p.stdout)) == 3, p.stdout[-5000:]
