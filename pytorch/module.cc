@@ -9,6 +9,8 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_c10d, m) {
   m.doc() = "gyre's torch.distributed backend (docs/pytorch.md)";
+  m.def("_stop_all", &gyre_torch::ProcessGroupGyre::stopAll, py::call_guard<py::gil_scoped_release>(),
+        "Runs every live gyre group's queued calls and stops their threads (atexit).");
   // ProcessGroup's Python type is torch's; deriving from it here makes the
   // group an ordinary torch ProcessGroup to torch.distributed and DDP.
   py::object base = py::module_::import("torch._C._distributed_c10d").attr("ProcessGroup");
@@ -16,8 +18,8 @@ PYBIND11_MODULE(_c10d, m) {
                                                                                              base)
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, int64_t timeoutMs,
                        const std::string& name) {
-             return c10::make_intrusive<gyre_torch::ProcessGroupGyre>(store, rank, size,
-                                                                      std::chrono::milliseconds(timeoutMs), name);
+             return gyre_torch::ProcessGroupGyre::create(store, rank, size, std::chrono::milliseconds(timeoutMs),
+                                                         name);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("name"),
            py::call_guard<py::gil_scoped_release>())

@@ -37,6 +37,10 @@ bool consecutive(const std::vector<at::Tensor>& list) {
 
 size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
+// The live groups, for stopAll().
+std::mutex liveMutex;
+std::vector<c10::weak_intrusive_ptr<ProcessGroupGyre>> live;
+
 }  // namespace
 
 ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -69,26 +73,46 @@ ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store,
   worker_ = std::thread([this] { loop(); });
 }
 
+c10::intrusive_ptr<ProcessGroupGyre> ProcessGroupGyre::create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                              int size, std::chrono::milliseconds timeout,
+                                                              const std::string& name) {
+  auto group = c10::make_intrusive<ProcessGroupGyre>(store, rank, size, timeout, name);
+  std::lock_guard<std::mutex> lock(liveMutex);
+  std::erase_if(live, [](const auto& w) { return w.expired(); });
+  live.emplace_back(group);
+  return group;
+}
+
 ProcessGroupGyre::~ProcessGroupGyre() {
   // Python may drop the last reference while holding the GIL, and a queued
   // call's future may run a Python callback that needs it.
   if (Py_IsInitialized() && PyGILState_Check()) {
-    Py_BEGIN_ALLOW_THREADS shutdown();
+    Py_BEGIN_ALLOW_THREADS stopWorker();
     Py_END_ALLOW_THREADS
   } else {
-    shutdown();
+    stopWorker();
   }
+  if (comm_) failed_ ? gyreCommAbort(comm_) : gyreCommDestroy(comm_);
 }
 
-void ProcessGroupGyre::shutdown() {
+void ProcessGroupGyre::stopWorker() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   if (worker_.joinable()) worker_.join();  // (after the queued calls: they are collective)
-  if (comm_) failed_ ? gyreCommAbort(comm_) : gyreCommDestroy(comm_);
-  comm_ = nullptr;
+}
+
+void ProcessGroupGyre::stopAll() {
+  std::vector<c10::intrusive_ptr<ProcessGroupGyre>> groups;
+  {
+    std::lock_guard<std::mutex> lock(liveMutex);
+    for (auto& w : live)
+      if (auto g = w.lock()) groups.push_back(std::move(g));
+    live.clear();
+  }
+  for (auto& g : groups) g->stopWorker();
 }
 
 std::string ProcessGroupGyre::describe(const std::string& name, gyreResult_t r) const {
@@ -102,6 +126,7 @@ WorkPtr ProcessGroupGyre::submit(OpType type, const char* name, std::vector<at::
   auto work = c10::make_intrusive<GyreWork>(getRank(), type, std::move(outputs));
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(!stopping_, "gyre ", name, ": the group has stopped (the interpreter is exiting)");
     Job& job = coalescing_ ? batch_ : queue_.emplace_back();
     job.works.push_back(work);
     job.runs.push_back(std::move(run));

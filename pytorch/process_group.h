@@ -41,6 +41,9 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, const std::string& name);
   ~ProcessGroupGyre() override;
+  // The constructor, and the group made known to stopAll().
+  static c10::intrusive_ptr<ProcessGroupGyre> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                     std::chrono::milliseconds timeout, const std::string& name);
 
   const std::string getBackendName() const override { return "gyre"; }
   gyreComm_t comm() const { return comm_; }
@@ -92,6 +95,12 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
                                         std::function<gyreResult_t()> run, std::function<void()> after = {});
 
+  // Runs what every live group has queued and stops their worker threads
+  // (later calls raise). gyre.torch calls it at interpreter exit (atexit),
+  // while Python still runs: a future's Python callback run later, during
+  // finalization, would end the worker thread under the C++ runtime's feet.
+  static void stopAll();
+
  private:
   // One queued call, or a coalesced batch of them run as one gyre group.
   struct Job {
@@ -103,7 +112,7 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   };
   void loop();
   gyreResult_t run(Job& job);
-  void shutdown();
+  void stopWorker();  // runs the queued calls, then joins the worker
   std::string describe(const std::string& name, gyreResult_t r) const;
 
   gyreComm_t comm_ = nullptr;

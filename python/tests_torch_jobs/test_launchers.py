@@ -91,3 +91,11 @@ def test_the_collective_suite_under_torchrun():
                            env=dict(os.environ, TMPDIR=tmp))
     assert p.returncode == 0, p.stdout[-5000:]
     assert len(re.findall(r"\d+ passed", p.stdout)) == 3, p.stdout[-5000:]
+
+
+def test_exit_without_destroy_runs_queued_work():
+    with tempfile.TemporaryDirectory() as tmp:
+        outs = run_ranks([os.path.join(HERE, "exit_job.py"), f"{tmp}/store"], 2)
+    for out in outs:
+        for i in range(8):
+            assert f"callback {i} {float(i * 2)}" in out, out

@@ -15,6 +15,7 @@ rendezvous address is needed. The process group is a C++ extension
 file.
 """
 
+import atexit
 import importlib.machinery
 import importlib.util
 import os
@@ -53,6 +54,10 @@ def _create(options, pg_options=None):
     return ProcessGroupGyre(options.store, options.group_rank, options.group_size, timeout_ms,
                             f"torch group {options.group_id}")
 
+
+# At exit, while Python still runs: finish every group's queued calls (and
+# their futures' Python callbacks) and stop the groups' threads.
+atexit.register(_c10d._stop_all)
 
 if "GYRE" not in dist.Backend._plugins:
     dist.Backend.register_backend("gyre", _create, extended_api=True)
