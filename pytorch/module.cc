@@ -23,6 +23,16 @@ PYBIND11_MODULE(_c10d, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("name"),
            py::call_guard<py::gil_scoped_release>())
+      .def_static(
+          "split",
+          [](const c10::intrusive_ptr<gyre_torch::ProcessGroupGyre>& parent, int64_t timeoutMs,
+             const std::string& name) {
+            return gyre_torch::ProcessGroupGyre::split(parent, std::chrono::milliseconds(timeoutMs), name);
+          },
+          py::arg("parent"), py::arg("timeout_ms"), py::arg("name"), py::call_guard<py::gil_scoped_release>(),
+          "A group of all of parent's ranks, split from its communicator.")
+      .def_property_readonly("made_by", &gyre_torch::ProcessGroupGyre::madeBy,
+                             "How the communicator was made: 'rendezvous' or 'split'.")
       .def(
           "allreduce_codec",
           [](gyre_torch::ProcessGroupGyre& pg, const at::Tensor& t, int codec, bool average) {

@@ -73,14 +73,44 @@ ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store,
   worker_ = std::thread([this] { loop(); });
 }
 
-c10::intrusive_ptr<ProcessGroupGyre> ProcessGroupGyre::create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                              int size, std::chrono::milliseconds timeout,
-                                                              const std::string& name) {
-  auto group = c10::make_intrusive<ProcessGroupGyre>(store, rank, size, timeout, name);
+ProcessGroupGyre::ProcessGroupGyre(gyreComm_t comm, int rank, int size)
+    : c10d::ProcessGroup(rank, size), comm_(comm), madeBy_("split") {
+  worker_ = std::thread([this] { loop(); });
+}
+
+c10::intrusive_ptr<ProcessGroupGyre> ProcessGroupGyre::remember(c10::intrusive_ptr<ProcessGroupGyre> group) {
   std::lock_guard<std::mutex> lock(liveMutex);
   std::erase_if(live, [](const auto& w) { return w.expired(); });
   live.emplace_back(group);
   return group;
+}
+
+c10::intrusive_ptr<ProcessGroupGyre> ProcessGroupGyre::create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                              int size, std::chrono::milliseconds timeout,
+                                                              const std::string& name) {
+  return remember(c10::make_intrusive<ProcessGroupGyre>(store, rank, size, timeout, name));
+}
+
+c10::intrusive_ptr<ProcessGroupGyre> ProcessGroupGyre::split(const c10::intrusive_ptr<ProcessGroupGyre>& parent,
+                                                             std::chrono::milliseconds timeout,
+                                                             const std::string& name) {
+  struct Split {
+    gyreComm_t child = nullptr;
+    gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+    std::string name;
+  };
+  auto s = std::make_shared<Split>();
+  s->name = name;
+  s->config.commName = s->name.c_str();
+  const auto ms = timeout.count();
+  s->config.timeoutMs = ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+  ProcessGroupGyre* p = parent.get();
+  auto work = parent->submit(OpType::UNKNOWN, "new_group (split)", {}, [p, s] {
+    return gyreCommSplit(p->comm_, 0, p->getRank(), &s->child, &s->config);
+  });
+  work->wait();  // (raises what the split raised)
+  // The Work's closure (and its reference to s) is gone once it completed.
+  return remember(c10::make_intrusive<ProcessGroupGyre>(s->child, p->getRank(), p->getSize()));
 }
 
 ProcessGroupGyre::~ProcessGroupGyre() {

@@ -40,10 +40,18 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   // progress for that long fails on every rank instead of hanging.
   ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, const std::string& name);
+  // Takes a communicator made elsewhere (what split() makes).
+  ProcessGroupGyre(gyreComm_t comm, int rank, int size);
   ~ProcessGroupGyre() override;
   // The constructor, and the group made known to stopAll().
   static c10::intrusive_ptr<ProcessGroupGyre> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                      std::chrono::milliseconds timeout, const std::string& name);
+  // A group of all of parent's ranks, split from its communicator (no new
+  // rendezvous): the split runs in its place among parent's queued calls.
+  static c10::intrusive_ptr<ProcessGroupGyre> split(const c10::intrusive_ptr<ProcessGroupGyre>& parent,
+                                                    std::chrono::milliseconds timeout, const std::string& name);
+  // How the communicator was made: "rendezvous" (through the store) or "split".
+  const std::string& madeBy() const { return madeBy_; }
 
   const std::string getBackendName() const override { return "gyre"; }
   gyreComm_t comm() const { return comm_; }
@@ -115,7 +123,10 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   void stopWorker();  // runs the queued calls, then joins the worker
   std::string describe(const std::string& name, gyreResult_t r) const;
 
+  static c10::intrusive_ptr<ProcessGroupGyre> remember(c10::intrusive_ptr<ProcessGroupGyre> group);
+
   gyreComm_t comm_ = nullptr;
+  std::string madeBy_ = "rendezvous";
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> queue_;

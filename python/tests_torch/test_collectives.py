@@ -298,6 +298,14 @@ def test_subgroups(rank, size):
     dist.all_reduce(t, group=mine)
     assert t.item() == sum(members)
     assert dist.get_backend(mine) == "gyre"
+    assert mine.made_by == "rendezvous"  # (a split needs every rank of the parent)
+    everyone = dist.new_group()
+    assert everyone.made_by == "split"
+    t = torch.tensor([float(rank)])
+    work = dist.all_reduce(t, group=everyone, async_op=True)
+    dist.all_reduce(torch.ones(1))  # the parent and its split child are independent
+    work.wait()
+    assert t.item() == sum(range(size))
     dist.barrier()
 
 

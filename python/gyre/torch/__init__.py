@@ -49,10 +49,17 @@ Compressor = _c10d.Compressor
 
 def _create(options, pg_options=None):
     """The backend's creator (torch's extended API): one gyre communicator
-    per torch group, joined through the group's store."""
+    per torch group. A group of every rank of a gyre default group is split
+    from its communicator (every rank calls this then); any other group
+    joins through the group's store, since torch 1.13 calls the creator on
+    the new group's members only and a split needs all the parent's."""
     timeout_ms = int(options.timeout.total_seconds() * 1000)
-    return ProcessGroupGyre(options.store, options.group_rank, options.group_size, timeout_ms,
-                            f"torch group {options.group_id}")
+    name = f"torch group {options.group_id}"
+    world = dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
+    ranks = list(options.global_ranks_in_group)
+    if isinstance(world, ProcessGroupGyre) and ranks == list(range(world.size())):
+        return ProcessGroupGyre.split(world, timeout_ms, name)
+    return ProcessGroupGyre(options.store, options.group_rank, options.group_size, timeout_ms, name)
 
 
 # At exit, while Python still runs: finish every group's queued calls (and
