@@ -42,7 +42,14 @@ Compressor::Compressor(c10::intrusive_ptr<ProcessGroupGyre> pg, gyreCodec_t code
 
 Compressor::~Compressor() {
   gyreCompressor_t h = handle_;
-  pg_->submit(c10d::OpType::UNKNOWN, "compressor destroy", {}, [h] { return gyreCompressorDestroy(h); });
+  try {
+    pg_->submit(c10d::OpType::UNKNOWN, "compressor destroy", {}, [h] { return gyreCompressorDestroy(h); });
+  } catch (const std::exception&) {
+    // The group has stopped (interpreter exit): once its worker has run
+    // the calls that used this compressor, nothing else will.
+    pg_->stop();
+    gyreCompressorDestroy(h);
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> Compressor::allreduce(const at::Tensor& t, bool average) {

@@ -117,21 +117,24 @@ ProcessGroupGyre::~ProcessGroupGyre() {
   // Python may drop the last reference while holding the GIL, and a queued
   // call's future may run a Python callback that needs it.
   if (Py_IsInitialized() && PyGILState_Check()) {
-    Py_BEGIN_ALLOW_THREADS stopWorker();
+    Py_BEGIN_ALLOW_THREADS stop();
     Py_END_ALLOW_THREADS
   } else {
-    stopWorker();
+    stop();
   }
   if (comm_) failed_ ? gyreCommAbort(comm_) : gyreCommDestroy(comm_);
 }
 
-void ProcessGroupGyre::stopWorker() {
+bool ProcessGroupGyre::stop() {
+  std::lock_guard<std::mutex> once(stopMutex_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  if (worker_.joinable()) worker_.join();  // (after the queued calls: they are collective)
+  if (!worker_.joinable()) return false;
+  worker_.join();  // (after the queued calls: they are collective)
+  return true;
 }
 
 void ProcessGroupGyre::stopAll() {
@@ -142,7 +145,7 @@ void ProcessGroupGyre::stopAll() {
       if (auto g = w.lock()) groups.push_back(std::move(g));
     live.clear();
   }
-  for (auto& g : groups) g->stopWorker();
+  for (auto& g : groups) g->stop();
 }
 
 std::string ProcessGroupGyre::describe(const std::string& name, gyreResult_t r) const {

@@ -108,6 +108,9 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   // while Python still runs: a future's Python callback run later, during
   // finalization, would end the worker thread under the C++ runtime's feet.
   static void stopAll();
+  // Runs the queued calls and stops the worker thread, once (later calls
+  // return at once, after the first has finished). Whether it was running.
+  bool stop();
 
  private:
   // One queued call, or a coalesced batch of them run as one gyre group.
@@ -120,7 +123,6 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   };
   void loop();
   gyreResult_t run(Job& job);
-  void stopWorker();  // runs the queued calls, then joins the worker
   std::string describe(const std::string& name, gyreResult_t r) const;
 
   static c10::intrusive_ptr<ProcessGroupGyre> remember(c10::intrusive_ptr<ProcessGroupGyre> group);
@@ -128,6 +130,7 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   gyreComm_t comm_ = nullptr;
   std::string madeBy_ = "rendezvous";
   std::mutex mutex_;
+  std::mutex stopMutex_;  // (one stop() joins the worker; the others wait for it)
   std::condition_variable wake_;
   std::deque<Job> queue_;
   bool stopping_ = false;

@@ -1,6 +1,7 @@
 """One rank of a job that exits without destroy_process_group while async
-calls and their futures' Python callbacks are still queued (test_launchers.py):
-the calls must finish, the callbacks run, and the process exit cleanly."""
+calls and their futures' Python callbacks are still queued, and a
+compressor is alive (test_launchers.py): the calls must finish, the
+callbacks run, and the process exit cleanly."""
 
 import os
 import sys
@@ -26,4 +27,8 @@ def report(i, fut):
 
 for i, w in enumerate(works):
     w.get_future().then(lambda f, i=i: report(i, f))
+# A compressor still alive when the interpreter ends: its destruction comes
+# after the groups have stopped.
+compressor = gyre.torch.Compressor(dist.distributed_c10d._get_default_group(), 4, torch.ones(5000))
+compressed = compressor.allreduce(torch.ones(5000))
 print("leaving", flush=True)
