@@ -157,17 +157,24 @@ std::string ProcessGroupGyre::describe(const std::string& name, gyreResult_t r) 
 WorkPtr ProcessGroupGyre::submit(OpType type, const char* name, std::vector<at::Tensor> outputs,
                                  std::function<gyreResult_t()> run, std::function<void()> after) {
   auto work = c10::make_intrusive<GyreWork>(getRank(), type, std::move(outputs));
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TORCH_CHECK(!stopping_, "gyre ", name, ": the group has stopped (the interpreter is exiting)");
-    Job& job = coalescing_ ? batch_ : queue_.emplace_back();
+    queued = !coalescing_;
+    Job& job = queued ? queue_.emplace_back() : batch_;
     job.works.push_back(work);
     job.runs.push_back(std::move(run));
     if (after) job.after.push_back(std::move(after));
-    if (!coalescing_) job.name = name;
+    if (queued) job.name = name;
   }
-  if (!coalescing_) wake_.notify_one();
+  if (queued) wake_.notify_one();
   return work;
+}
+
+bool ProcessGroupGyre::inBatch() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return coalescing_;
 }
 
 void ProcessGroupGyre::startCoalescing() {
@@ -555,7 +562,7 @@ WorkPtr ProcessGroupGyre::send(std::vector<at::Tensor>& tensors, int dst, int ta
   const at::Tensor& t = single(tensors, "send");
   const gyreDataType_t type = dataTypeOf(t, "send");
   checkRank(dst, getSize(), "send", "destination");
-  TORCH_CHECK(dst != getRank() || coalescing_, "gyre send: to itself (rank ", dst,
+  TORCH_CHECK(dst != getRank() || inBatch(), "gyre send: to itself (rank ", dst,
               ") only inside batch_isend_irecv, with its receive");
   const at::Tensor src = t.contiguous();
   return submit(OpType::SEND, "send", {t}, [this, src, type, dst] {
@@ -568,7 +575,7 @@ WorkPtr ProcessGroupGyre::recv(std::vector<at::Tensor>& tensors, int src, int ta
   const at::Tensor& t = single(tensors, "recv");
   const gyreDataType_t type = dataTypeOf(t, "recv");
   checkRank(src, getSize(), "recv", "source");
-  TORCH_CHECK(src != getRank() || coalescing_, "gyre recv: from itself (rank ", src,
+  TORCH_CHECK(src != getRank() || inBatch(), "gyre recv: from itself (rank ", src,
               ") only inside batch_isend_irecv, with its send");
   Buffer b = contiguousOf(t);
   return submit(

@@ -123,6 +123,7 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   };
   void loop();
   gyreResult_t run(Job& job);
+  bool inBatch();  // between startCoalescing and endCoalescing
   std::string describe(const std::string& name, gyreResult_t r) const;
 
   static c10::intrusive_ptr<ProcessGroupGyre> remember(c10::intrusive_ptr<ProcessGroupGyre> group);
