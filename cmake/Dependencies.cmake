@@ -22,6 +22,18 @@ else()
   set(GYRE_HAVE_VERBS FALSE)
 endif()
 
+# OpenBLAS, for the training harness's matrix products (harness/). Found by
+# its own config header: Debian's cblas.h alternative may be the reference
+# BLAS's, which lacks openblas_set_num_threads (the harness's determinism).
+find_library(OPENBLAS_LIBRARY openblas)
+find_path(OPENBLAS_INCLUDE_DIR openblas_config.h
+          PATH_SUFFIXES openblas-pthread openblas-openmp openblas-serial openblas)
+if(OPENBLAS_LIBRARY AND OPENBLAS_INCLUDE_DIR AND EXISTS ${OPENBLAS_INCLUDE_DIR}/cblas.h)
+  set(GYRE_HAVE_OPENBLAS TRUE)
+else()
+  set(GYRE_HAVE_OPENBLAS FALSE)
+endif()
+
 set(GYRE_GTEST_SOURCE "" CACHE PATH
     "GoogleTest's sources to build the tests with, where no installed GoogleTest is (tools/gpu-check.sh)")
 if(GYRE_BUILD_TESTS AND GYRE_GTEST_SOURCE)

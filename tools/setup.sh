@@ -18,6 +18,7 @@ packages=(
   busybox-static cpio kmod                       #   a guest kernel with rdma_rxe and an initramfs
   iproute2 procps                                # network namespaces, process tools
   librsvg2-bin                                   # gyre-bench --plot FILE.png (rsvg-convert)
+  libopenblas-dev                                # the training harness's matrix products (harness/)
 )
 missing=()
 for p in "${packages[@]}"; do
