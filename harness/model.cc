@@ -230,13 +230,26 @@ void Gpt::backward() {
   layerNormBackward(dx.data(), grads_.data() + lnfw.offset, grads_.data() + lnfb.offset,
                     dlnf.data(), last, params_.data() + lnfw.offset, lnfMean_.data(),
                     lnfRstd_.data(), N, C);
+  if (hook_) hook_(config_.layers);
   for (int l = config_.layers - 1; l >= 0; --l) {
     const float* x = l > 0 ? blocks_[l - 1].res2.data() : encoded_.data();
     Tensor dinp({N, C});
     blockBackward(l, x, blocks_[l], dx.data(), dinp.data());
     dx = std::move(dinp);
+    if (hook_) hook_(l);
   }
   embeddingBackward(dwte, dwpe, dx.data(), inputs_.data(), B_, T_, C);
+  if (hook_) hook_(-1);
+}
+
+size_t Gpt::gradReadyFrom(int part) const {
+  if (part < -1 || part > config_.layers) {
+    throw std::invalid_argument("Gpt::gradReadyFrom: no part " + std::to_string(part) +
+                                " (from -1 to " + std::to_string(config_.layers) + ")");
+  }
+  if (part == -1) return 0;
+  if (part == config_.layers) return layout_[layout_.size() - 2].offset;  // lnf.w
+  return layout_[kFirstBlockParam + kBlockParams * part].offset;
 }
 
 }  // namespace gyre::harness

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -73,6 +74,19 @@ class Gpt {
   float forward(const int* inputs, const int* targets, int B, int T);
   // Adds the gradient of the last forward's loss to grads().
   void backward();
+
+  // Called during backward() each time a part of grads() is final, so that
+  // data parallelism can start reducing it while the rest is computed.
+  // Backward runs from the output to the input, so the parts come in reverse
+  // layout order: `layers` (the final norm lnf.w, lnf.b), then each block
+  // from layers - 1 down to 0, then -1 (the embeddings wte and wpe; wte also
+  // gets the tied head's gradient at the start, so it is final only here).
+  // After the call for part p, every gradient from gradReadyFrom(p) to the
+  // end of the array is final. An empty hook (the default) is not called.
+  using BackwardHook = std::function<void(int part)>;
+  void setBackwardHook(BackwardHook hook) { hook_ = std::move(hook); }
+  // Where the final gradients start after the hook's call for `part`.
+  size_t gradReadyFrom(int part) const;
   void zeroGrad() { grads_.zero(); }
 
  private:
@@ -96,6 +110,7 @@ class Gpt {
   Tensor encoded_;
   std::vector<BlockActs> blocks_;
   Tensor lnf_, lnfMean_, lnfRstd_, logits_, probs_;
+  BackwardHook hook_;
 };
 
 }  // namespace gyre::harness

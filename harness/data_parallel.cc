@@ -1,0 +1,124 @@
+#include "harness/data_parallel.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace gyre::harness {
+
+void checkGyre(gyreResult_t result, const char* what, gyreComm_t comm) {
+  if (result == gyreSuccess) return;
+  const char* detail = gyreGetLastError(comm);
+  throw GyreError(std::string(what) + " failed: " + gyreGetErrorString(result) +
+                      (detail && *detail ? std::string(": ") + detail : std::string()),
+                  result);
+}
+
+std::vector<GradBucket> gradBuckets(const Gpt& model, size_t bucketElems) {
+  if (bucketElems == 0) throw std::invalid_argument("gradBuckets: a bucket of 0 elements");
+  std::vector<GradBucket> buckets;
+  GradBucket current;  // grows downwards: whole parts added below its offset
+  current.offset = model.grads().size();
+  auto close = [&] {
+    if (current.size > 0) buckets.push_back(current);
+    current.size = 0;
+  };
+  size_t end = model.grads().size();  // the parts come in reverse layout order
+  for (int part = model.config().layers; part >= -1; --part) {
+    const size_t begin = model.gradReadyFrom(part), size = end - begin;
+    if (size > bucketElems) {
+      // Too big for one bucket: pieces of bucketElems from its end down.
+      close();
+      for (size_t hi = end; hi > begin;) {
+        const size_t lo = hi - std::min(bucketElems, hi - begin);
+        buckets.push_back({lo, hi - lo, part});
+        hi = lo;
+      }
+      current.offset = begin;
+    } else {
+      if (current.size + size > bucketElems) close();
+      current.offset = begin;
+      current.size += size;
+      current.part = part;
+    }
+    end = begin;
+  }
+  close();
+  return buckets;
+}
+
+DataParallel::DataParallel(gyreComm_t comm, Gpt& model, size_t bucketElems)
+    : comm_(comm), model_(model), buckets_(gradBuckets(model, bucketElems)) {
+  checkGyre(gyreCommUserRank(comm, &rank_), "gyreCommUserRank", comm);
+  checkGyre(gyreCommCount(comm, &ranks_), "gyreCommCount", comm);
+}
+
+DataParallel::~DataParallel() {
+  std::string ignored;
+  waitAll(&ignored);  // only after an exception escaped backward() midway
+}
+
+void DataParallel::broadcastParameters() {
+  std::span<float> p = model_.params();
+  checkGyre(gyreBroadcast(p.data(), p.data(), p.size(), gyreFloat32, 0, comm_, nullptr),
+            "gyreBroadcast of the parameters", comm_);
+}
+
+void DataParallel::launchReady(int part) {
+  float* grads = model_.grads().data();
+  while (next_ < buckets_.size() && buckets_[next_].part == part) {
+    const GradBucket& b = buckets_[next_];
+    gyreRequest_t request = nullptr;
+    // gyreAvg: the sum over the ranks divided by their count, the same bits
+    // on every rank, so the replicas stay identical.
+    checkGyre(gyreIallReduce(grads + b.offset, grads + b.offset, b.size, gyreFloat32, gyreAvg,
+                             comm_, &request),
+              "gyreIallReduce of a gradient bucket", comm_);
+    pending_.push_back(request);
+    ++next_;
+  }
+}
+
+gyreResult_t DataParallel::waitAll(std::string* error) {
+  gyreResult_t first = gyreSuccess;
+  for (gyreRequest_t request : pending_) {
+    const gyreResult_t r = gyreWait(request);
+    if (r != gyreSuccess && first == gyreSuccess) {
+      first = r;
+      const char* detail = gyreGetLastError(comm_);
+      *error = std::string(gyreGetErrorString(r)) +
+               (detail && *detail ? std::string(": ") + detail : std::string());
+    }
+  }
+  pending_.clear();
+  return first;
+}
+
+void DataParallel::backward() {
+  next_ = 0;
+  model_.setBackwardHook([this](int part) { launchReady(part); });
+  try {
+    model_.backward();
+  } catch (...) {
+    model_.setBackwardHook({});
+    std::string ignored;
+    waitAll(&ignored);  // nothing may still write into grads()
+    throw;
+  }
+  model_.setBackwardHook({});
+  std::string error;
+  const gyreResult_t r = waitAll(&error);
+  if (r != gyreSuccess) throw GyreError("gyreWait on a gradient bucket failed: " + error, r);
+  if (next_ != buckets_.size()) {
+    throw std::logic_error("DataParallel::backward: " + std::to_string(buckets_.size() - next_) +
+                           " buckets were never ready");
+  }
+}
+
+float DataParallel::averageLoss(float localLoss) {
+  float loss = localLoss;
+  checkGyre(gyreAllReduce(&loss, &loss, 1, gyreFloat32, gyreAvg, comm_, nullptr),
+            "gyreAllReduce of the loss", comm_);
+  return loss;
+}
+
+}  // namespace gyre::harness
