@@ -3,13 +3,14 @@
 // backward hook's order, and DataParallel on a one-rank communicator
 // (gyreCommInitAll), which must leave backward's gradients as they are. The
 // multi-rank runs are harness_data_parallel_* (dp_rank.cc).
+#include "harness/data_parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "harness/data_parallel.h"
 #include "harness/model.h"
 #include "harness/random.h"
 
@@ -124,9 +125,9 @@ TEST(HarnessDataParallel, OneRankLeavesTheGradientsAsBackwardMadeThem) {
     dp.backward();
     EXPECT_EQ(dp.averageLoss(loss), plainLoss);
   }
-  EXPECT_EQ(std::memcmp(model.grads().data(), plain.grads().data(),
-                        plain.grads().size() * sizeof(float)),
-            0);
+  EXPECT_EQ(
+      std::memcmp(model.grads().data(), plain.grads().data(), plain.grads().size() * sizeof(float)),
+      0);
   EXPECT_EQ(gyreCommDestroy(comm), gyreSuccess);
 }
 

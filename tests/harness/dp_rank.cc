@@ -44,8 +44,8 @@ GptConfig modelConfig() {
 
 // Sentences with a little variety, so that the loss has something to learn.
 std::string corpus() {
-  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and",
-                         "cat", "sleeps", "under", "a", "warm", "sun"};
+  const char* words[] = {"the", "quick", "brown",  "fox",   "jumps", "over", "lazy", "dog",
+                         "and", "cat",   "sleeps", "under", "a",     "warm", "sun"};
   std::string text;
   uint64_t x = 99;
   while (text.size() < 20000) {
@@ -167,16 +167,18 @@ int body(int argc, char** argv) {
             comm);
   for (int r = 0; r < ranks; ++r) {
     if (hashes[r] != hash) {
-      std::printf("rank %d: rank %d's parameters differ from this rank's (hash %016llx, not %016llx)\n",
-                  rank, r, static_cast<unsigned long long>(hashes[r]),
-                  static_cast<unsigned long long>(hash));
+      std::printf(
+          "rank %d: rank %d's parameters differ from this rank's (hash %016llx, not %016llx)\n",
+          rank, r, static_cast<unsigned long long>(hashes[r]),
+          static_cast<unsigned long long>(hash));
       ++failures;
     }
   }
-  std::printf("rank %d of %d: %zu buckets of at most %zu elements, %d steps, loss %.5f -> %.5f, "
-              "worst relative difference from one rank: loss %.3g, parameters %.3g; %s\n",
-              rank, ranks, dp.buckets().size(), bucketElems, kSteps, run.losses.front(),
-              run.losses.back(), worstLoss, worstParam, failures ? "FAILED" : "ok");
+  std::printf(
+      "rank %d of %d: %zu buckets of at most %zu elements, %d steps, loss %.5f -> %.5f, "
+      "worst relative difference from one rank: loss %.3g, parameters %.3g; %s\n",
+      rank, ranks, dp.buckets().size(), bucketElems, kSteps, run.losses.front(), run.losses.back(),
+      worstLoss, worstParam, failures ? "FAILED" : "ok");
   checkGyre(gyreCommFinalize(comm), "gyreCommFinalize", comm);
   gyreCommDestroy(comm);
   return failures ? 1 : 0;
