@@ -19,17 +19,27 @@ namespace {
 
 GptConfig smallConfig() { return {.vocab = 256, .maxSeq = 16, .layers = 3, .heads = 2, .dim = 16}; }
 
+// A random batch of B sequences of T tokens, the same for the same seed.
+struct RandomBatch {
+  static constexpr int B = 2, T = 16;
+  std::vector<int> inputs, targets;
+  explicit RandomBatch(uint64_t seed) : inputs(B * T), targets(B * T) {
+    Random rng(seed);
+    for (int i = 0; i < B * T; ++i) {
+      inputs[i] = static_cast<int>(rng.below(256));
+      targets[i] = static_cast<int>(rng.below(256));
+    }
+  }
+  // The model's loss on it, its gradients zeroed first (backward is for the caller).
+  float forward(Gpt& model) const {
+    model.zeroGrad();
+    return model.forward(inputs.data(), targets.data(), B, T);
+  }
+};
+
 // Runs one forward and backward of a random batch.
 float forwardBackward(Gpt& model, uint64_t seed) {
-  const int B = 2, T = 16;
-  Random rng(seed);
-  std::vector<int> inputs(B * T), targets(B * T);
-  for (int i = 0; i < B * T; ++i) {
-    inputs[i] = static_cast<int>(rng.below(256));
-    targets[i] = static_cast<int>(rng.below(256));
-  }
-  model.zeroGrad();
-  const float loss = model.forward(inputs.data(), targets.data(), B, T);
+  const float loss = RandomBatch(seed).forward(model);
   model.backward();
   return loss;
 }
@@ -113,15 +123,7 @@ TEST(HarnessDataParallel, OneRankLeavesTheGradientsAsBackwardMadeThem) {
     DataParallel dp(comm, model, 500);
     EXPECT_GT(dp.buckets().size(), 5u);
     EXPECT_EQ(dp.ranks(), 1);
-    Random rng(4);
-    const int B = 2, T = 16;
-    std::vector<int> inputs(B * T), targets(B * T);
-    for (int i = 0; i < B * T; ++i) {
-      inputs[i] = static_cast<int>(rng.below(256));
-      targets[i] = static_cast<int>(rng.below(256));
-    }
-    model.zeroGrad();
-    const float loss = model.forward(inputs.data(), targets.data(), B, T);
+    const float loss = RandomBatch(4).forward(model);
     dp.backward();
     EXPECT_EQ(dp.averageLoss(loss), plainLoss);
   }
