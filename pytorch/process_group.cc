@@ -37,6 +37,12 @@ bool consecutive(const std::vector<at::Tensor>& list) {
 
 size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
+// torch's timeout as gyre's timeoutMs (0, never, for none).
+int timeoutMsOf(std::chrono::milliseconds timeout) {
+  const auto ms = timeout.count();
+  return ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+}
+
 // The live groups, for stopAll().
 std::mutex liveMutex;
 std::vector<c10::weak_intrusive_ptr<ProcessGroupGyre>> live;
@@ -64,8 +70,7 @@ ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store,
     std::memcpy(id.internal, bytes.data(), bytes.size());
   }
   gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
-  const auto ms = timeout.count();
-  config.timeoutMs = ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+  config.timeoutMs = timeoutMsOf(timeout);
   config.commName = name.c_str();
   const gyreResult_t r = gyreCommInitRankConfig(&comm_, size, id, rank, &config);
   TORCH_CHECK(r == gyreSuccess, "gyre: rank ", rank, " of ", size, " could not join group ", name, ": ",
@@ -102,8 +107,7 @@ c10::intrusive_ptr<ProcessGroupGyre> ProcessGroupGyre::split(const c10::intrusiv
   auto s = std::make_shared<Split>();
   s->name = name;
   s->config.commName = s->name.c_str();
-  const auto ms = timeout.count();
-  s->config.timeoutMs = ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+  s->config.timeoutMs = timeoutMsOf(timeout);
   ProcessGroupGyre* p = parent.get();
   auto work = parent->submit(OpType::UNKNOWN, "new_group (split)", {}, [p, s] {
     return gyreCommSplit(p->comm_, 0, p->getRank(), &s->child, &s->config);
@@ -308,9 +312,7 @@ WorkPtr ProcessGroupGyre::allgather(std::vector<std::vector<at::Tensor>>& output
   const gyreDataType_t type = dataTypeOf(in, "allgather");
   TORCH_CHECK(outputs.size() == 1, "gyre allgather: takes one output list per process, not ", outputs.size());
   const std::vector<at::Tensor>& list = outputs[0];
-  TORCH_CHECK(static_cast<int>(list.size()) == getSize(), "gyre allgather: the output list has ", list.size(),
-              " tensors for a group of ", getSize());
-  checkSameAs(in, list, "allgather", "output");
+  checkOnePerRank(in, list, getSize(), "allgather", "output");
   const at::Tensor src = in.contiguous();
   const bool direct = consecutive(list);
   at::Tensor dst = direct ? list[0] : flatten(list, in, false);
@@ -380,9 +382,7 @@ WorkPtr ProcessGroupGyre::gather(std::vector<std::vector<at::Tensor>>& outputs, 
   }
   TORCH_CHECK(outputs.size() == 1, "gyre gather: the root takes one output list, not ", outputs.size());
   const std::vector<at::Tensor>& list = outputs[0];
-  TORCH_CHECK(static_cast<int>(list.size()) == getSize(), "gyre gather: the output list has ", list.size(),
-              " tensors for a group of ", getSize());
-  checkSameAs(in, list, "gather", "output");
+  checkOnePerRank(in, list, getSize(), "gather", "output");
   const bool direct = consecutive(list);
   at::Tensor dst = direct ? list[0] : flatten(list, in, false);
   std::function<void()> after;
@@ -407,9 +407,7 @@ WorkPtr ProcessGroupGyre::scatter(std::vector<at::Tensor>& outputs, std::vector<
                 "gyre scatter: only the root (rank ", root, ") takes an input list");
   } else {
     TORCH_CHECK(inputs.size() == 1, "gyre scatter: the root takes one input list, not ", inputs.size());
-    TORCH_CHECK(static_cast<int>(inputs[0].size()) == getSize(), "gyre scatter: the input list has ",
-                inputs[0].size(), " tensors for a group of ", getSize());
-    checkSameAs(out, inputs[0], "scatter", "input");
+    checkOnePerRank(out, inputs[0], getSize(), "scatter", "input");
     src = consecutive(inputs[0]) ? inputs[0][0] : flatten(inputs[0], out, true);
   }
   return submit(
@@ -426,18 +424,10 @@ WorkPtr ProcessGroupGyre::reduce_scatter(std::vector<at::Tensor>& outputs, std::
   const at::Tensor& out = single(outputs, "reduce_scatter");
   const gyreDataType_t type = dataTypeOf(out, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1, "gyre reduce_scatter: takes one input list per process, not ", inputs.size());
-  TORCH_CHECK(static_cast<int>(inputs[0].size()) == getSize(), "gyre reduce_scatter: the input list has ",
-              inputs[0].size(), " tensors for a group of ", getSize());
-  checkSameAs(out, inputs[0], "reduce_scatter", "input");
+  checkOnePerRank(out, inputs[0], getSize(), "reduce_scatter", "input");
   auto op = std::make_shared<CallOp>(opts.reduceOp, out, type, comm_, "reduce_scatter");
-  at::Tensor src = consecutive(inputs[0]) ? inputs[0][0] : flatten(inputs[0], out, true);
-  Buffer b = contiguousOf(out);
-  return submit(
-      OpType::REDUCE_SCATTER, "reduce_scatter", {out},
-      [this, src, d = b.data, type, op] {
-        return gyreReduceScatter(src.data_ptr(), d.data_ptr(), count(d), type, op->get(), comm_, nullptr);
-      },
-      copyBack(b, out));
+  const at::Tensor src = consecutive(inputs[0]) ? inputs[0][0] : flatten(inputs[0], out, true);
+  return submitReduceScatter(OpType::REDUCE_SCATTER, "reduce_scatter", src, out, type, std::move(op));
 }
 
 WorkPtr ProcessGroupGyre::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -450,14 +440,20 @@ WorkPtr ProcessGroupGyre::_reduce_scatter_base(at::Tensor& output, at::Tensor& i
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "gyre _reduce_scatter_base: input has ", input.numel(),
               " elements, not the group's ", getSize(), " x ", output.numel());
   auto op = std::make_shared<CallOp>(opts.reduceOp, output, type, comm_, "_reduce_scatter_base");
-  const at::Tensor src = input.contiguous();
-  Buffer b = contiguousOf(output);
+  return submitReduceScatter(OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", input.contiguous(), output, type,
+                             std::move(op));
+}
+
+WorkPtr ProcessGroupGyre::submitReduceScatter(OpType type, const char* name, const at::Tensor& src,
+                                              const at::Tensor& out, gyreDataType_t dtype,
+                                              std::shared_ptr<CallOp> op) {
+  Buffer b = contiguousOf(out);
   return submit(
-      OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
-      [this, src, d = b.data, type, op] {
-        return gyreReduceScatter(src.data_ptr(), d.data_ptr(), count(d), type, op->get(), comm_, nullptr);
+      type, name, {out},
+      [this, src, d = b.data, dtype, op] {
+        return gyreReduceScatter(src.data_ptr(), d.data_ptr(), count(d), dtype, op->get(), comm_, nullptr);
       },
-      copyBack(b, output));
+      copyBack(b, out));
 }
 
 namespace {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gyre/gyre.h"
+#include "tensors.h"
 #include "work.h"
 
 namespace gyre_torch {
@@ -123,6 +124,11 @@ class ProcessGroupGyre : public c10d::ProcessGroup {
   };
   void loop();
   gyreResult_t run(Job& job);
+  // ReduceScatter of src (every rank's blocks, contiguous) into out, the
+  // common end of reduce_scatter and _reduce_scatter_base.
+  c10::intrusive_ptr<c10d::Work> submitReduceScatter(c10d::OpType type, const char* name, const at::Tensor& src,
+                                                     const at::Tensor& out, gyreDataType_t dtype,
+                                                     std::shared_ptr<CallOp> op);
   bool inBatch();  // between startCoalescing and endCoalescing
   std::string describe(const std::string& name, gyreResult_t r) const;
 

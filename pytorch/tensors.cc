@@ -93,6 +93,13 @@ void checkSameAs(const at::Tensor& like, const std::vector<at::Tensor>& list, co
   }
 }
 
+void checkOnePerRank(const at::Tensor& like, const std::vector<at::Tensor>& list, int size, const char* call,
+                     const char* what) {
+  TORCH_CHECK(static_cast<int>(list.size()) == size, "gyre ", call, ": the ", what, " list has ", list.size(),
+              " tensors for a group of ", size);
+  checkSameAs(like, list, call, what);
+}
+
 int checkRank(int64_t rank, int size, const char* call, const char* what) {
   TORCH_CHECK(rank >= 0 && rank < size, "gyre ", call, ": ", what, " ", rank, " is not a rank of this group (0 to ",
               size - 1, ")");

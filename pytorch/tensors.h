@@ -42,6 +42,9 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* cal
 void checkDevice(const at::Tensor& t, const char* call);
 // Every tensor of a list has this dtype and element count.
 void checkSameAs(const at::Tensor& like, const std::vector<at::Tensor>& list, const char* call, const char* what);
+// A list of one tensor per rank of a group of `size`, each like `like`.
+void checkOnePerRank(const at::Tensor& like, const std::vector<at::Tensor>& list, int size, const char* call,
+                     const char* what);
 // A rank argument within [0, size).
 int checkRank(int64_t rank, int size, const char* call, const char* what);
 
