@@ -17,13 +17,13 @@ std::vector<GradBucket> gradBuckets(const Gpt& model, size_t bucketElems) {
   if (bucketElems == 0) throw std::invalid_argument("gradBuckets: a bucket of 0 elements");
   std::vector<GradBucket> buckets;
   GradBucket current;  // grows downwards: whole parts added below its offset
-  current.offset = model.grads().size();
+  current.offset = model.size();
   auto close = [&] {
     if (current.size > 0) buckets.push_back(current);
     current.size = 0;
   };
-  size_t end = model.grads().size();  // the parts come in reverse layout order
-  for (int part = model.config().layers; part >= -1; --part) {
+  size_t end = model.size();  // the parts come in reverse layout order
+  for (int part : model.backwardParts()) {
     const size_t begin = model.gradReadyFrom(part), size = end - begin;
     if (size > bucketElems) {
       // Too big for one bucket: pieces of bucketElems from its end down.

@@ -6,76 +6,58 @@
 
 #include "harness/layers.h"
 #include "harness/random.h"
+#include "harness/token_file.h"
 
 namespace gyre::harness {
 
 namespace {
 
-constexpr int kBlockParams = 12;     // per block, in gptLayout's order
-constexpr int kFirstBlockParam = 2;  // after wte and wpe
+constexpr int kBlockParams = 12;  // per block, in gptLayout's order
 
 bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-}  // namespace
-
-std::vector<ParamInfo> gptLayout(const GptConfig& c) {
-  if (c.vocab <= 0 || c.maxSeq <= 0 || c.layers < 0 || c.heads <= 0 || c.dim <= 0 ||
-      c.dim % c.heads != 0) {
-    throw std::invalid_argument(
-        "GptConfig: vocab, maxSeq, heads and dim must be positive and dim a multiple of heads");
+void addBias(float* out, const float* bias, int N, int OC) {
+  for (int n = 0; n < N; ++n) {
+    float* o = out + static_cast<size_t>(n) * OC;
+    for (int oc = 0; oc < OC; ++oc) o[oc] += bias[oc];
   }
-  std::vector<ParamInfo> layout;
-  size_t offset = 0;
-  auto add = [&](std::string name, std::vector<int> shape, int layer) {
-    ParamInfo p;
-    p.name = std::move(name);
-    p.offset = offset;
-    p.size = elementsOf(shape);
-    p.decay = shape.size() == 2;
-    p.shape = std::move(shape);
-    p.layer = layer;
-    offset += p.size;
-    layout.push_back(std::move(p));
-  };
-  const int C = c.dim;
-  add("wte", {c.vocab, C}, -1);
-  add("wpe", {c.maxSeq, C}, -1);
-  for (int l = 0; l < c.layers; ++l) {
-    std::string h = "h" + std::to_string(l) + ".";
-    add(h + "ln1.w", {C}, l);
-    add(h + "ln1.b", {C}, l);
-    add(h + "attn.qkv.w", {3 * C, C}, l);
-    add(h + "attn.qkv.b", {3 * C}, l);
-    add(h + "attn.proj.w", {C, C}, l);
-    add(h + "attn.proj.b", {C}, l);
-    add(h + "ln2.w", {C}, l);
-    add(h + "ln2.b", {C}, l);
-    add(h + "mlp.fc.w", {4 * C, C}, l);
-    add(h + "mlp.fc.b", {4 * C}, l);
-    add(h + "mlp.proj.w", {C, 4 * C}, l);
-    add(h + "mlp.proj.b", {C}, l);
-  }
-  add("lnf.w", {C}, -1);
-  add("lnf.b", {C}, -1);
-  return layout;
 }
 
-struct Gpt::BlockParams {
-  float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *mprojw, *mprojb;
-};
+void checkTokens(const int* tokens, int n, int vocab, const char* what) {
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      throw std::invalid_argument(std::string("Gpt::forward: ") + what +
+                                  " hold a token outside the vocabulary of " +
+                                  std::to_string(vocab));
+    }
+  }
+}
 
-Gpt::Gpt(const GptConfig& config) : config_(config), layout_(gptLayout(config)) {
+}  // namespace
+
+Gpt::Gpt(const GptConfig& config, const ModelShard& shard, PartStorage* storage)
+    : config_(config),
+      shard_(shard),
+      lastLayer_(shardLastLayer(config, shard)),
+      layout_(gptLayout(config, shard)),
+      storage_(storage) {
   useDeterministicBlas();
-  const ParamInfo& last = layout_.back();
-  const int total[] = {static_cast<int>(last.offset + last.size)};
-  params_.resize(total);
-  grads_.resize(total);
-  blocks_.resize(config.layers);
+  size_ = layout_.back().offset + layout_.back().size;
+  if (shard_.head) backwardParts_.push_back(config_.layers);
+  for (int l = lastLayer_ - 1; l >= shard_.firstLayer; --l) backwardParts_.push_back(l);
+  if (shard_.embeddings) backwardParts_.push_back(-1);
+  if (storage_ == nullptr) {
+    const int total[] = {static_cast<int>(size_)};
+    params_.resize(total);
+    grads_.resize(total);
+  }
 }
 
 const ParamInfo& Gpt::info(std::string_view name) const {
+  // The tied copy of wte is a later entry of the same name; the first match
+  // is what this rank's wte is.
   auto it = std::find_if(layout_.begin(), layout_.end(),
                          [&](const ParamInfo& p) { return p.name == name; });
   if (it == layout_.end())
@@ -83,27 +65,66 @@ const ParamInfo& Gpt::info(std::string_view name) const {
   return *it;
 }
 
+std::span<float> Gpt::params() {
+  if (storage_) throw std::logic_error("Gpt::params: the parameters live in the model's storage");
+  return params_.span();
+}
+std::span<const float> Gpt::params() const {
+  if (storage_) throw std::logic_error("Gpt::params: the parameters live in the model's storage");
+  return params_.span();
+}
+std::span<float> Gpt::grads() {
+  if (storage_) throw std::logic_error("Gpt::grads: the gradients live in the model's storage");
+  return grads_.span();
+}
+std::span<const float> Gpt::grads() const {
+  if (storage_) throw std::logic_error("Gpt::grads: the gradients live in the model's storage");
+  return grads_.span();
+}
+
 std::span<float> Gpt::param(std::string_view name) {
   const ParamInfo& p = info(name);
-  return params_.span().subspan(p.offset, p.size);
+  return params().subspan(p.offset, p.size);
 }
 
 std::span<float> Gpt::grad(std::string_view name) {
   const ParamInfo& p = info(name);
-  return grads_.span().subspan(p.offset, p.size);
+  return grads().subspan(p.offset, p.size);
 }
 
-Gpt::BlockParams Gpt::block(float* base, int l) const {
-  const ParamInfo* p = &layout_[kFirstBlockParam + kBlockParams * l];
-  auto at = [&](int k) { return base + p[k].offset; };
+size_t Gpt::partBegin(int part) const {
+  for (const ParamInfo& p : layout_)
+    if (p.part == part) return p.offset;
+  throw std::invalid_argument("Gpt: this piece of the model has no part " + std::to_string(part));
+}
+
+size_t Gpt::partSize(int part) const {
+  size_t n = 0;
+  for (const ParamInfo& p : layout_)
+    if (p.part == part) n += p.size;
+  if (n == 0)
+    throw std::invalid_argument("Gpt: this piece of the model has no part " + std::to_string(part));
+  return n;
+}
+
+template <typename F>
+Gpt::BlockOf<F> Gpt::block(F* part, int l) const {
+  const ParamInfo* p =
+      &layout_[(shard_.embeddings ? 2 : 0) + kBlockParams * (l - shard_.firstLayer)];
+  const size_t base = p[0].offset;
+  auto at = [&](int k) { return part + (p[k].offset - base); };
   return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11)};
 }
 
-void Gpt::initialize(uint64_t seed) {
-  Random rng(seed);
+void Gpt::initialize(uint64_t seed) { initialize(seed, params()); }
+
+void Gpt::initialize(uint64_t seed, std::span<float> out) const {
+  if (out.size() != size_)
+    throw std::invalid_argument("Gpt::initialize: a buffer of the wrong size");
   const float residualScale = 1.0f / std::sqrt(2.0f * std::max(config_.layers, 1));
+  std::vector<float> global;
   for (const ParamInfo& p : layout_) {
-    float* w = params_.data() + p.offset;
+    float* w = out.data() + p.offset;
     if (p.shape.size() == 1) {
       // LayerNorm gains start at 1, every bias and LayerNorm shift at 0.
       const bool gain = endsWith(p.name, "ln1.w") || endsWith(p.name, "ln2.w") || p.name == "lnf.w";
@@ -112,144 +133,247 @@ void Gpt::initialize(uint64_t seed) {
     }
     // The projections back into the residual stream add up over the blocks;
     // GPT-2 scales them so that the stream's variance does not grow with depth.
-    float std = endsWith(p.name, "proj.w") ? 0.02f * residualScale : 0.02f;
-    for (size_t i = 0; i < p.size; ++i) w[i] = rng.normal(0.0f, std);
+    const float std = endsWith(p.name, "proj.w") ? 0.02f * residualScale : 0.02f;
+    // The tensor's own stream (from its name), drawn whole, so that every
+    // piece of it on every mesh is the same numbers.
+    const auto* name = reinterpret_cast<const uint8_t*>(p.name.data());
+    Random rng(seed ^ fnv1a64({name, p.name.size()}));
+    global.resize(static_cast<size_t>(p.globalShape[0]) * p.globalShape[1]);
+    for (float& x : global) x = rng.normal(0.0f, std);
+    for (size_t i = 0; i < p.size; ++i) w[i] = global[globalIndex(p, shard_, i)];
   }
 }
 
-void Gpt::blockForward(int l, const float* x, BlockActs& a) {
-  const int N = B_ * T_, C = config_.dim;
-  BlockParams p = block(params_.data(), l);
+const float* Gpt::acquireParams(int part) {
+  return storage_ ? storage_->acquireParams(part) : params_.data() + partBegin(part);
+}
+void Gpt::releaseParams(int part) {
+  if (storage_) storage_->releaseParams(part);
+}
+float* Gpt::acquireGrads(int part) {
+  return storage_ ? storage_->acquireGrads(part) : grads_.data() + partBegin(part);
+}
+void Gpt::releaseGrads(int part) {
+  if (storage_) storage_->releaseGrads(part);
+  if (hook_) hook_(part);
+}
+
+void Gpt::zeroGrad() {
+  // A storage-backed model's gradients are the storage's to clear.
+  if (!storage_) grads_.zero();
+}
+
+void Gpt::reduceTp(float* data, size_t count) {
+  if (shard_.tpSize == 1) return;
+  if (!tpReduce_) throw std::logic_error("Gpt: tensor parallelism needs setTpReduce");
+  tpReduce_(data, count);
+}
+
+// Tensor parallel (Megatron): this rank's heads and MLP units are the
+// column-parallel qkv and fc (their outputs split), and proj and mlp.proj the
+// row-parallel layers (their inputs split) whose partial products reduceTp
+// sums before the bias, which every rank holds whole, is added once.
+void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int T) {
+  const int N = B * T, C = config_.dim, t = shard_.tpSize;
+  const int Cl = C / t, Hl = 4 * C / t, NHl = config_.heads / t;
+  const BlockOf<const float> p = block(acquireParams(l), l);
   a.ln1.resize({N, C});
   a.ln1Mean.resize({N});
   a.ln1Rstd.resize({N});
-  a.qkv.resize({N, 3 * C});
-  a.att.resize({B_, config_.heads, T_, T_});
-  a.attOut.resize({N, C});
+  a.qkv.resize({N, 3 * Cl});
+  a.att.resize({B, NHl, T, T});
+  a.attOut.resize({N, Cl});
   a.attProj.resize({N, C});
   a.res1.resize({N, C});
   a.ln2.resize({N, C});
   a.ln2Mean.resize({N});
   a.ln2Rstd.resize({N});
-  a.fc.resize({N, 4 * C});
-  a.fcGelu.resize({N, 4 * C});
+  a.fc.resize({N, Hl});
+  a.fcGelu.resize({N, Hl});
   a.fcProj.resize({N, C});
   a.res2.resize({N, C});
 
   layerNormForward(a.ln1.data(), a.ln1Mean.data(), a.ln1Rstd.data(), x, p.ln1w, p.ln1b, N, C);
-  linearForward(a.qkv.data(), a.ln1.data(), p.qkvw, p.qkvb, N, C, 3 * C);
-  attentionForward(a.attOut.data(), a.att.data(), a.qkv.data(), B_, T_, C, config_.heads);
-  linearForward(a.attProj.data(), a.attOut.data(), p.projw, p.projb, N, C, C);
+  linearForward(a.qkv.data(), a.ln1.data(), p.qkvw, p.qkvb, N, C, 3 * Cl);
+  attentionForward(a.attOut.data(), a.att.data(), a.qkv.data(), B, T, Cl, NHl);
+  linearForward(a.attProj.data(), a.attOut.data(), p.projw, nullptr, N, Cl, C);
+  reduceTp(a.attProj.data(), a.attProj.size());
+  addBias(a.attProj.data(), p.projb, N, C);
   residualForward(a.res1.data(), x, a.attProj.data(), N * C);
   layerNormForward(a.ln2.data(), a.ln2Mean.data(), a.ln2Rstd.data(), a.res1.data(), p.ln2w, p.ln2b,
                    N, C);
-  linearForward(a.fc.data(), a.ln2.data(), p.fcw, p.fcb, N, C, 4 * C);
-  geluForward(a.fcGelu.data(), a.fc.data(), N * 4 * C);
-  linearForward(a.fcProj.data(), a.fcGelu.data(), p.mprojw, p.mprojb, N, 4 * C, C);
+  linearForward(a.fc.data(), a.ln2.data(), p.fcw, p.fcb, N, C, Hl);
+  geluForward(a.fcGelu.data(), a.fc.data(), N * Hl);
+  linearForward(a.fcProj.data(), a.fcGelu.data(), p.mprojw, nullptr, N, Hl, C);
+  reduceTp(a.fcProj.data(), a.fcProj.size());
+  addBias(a.fcProj.data(), p.mprojb, N, C);
   residualForward(a.res2.data(), a.res1.data(), a.fcProj.data(), N * C);
+  releaseParams(l);
 }
 
-float Gpt::forward(const int* inputs, const int* targets, int B, int T) {
+float Gpt::forward(Activations& a, const int* inputs, const int* targets, const float* input, int B,
+                   int T) {
   if (B <= 0 || T <= 0 || T > config_.maxSeq) {
     throw std::invalid_argument("Gpt::forward: need B > 0 and 0 < T <= maxSeq (" +
                                 std::to_string(config_.maxSeq) + "), got B " + std::to_string(B) +
                                 ", T " + std::to_string(T));
   }
   const int N = B * T, C = config_.dim, V = config_.vocab;
-  for (int n = 0; n < N; ++n) {
-    if (inputs[n] < 0 || inputs[n] >= V || targets[n] < 0 || targets[n] >= V) {
-      throw std::invalid_argument("Gpt::forward: a token outside the vocabulary of " +
-                                  std::to_string(V));
-    }
-  }
-  B_ = B;
-  T_ = T;
-  inputs_.assign(inputs, inputs + N);
-  targets_.assign(targets, targets + N);
+  if (shard_.embeddings ? inputs == nullptr : input == nullptr)
+    throw std::invalid_argument(
+        "Gpt::forward: no input (tokens on the first stage, else activations)");
+  if (shard_.head && targets == nullptr)
+    throw std::invalid_argument("Gpt::forward: the last stage needs the targets");
+  if (shard_.embeddings) checkTokens(inputs, N, V, "the inputs");
+  if (shard_.head) checkTokens(targets, N, V, "the targets");
+  a.B = B;
+  a.T = T;
+  if (shard_.embeddings) a.inputs.assign(inputs, inputs + N);
+  if (shard_.head) a.targets.assign(targets, targets + N);
 
-  const float* wte = params_.data() + layout_[0].offset;
-  const float* wpe = params_.data() + layout_[1].offset;
-  encoded_.resize({N, C});
-  embeddingForward(encoded_.data(), inputs, wte, wpe, B, T, C);
-  const float* x = encoded_.data();
-  for (int l = 0; l < config_.layers; ++l) {
-    blockForward(l, x, blocks_[l]);
-    x = blocks_[l].res2.data();
+  a.input.resize({N, C});
+  if (shard_.embeddings) {
+    const float* e = acquireParams(-1);
+    embeddingForward(a.input.data(), inputs, e, e + static_cast<size_t>(V) * C, B, T, C);
+    releaseParams(-1);
+  } else {
+    std::copy(input, input + static_cast<size_t>(N) * C, a.input.data());
   }
-  const ParamInfo& lnfw = layout_[layout_.size() - 2];
-  const ParamInfo& lnfb = layout_.back();
-  lnf_.resize({N, C});
-  lnfMean_.resize({N});
-  lnfRstd_.resize({N});
-  layerNormForward(lnf_.data(), lnfMean_.data(), lnfRstd_.data(), x, params_.data() + lnfw.offset,
-                   params_.data() + lnfb.offset, N, C);
-  logits_.resize({N, V});
-  linearForward(logits_.data(), lnf_.data(), wte, nullptr, N, C, V);  // the head is tied to wte
-  probs_.resize({N, V});
-  return crossEntropyForward(probs_.data(), logits_.data(), targets, N, V);
+  a.blocks.resize(lastLayer_ - shard_.firstLayer);
+  for (int l = shard_.firstLayer; l < lastLayer_; ++l)
+    blockForward(
+        l,
+        l == shard_.firstLayer ? a.input.data() : a.blocks[l - shard_.firstLayer - 1].res2.data(),
+        a.blocks[l - shard_.firstLayer], B, T);
+  a.loss = shard_.head ? headForward(a, output(a)) : 0.0f;
+  return a.loss;
 }
 
-void Gpt::blockBackward(int l, const float* x, const BlockActs& a, const float* dres2, float* dx) {
-  const int N = B_ * T_, C = config_.dim;
-  BlockParams p = block(params_.data(), l);
-  BlockParams g = block(grads_.data(), l);
+// The head: lnf, then logits against wte (tied; on a last stage without the
+// embeddings, the stage's copy of it at the end of the head's part).
+float Gpt::headForward(Activations& a, const float* x) {
+  const int N = a.B * a.T, C = config_.dim, V = config_.vocab;
+  const int L = config_.layers;
+  const float* h = acquireParams(L);
+  const float* wte = shard_.embeddings ? acquireParams(-1) : h + 2 * C;
+  a.lnf.resize({N, C});
+  a.lnfMean.resize({N});
+  a.lnfRstd.resize({N});
+  layerNormForward(a.lnf.data(), a.lnfMean.data(), a.lnfRstd.data(), x, h, h + C, N, C);
+  a.logits.resize({N, V});
+  linearForward(a.logits.data(), a.lnf.data(), wte, nullptr, N, C, V);
+  a.probs.resize({N, V});
+  const float loss = crossEntropyForward(a.probs.data(), a.logits.data(), a.targets.data(), N, V);
+  if (shard_.embeddings) releaseParams(-1);
+  releaseParams(L);
+  return loss;
+}
+
+const float* Gpt::output(const Activations& a) const {
+  return a.blocks.empty() ? a.input.data() : a.blocks.back().res2.data();
+}
+
+void Gpt::headBackward(Activations& a, float lossScale, float* dx, float* dwte) {
+  const int N = a.B * a.T, C = config_.dim, V = config_.vocab, L = config_.layers;
+  const float* h = acquireParams(L);
+  float* g = acquireGrads(L);
+  const float* wte = shard_.embeddings ? acquireParams(-1) : h + 2 * C;
+  if (!shard_.embeddings) dwte = g + 2 * C;
+  Tensor dlogits({N, V}), dlnf({N, C});
+  crossEntropyBackward(dlogits.data(), a.probs.data(), a.targets.data(), N, V);
+  if (lossScale != 1.0f)
+    for (size_t i = 0; i < dlogits.size(); ++i) dlogits[i] *= lossScale;
+  linearBackward(dlnf.data(), dwte, nullptr, dlogits.data(), a.lnf.data(), wte, N, C, V);
+  layerNormBackward(dx, g, g + C, dlnf.data(), output(a), h, a.lnfMean.data(), a.lnfRstd.data(), N,
+                    C);
+  if (shard_.embeddings) releaseParams(-1);
+  releaseParams(L);
+  releaseGrads(L);
+}
+
+void Gpt::blockBackward(int l, const float* x, const Activations::Block& a, const float* dres2,
+                        float* dx, int B, int T) {
+  const int N = B * T, C = config_.dim, t = shard_.tpSize;
+  const int Cl = C / t, Hl = 4 * C / t, NHl = config_.heads / t;
+  const BlockOf<const float> p = block(acquireParams(l), l);
+  const BlockOf<float> g = block(acquireGrads(l), l);
   // res2 = res1 + mlp(ln2(res1)): the MLP branch first.
-  Tensor dfcGelu({N, 4 * C}), dfc({N, 4 * C}), dln2({N, C});
-  linearBackward(dfcGelu.data(), g.mprojw, g.mprojb, dres2, a.fcGelu.data(), p.mprojw, N, 4 * C, C);
-  geluBackward(dfc.data(), a.fc.data(), dfcGelu.data(), N * 4 * C);
-  linearBackward(dln2.data(), g.fcw, g.fcb, dfc.data(), a.ln2.data(), p.fcw, N, C, 4 * C);
+  Tensor dfcGelu({N, Hl}), dfc({N, Hl}), dln2({N, C});
+  linearBackward(dfcGelu.data(), g.mprojw, g.mprojb, dres2, a.fcGelu.data(), p.mprojw, N, Hl, C);
+  geluBackward(dfc.data(), a.fc.data(), dfcGelu.data(), N * Hl);
+  linearBackward(dln2.data(), g.fcw, g.fcb, dfc.data(), a.ln2.data(), p.fcw, N, C, Hl);
+  reduceTp(dln2.data(), dln2.size());  // each rank's units' share of ln2's gradient
   Tensor dres1({N, C});
   std::copy(dres2, dres2 + static_cast<size_t>(N) * C, dres1.data());  // the skip path
   layerNormBackward(dres1.data(), g.ln2w, g.ln2b, dln2.data(), a.res1.data(), p.ln2w,
                     a.ln2Mean.data(), a.ln2Rstd.data(), N, C);
   // res1 = x + attn(ln1(x)).
   for (size_t i = 0; i < dres1.size(); ++i) dx[i] += dres1[i];
-  Tensor dattOut({N, C}), dqkv({N, 3 * C}), dln1({N, C});
-  linearBackward(dattOut.data(), g.projw, g.projb, dres1.data(), a.attOut.data(), p.projw, N, C, C);
-  attentionBackward(dqkv.data(), dattOut.data(), a.qkv.data(), a.att.data(), B_, T_, C,
-                    config_.heads);
-  linearBackward(dln1.data(), g.qkvw, g.qkvb, dqkv.data(), a.ln1.data(), p.qkvw, N, C, 3 * C);
+  Tensor dattOut({N, Cl}), dqkv({N, 3 * Cl}), dln1({N, C});
+  linearBackward(dattOut.data(), g.projw, g.projb, dres1.data(), a.attOut.data(), p.projw, N, Cl,
+                 C);
+  attentionBackward(dqkv.data(), dattOut.data(), a.qkv.data(), a.att.data(), B, T, Cl, NHl);
+  linearBackward(dln1.data(), g.qkvw, g.qkvb, dqkv.data(), a.ln1.data(), p.qkvw, N, C, 3 * Cl);
+  // The keys' bias has an exact gradient of 0 (adding the same q.b_k to
+  // every score of a softmax's row changes nothing); what the sum above
+  // leaves there is rounding noise, which AdamW's normalized step would
+  // turn into lr-sized moves that no other summation order reproduces.
+  std::fill(g.qkvb + Cl, g.qkvb + 2 * Cl, 0.0f);
+  reduceTp(dln1.data(), dln1.size());
   layerNormBackward(dx, g.ln1w, g.ln1b, dln1.data(), x, p.ln1w, a.ln1Mean.data(), a.ln1Rstd.data(),
                     N, C);
+  releaseParams(l);
+  releaseGrads(l);
 }
 
-void Gpt::backward() {
-  if (B_ == 0) throw std::logic_error("Gpt::backward before any forward");
-  const int N = B_ * T_, C = config_.dim, V = config_.vocab;
-  float* wte = params_.data() + layout_[0].offset;
-  float* dwte = grads_.data() + layout_[0].offset;
-  float* dwpe = grads_.data() + layout_[1].offset;
-  const ParamInfo& lnfw = layout_[layout_.size() - 2];
-  const ParamInfo& lnfb = layout_.back();
-
-  Tensor dlogits({N, V}), dlnf({N, C});
-  crossEntropyBackward(dlogits.data(), probs_.data(), targets_.data(), N, V);
-  linearBackward(dlnf.data(), dwte, nullptr, dlogits.data(), lnf_.data(), wte, N, C, V);
-  const float* last = config_.layers > 0 ? blocks_.back().res2.data() : encoded_.data();
+void Gpt::backward(Activations& a, const float* dOutput, float* dInput, float lossScale) {
+  if (a.B == 0) throw std::logic_error("Gpt::backward before any forward");
+  if (!shard_.head && dOutput == nullptr)
+    throw std::invalid_argument(
+        "Gpt::backward: a stage before the last needs its output's gradient");
+  if (!shard_.embeddings && dInput == nullptr)
+    throw std::invalid_argument(
+        "Gpt::backward: a stage after the first writes its input's gradient");
+  const int B = a.B, T = a.T, N = B * T, C = config_.dim, V = config_.vocab;
+  // The embeddings' gradients take the tied head's share first and the
+  // embedding's last, so they stay open through the whole backward.
+  float* ge = shard_.embeddings ? acquireGrads(-1) : nullptr;
   Tensor dx({N, C});
-  layerNormBackward(dx.data(), grads_.data() + lnfw.offset, grads_.data() + lnfb.offset,
-                    dlnf.data(), last, params_.data() + lnfw.offset, lnfMean_.data(),
-                    lnfRstd_.data(), N, C);
-  if (hook_) hook_(config_.layers);
-  for (int l = config_.layers - 1; l >= 0; --l) {
-    const float* x = l > 0 ? blocks_[l - 1].res2.data() : encoded_.data();
-    Tensor dinp({N, C});
-    blockBackward(l, x, blocks_[l], dx.data(), dinp.data());
-    dx = std::move(dinp);
-    if (hook_) hook_(l);
+  if (shard_.head) {
+    headBackward(a, lossScale, dx.data(), ge);
+  } else {
+    std::copy(dOutput, dOutput + static_cast<size_t>(N) * C, dx.data());
   }
-  embeddingBackward(dwte, dwpe, dx.data(), inputs_.data(), B_, T_, C);
-  if (hook_) hook_(-1);
+  for (int l = lastLayer_ - 1; l >= shard_.firstLayer; --l) {
+    const int i = l - shard_.firstLayer;
+    const float* x = i > 0 ? a.blocks[i - 1].res2.data() : a.input.data();
+    Tensor dinp({N, C});
+    blockBackward(l, x, a.blocks[i], dx.data(), dinp.data(), B, T);
+    dx = std::move(dinp);
+  }
+  if (shard_.embeddings) {
+    embeddingBackward(ge, ge + static_cast<size_t>(V) * C, dx.data(), a.inputs.data(), B, T, C);
+    releaseGrads(-1);
+  } else {
+    std::copy(dx.data(), dx.data() + dx.size(), dInput);
+  }
 }
+
+float Gpt::forward(const int* inputs, const int* targets, int B, int T) {
+  if (!shard_.embeddings || !shard_.head)
+    throw std::logic_error(
+        "Gpt::forward(tokens): this piece is a pipeline stage; pass Activations");
+  return forward(own_, inputs, targets, nullptr, B, T);
+}
+
+void Gpt::backward() { backward(own_, nullptr, nullptr); }
 
 size_t Gpt::gradReadyFrom(int part) const {
-  if (part < -1 || part > config_.layers) {
+  if (std::find(backwardParts_.begin(), backwardParts_.end(), part) == backwardParts_.end()) {
     throw std::invalid_argument("Gpt::gradReadyFrom: no part " + std::to_string(part) +
-                                " (from -1 to " + std::to_string(config_.layers) + ")");
+                                " in this piece of the model");
   }
-  if (part == -1) return 0;
-  if (part == config_.layers) return layout_[layout_.size() - 2].offset;  // lnf.w
-  return layout_[kFirstBlockParam + kBlockParams * part].offset;
+  return partBegin(part);
 }
 
 }  // namespace gyre::harness

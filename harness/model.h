@@ -2,11 +2,12 @@
 // pre-LayerNorm blocks (causal self-attention, GELU MLP with a 4x hidden
 // layer), a final LayerNorm, and an output head tied to the token embedding.
 //
-// All parameters live in ONE contiguous float array and all gradients in
-// another with the same layout (docs/harness.md): data parallelism reduces
-// the gradient array in buckets of consecutive bytes, ZeRO cuts both arrays
-// into equal shards, and a checkpoint names each slice, so every later step
-// needs the layout as data, not as member fields.
+// A Gpt is the piece of that model one rank holds (ModelShard, layout.h):
+// all of it by default; with tensor parallelism some of every block's heads
+// and MLP units, with the partial sums completed by a reduction the caller
+// supplies (setTpReduce); with pipeline parallelism a run of blocks, fed and
+// read through activations instead of tokens and loss. The model itself
+// never talks to another rank: parallelism lives in the files named after it.
 #pragma once
 
 #include <cstdint>
@@ -16,101 +17,151 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/layout.h"
 #include "harness/tensor.h"
 
 namespace gyre::harness {
 
-struct GptConfig {
-  int vocab = 256;  // byte-level
-  int maxSeq = 64;  // positions the model has embeddings for
-  int layers = 2;
-  int heads = 4;
-  int dim = 64;  // channels; a multiple of heads
+// One micro-batch's activations, kept from forward() for backward(). A
+// pipeline holds several at once; the whole-model calls use one of the
+// model's own.
+struct Activations {
+  struct Block {
+    Tensor ln1, ln1Mean, ln1Rstd, qkv, att, attOut, attProj, res1;
+    Tensor ln2, ln2Mean, ln2Rstd, fc, fcGelu, fcProj, res2;
+  };
+  int B = 0, T = 0;
+  std::vector<int> inputs, targets;
+  Tensor input;  // the stage's input [B*T, C]: the embeddings, or what the previous stage sent
+  std::vector<Block> blocks;
+  Tensor lnf, lnfMean, lnfRstd, logits, probs;
+  float loss = 0;
 };
 
-// One named parameter: elements [offset, offset + size) of the flat arrays.
-struct ParamInfo {
-  std::string name;
-  size_t offset = 0;
-  std::vector<int> shape;
-  size_t size = 0;
-  // AdamW decays matrices (and embeddings), not biases or LayerNorm gains:
-  // pulling a gain towards zero is not regularization.
-  bool decay = false;
-  int layer = -1;  // the block it belongs to; -1 for embeddings and the final norm
+// Where a model's parameters and gradients are, part by part. The default
+// (no storage given) is the model's own two flat arrays; ZeRO stage 3 gives
+// one that gathers a part's parameters before it is used and frees them
+// after, so that a rank never holds the whole model at once.
+class PartStorage {
+ public:
+  virtual ~PartStorage() = default;
+  // The part's parameters, partSize(part) elements in layout order,
+  // valid until releaseParams(part).
+  virtual const float* acquireParams(int part) = 0;
+  virtual void releaseParams(int part) = 0;
+  // A buffer to add the part's gradients into, valid until releaseGrads.
+  virtual float* acquireGrads(int part) = 0;
+  // The part's gradients of this backward are complete.
+  virtual void releaseGrads(int part) = 0;
 };
-
-// The parameters in storage order: wte, wpe, then each block's together
-// (h<l>.ln1.w, .ln1.b, .attn.qkv.w, .attn.qkv.b, .attn.proj.w, .attn.proj.b,
-// .ln2.w, .ln2.b, .mlp.fc.w, .mlp.fc.b, .mlp.proj.w, .mlp.proj.b), then
-// lnf.w, lnf.b. A block's parameters are one range, so a layer can be
-// gathered, freed or reduced as a unit.
-std::vector<ParamInfo> gptLayout(const GptConfig& config);
 
 class Gpt {
  public:
-  explicit Gpt(const GptConfig& config);
+  // storage: nullptr for the model's own arrays; otherwise not owned, and
+  // params()/grads()/param()/grad() are not available.
+  explicit Gpt(const GptConfig& config, const ModelShard& shard = {},
+               PartStorage* storage = nullptr);
 
   const GptConfig& config() const { return config_; }
+  const ModelShard& shard() const { return shard_; }
   const std::vector<ParamInfo>& layout() const { return layout_; }
   const ParamInfo& info(std::string_view name) const;
+  // Elements in the flat layout (what params() would hold).
+  size_t size() const { return size_; }
 
-  std::span<float> params() { return params_.span(); }
-  std::span<const float> params() const { return params_.span(); }
-  std::span<float> grads() { return grads_.span(); }
-  std::span<const float> grads() const { return grads_.span(); }
+  std::span<float> params();
+  std::span<const float> params() const;
+  std::span<float> grads();
+  std::span<const float> grads() const;
   // One parameter's slice of the flat arrays, by name ("h0.attn.qkv.w").
   std::span<float> param(std::string_view name);
   std::span<float> grad(std::string_view name);
 
-  // GPT-2's initialization: weights N(0, 0.02), residual projections scaled
-  // by 1/sqrt(2 * layers), biases 0, LayerNorm gains 1. The same seed gives
-  // the same parameters, bit for bit.
-  void initialize(uint64_t seed);
+  // The parts this model holds, in the order backward finishes them: the
+  // final norm (config.layers), the blocks from the last to the first, then
+  // the embeddings (-1).
+  const std::vector<int>& backwardParts() const { return backwardParts_; }
+  // A part's range of the flat layout.
+  size_t partBegin(int part) const;
+  size_t partSize(int part) const;
 
-  // The mean next-token loss of B sequences of T tokens (inputs and targets
-  // [B, T], targets being the inputs shifted by one). Keeps the activations
-  // for backward().
+  // GPT-2's initialization: weights N(0, 0.02), residual projections scaled
+  // by 1/sqrt(2 * layers), biases 0, LayerNorm gains 1. Each global tensor
+  // is drawn from its own stream of the seed and each rank keeps its piece,
+  // so every mesh starts from the same model, bit for bit.
+  void initialize(uint64_t seed);
+  // The same for a storage-backed model: fills out (size() elements).
+  void initialize(uint64_t seed, std::span<float> out) const;
+
+  // Tensor parallelism: sums a partial [B*T, C] result over the
+  // tensor-parallel ranks in place (the same bits on every rank). Needed
+  // when the shard's tpSize > 1.
+  using TpReduce = std::function<void(float* data, size_t count)>;
+  void setTpReduce(TpReduce reduce) { tpReduce_ = std::move(reduce); }
+
+  // Forward of one micro-batch of B sequences of T tokens through this
+  // piece: the first stage embeds `inputs`, the others read `input`
+  // [B*T, C]; the last stage returns the mean next-token loss against
+  // `targets` (every stage gets `targets` for the checks, may be null when
+  // not last), the others return 0 and leave their output in output(a).
+  float forward(Activations& a, const int* inputs, const int* targets, const float* input, int B,
+                int T);
+  // What a non-last stage sends on: [B*T, C].
+  const float* output(const Activations& a) const;
+  // Adds this micro-batch's gradients: the last stage's from its loss times
+  // lossScale (1/micro-batches makes a micro-batched step one step on their
+  // mean), the others' from dOutput [B*T, C]. A non-first stage writes the
+  // gradient of its input into dInput [B*T, C].
+  void backward(Activations& a, const float* dOutput, float* dInput, float lossScale = 1.0f);
+
+  // The whole model on one batch (inputs and targets [B, T]) with the
+  // model's own activations.
   float forward(const int* inputs, const int* targets, int B, int T);
-  // Adds the gradient of the last forward's loss to grads().
   void backward();
 
-  // Called during backward() each time a part of grads() is final, so that
-  // data parallelism can start reducing it while the rest is computed.
-  // Backward runs from the output to the input, so the parts come in reverse
-  // layout order: `layers` (the final norm lnf.w, lnf.b), then each block
-  // from layers - 1 down to 0, then -1 (the embeddings wte and wpe; wte also
-  // gets the tied head's gradient at the start, so it is final only here).
-  // After the call for part p, every gradient from gradReadyFrom(p) to the
-  // end of the array is final. An empty hook (the default) is not called.
+  // Called during backward each time a part's gradients are final (after
+  // the storage's releaseGrads), in backwardParts() order, so that data
+  // parallelism can start reducing them while the rest is computed. An
+  // empty hook (the default) is not called.
   using BackwardHook = std::function<void(int part)>;
   void setBackwardHook(BackwardHook hook) { hook_ = std::move(hook); }
   // Where the final gradients start after the hook's call for `part`.
   size_t gradReadyFrom(int part) const;
-  void zeroGrad() { grads_.zero(); }
+  void zeroGrad();
 
  private:
-  struct BlockParams;
-  struct BlockActs {
-    Tensor ln1, ln1Mean, ln1Rstd, qkv, att, attOut, attProj, res1;
-    Tensor ln2, ln2Mean, ln2Rstd, fc, fcGelu, fcProj, res2;
+  // Pointers to one block's twelve tensors in a part's buffer.
+  template <typename F>
+  struct BlockOf {
+    F *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *mprojw, *mprojb;
   };
-  BlockParams block(float* base, int l) const;
-  void blockForward(int l, const float* x, BlockActs& a);
+  template <typename F>
+  BlockOf<F> block(F* part, int l) const;
+  const float* acquireParams(int part);
+  void releaseParams(int part);
+  float* acquireGrads(int part);
+  void releaseGrads(int part);
+  void reduceTp(float* data, size_t count);
+  void blockForward(int l, const float* x, Activations::Block& a, int B, int T);
   // dx += the gradient reaching the block's input; dres2 is its output's.
-  void blockBackward(int l, const float* x, const BlockActs& a, const float* dres2, float* dx);
+  void blockBackward(int l, const float* x, const Activations::Block& a, const float* dres2,
+                     float* dx, int B, int T);
+  // The loss's head over the final norm's output; returns the loss.
+  float headForward(Activations& a, const float* x);
+  // The head's backward into dx, the gradient of the last block's output.
+  void headBackward(Activations& a, float lossScale, float* dx, float* dwte);
 
   GptConfig config_;
+  ModelShard shard_;
+  int lastLayer_ = 0;
   std::vector<ParamInfo> layout_;
+  size_t size_ = 0;
+  std::vector<int> backwardParts_;
+  PartStorage* storage_ = nullptr;
   Tensor params_, grads_;
-
-  // The last forward's batch and activations.
-  int B_ = 0, T_ = 0;
-  std::vector<int> inputs_, targets_;
-  Tensor encoded_;
-  std::vector<BlockActs> blocks_;
-  Tensor lnf_, lnfMean_, lnfRstd_, logits_, probs_;
+  TpReduce tpReduce_;
   BackwardHook hook_;
+  Activations own_;  // the whole-model calls' activations
 };
 
 }  // namespace gyre::harness

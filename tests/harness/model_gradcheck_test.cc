@@ -41,7 +41,7 @@ TEST(HarnessModel, LayoutIsOneContiguousTable) {
   const size_t C = c.dim;
   EXPECT_EQ(offset, (c.vocab + c.maxSeq) * C + c.layers * (12 * C * C + 13 * C) + 2 * C);
   EXPECT_EQ(model.info("h1.mlp.fc.w").shape, (std::vector<int>{32, 8}));
-  EXPECT_EQ(model.info("h1.ln1.w").layer, 1);
+  EXPECT_EQ(model.info("h1.ln1.w").part, 1);
   EXPECT_EQ(model.param("h0.attn.qkv.b").data(),
             model.params().data() + model.info("h0.attn.qkv.b").offset);
   EXPECT_THROW(model.info("h2.ln1.w"), std::invalid_argument);

@@ -1,0 +1,90 @@
+// What a model is made of, as data: its configuration, which piece of it one
+// rank holds (tensor and pipeline parallelism), and the table of named
+// parameters in the rank's flat arrays.
+//
+// All of a rank's parameters live in ONE contiguous float array and all its
+// gradients in another with the same layout (docs/harness.md): data
+// parallelism reduces the gradient array in buckets of consecutive
+// elements, ZeRO cuts both arrays into equal shards, and a checkpoint names
+// each slice of each global tensor, so every later step needs the layout as
+// data, not as member fields.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gyre::harness {
+
+struct GptConfig {
+  int vocab = 256;  // byte-level
+  int maxSeq = 64;  // positions the model has embeddings for
+  int layers = 2;
+  int heads = 4;
+  int dim = 64;  // channels; a multiple of heads
+};
+
+// The piece of the model one rank holds. Tensor parallelism (Megatron's)
+// gives each of tpSize ranks heads/tpSize of every block's attention heads
+// and 4*dim/tpSize of its MLP's hidden units; pipeline parallelism gives
+// each stage a run of consecutive blocks, the first stage the embeddings and
+// the last the final norm and the output head. The default is all of it.
+struct ModelShard {
+  int tpRank = 0;
+  int tpSize = 1;
+  int firstLayer = 0;      // the blocks [firstLayer, lastLayer)
+  int lastLayer = -1;      // -1: up to config.layers
+  bool embeddings = true;  // wte, wpe: this rank embeds the tokens (first stage)
+  bool head = true;        // lnf and the output head: this rank computes the loss (last stage)
+};
+
+// Pipeline stage `stage` of `stages`: the blocks split as evenly as possible
+// (the earlier stages take one more when they do not divide), at
+// tensor-parallel rank tpRank of tpSize. Throws std::invalid_argument when a
+// stage would get no block (stages > layers, unless stages == 1).
+ModelShard pipelineStage(const GptConfig& config, int stage, int stages, int tpRank = 0,
+                         int tpSize = 1);
+
+// How a rank's piece of a tensor sits in the global tensor under tensor
+// parallelism: whole (replicated on every tensor-parallel rank), a block of
+// rows (a column-parallel layer's outputs: mlp.fc), a block of columns (a
+// row-parallel layer's inputs: attn.proj.w, mlp.proj.w), or the queries',
+// keys' and values' rows of the rank's heads (attn.qkv).
+enum class TpSplit { None, Rows, Columns, QkvRows };
+
+// One named parameter: elements [offset, offset + size) of the flat arrays.
+struct ParamInfo {
+  std::string name;  // the global tensor's name, the same on every rank
+  size_t offset = 0;
+  std::vector<int> shape;        // this rank's piece
+  std::vector<int> globalShape;  // the whole tensor
+  size_t size = 0;
+  TpSplit split = TpSplit::None;
+  // AdamW decays matrices (and embeddings), not biases or LayerNorm gains:
+  // pulling a gain towards zero is not regularization.
+  bool decay = false;
+  // The part it belongs to (Gpt's backward hook, ZeRO-3's gathers): -1 for
+  // the embeddings, l for block l, config.layers for the final norm and head.
+  int part = -1;
+  // The last pipeline stage's copy of wte for the tied output head (the first
+  // stage holds the original; their gradients are summed between them).
+  bool tiedCopy = false;
+};
+
+// The table of `shard`'s parameters in storage order: part -1 (wte, wpe),
+// then each block's twelve (h<l>.ln1.w, .ln1.b, .attn.qkv.w, .attn.qkv.b,
+// .attn.proj.w, .attn.proj.b, .ln2.w, .ln2.b, .mlp.fc.w, .mlp.fc.b,
+// .mlp.proj.w, .mlp.proj.b), then part `layers` (lnf.w, lnf.b, and on a last
+// stage without the embeddings the tied copy of wte). A part is one range,
+// so a layer can be gathered, freed or reduced as a unit. Throws
+// std::invalid_argument naming what is wrong with the config or shard.
+std::vector<ParamInfo> gptLayout(const GptConfig& config, const ModelShard& shard = {});
+
+// The row-major index in the global tensor of element i of p's piece.
+size_t globalIndex(const ParamInfo& p, const ModelShard& shard, size_t i);
+
+// The blocks shard holds, lastLayer resolved.
+int shardLastLayer(const GptConfig& config, const ModelShard& shard);
+
+}  // namespace gyre::harness
