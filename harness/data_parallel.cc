@@ -46,15 +46,70 @@ std::vector<GradBucket> gradBuckets(const Gpt& model, size_t bucketElems) {
   return buckets;
 }
 
-DataParallel::DataParallel(gyreComm_t comm, Gpt& model, size_t bucketElems)
-    : comm_(comm), model_(model), buckets_(gradBuckets(model, bucketElems)) {
+DataParallel::DataParallel(gyreComm_t comm, Gpt& model, const DpOptions& options)
+    : comm_(comm),
+      model_(model),
+      options_(options),
+      buckets_(gradBuckets(model, options.bucketElems)) {
   checkGyre(gyreCommUserRank(comm, &rank_), "gyreCommUserRank", comm);
   checkGyre(gyreCommCount(comm, &ranks_), "gyreCommCount", comm);
+  if (options.decentralized && options.codec == gyreCodecOneBit) {
+    throw std::invalid_argument(
+        "DataParallel: decentralized averaging with the one-bit codec (it needs error feedback, "
+        "which a replica's change does not keep)");
+  }
+  if (options.codec != gyreCodecNone && !options.decentralized) {
+    for (const GradBucket& b : buckets_) {
+      gyreCompressor_t c = nullptr;
+      const gyreResult_t r = gyreCompressorCreate(&c, comm, options.codec, b.size, gyreFloat32,
+                                                  GYRE_COMPRESSOR_ERROR_FEEDBACK);
+      if (r != gyreSuccess) {
+        for (gyreCompressor_t made : compressors_) gyreCompressorDestroy(made);
+        checkGyre(r, "gyreCompressorCreate for a gradient bucket", comm);
+      }
+      compressors_.push_back(c);
+    }
+    compressor_ = std::thread([this] { compressLoop(); });
+  }
 }
 
 DataParallel::~DataParallel() {
   std::string ignored;
   waitAll(&ignored);  // only after an exception escaped backward() midway
+  if (compressor_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    compressor_.join();
+  }
+  for (gyreCompressor_t c : compressors_) gyreCompressorDestroy(c);
+  if (decentralized_) gyreDecentralizedDestroy(decentralized_);
+}
+
+void DataParallel::compressLoop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    const size_t i = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    const GradBucket& b = buckets_[i];
+    float* g = model_.grads().data() + b.offset;
+    const gyreResult_t r = gyreCompressedAllReduce(g, g, b.size, gyreFloat32, gyreAvg,
+                                                   compressors_[i], comm_, nullptr);
+    lock.lock();
+    if (r != gyreSuccess && compressFailure_ == gyreSuccess) {
+      compressFailure_ = r;
+      const char* detail = gyreGetLastError(comm_);
+      compressError_ = std::string(gyreGetErrorString(r)) +
+                       (detail && *detail ? std::string(": ") + detail : std::string());
+    }
+    ++compressed_;
+    changed_.notify_all();
+  }
 }
 
 void DataParallel::broadcastParameters() {
@@ -67,6 +122,16 @@ void DataParallel::launchReady(int part) {
   float* grads = model_.grads().data();
   while (next_ < buckets_.size() && buckets_[next_].part == part) {
     const GradBucket& b = buckets_[next_];
+    if (!compressors_.empty()) {
+      {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(next_);
+        ++queued_;
+      }
+      changed_.notify_all();
+      ++next_;
+      continue;
+    }
     gyreRequest_t request = nullptr;
     // gyreAvg: the sum over the ranks divided by their count, the same bits
     // on every rank, so the replicas stay identical.
@@ -80,6 +145,15 @@ void DataParallel::launchReady(int part) {
 
 gyreResult_t DataParallel::waitAll(std::string* error) {
   gyreResult_t first = gyreSuccess;
+  if (!compressors_.empty()) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return compressed_ == queued_; });
+    compressed_ = queued_ = 0;
+    first = compressFailure_;
+    *error = compressError_;
+    compressFailure_ = gyreSuccess;
+    return first;
+  }
   for (gyreRequest_t request : pending_) {
     const gyreResult_t r = gyreWait(request);
     if (r != gyreSuccess && first == gyreSuccess) {
@@ -94,6 +168,17 @@ gyreResult_t DataParallel::waitAll(std::string* error) {
 }
 
 void DataParallel::backward() {
+  if (options_.decentralized) {
+    // The replicas keep their own gradients; afterStep averages parameters.
+    if (decentralized_ == nullptr && options_.codec != gyreCodecNone) {
+      const std::span<float> p = model_.params();
+      checkGyre(gyreDecentralizedCreate(&decentralized_, comm_, p.data(), p.size(), gyreFloat32,
+                                        options_.codec),
+                "gyreDecentralizedCreate", comm_);
+    }
+    model_.backward();
+    return;
+  }
   next_ = 0;
   model_.setBackwardHook([this](int part) { launchReady(part); });
   try {
@@ -111,6 +196,18 @@ void DataParallel::backward() {
   if (next_ != buckets_.size()) {
     throw std::logic_error("DataParallel::backward: " + std::to_string(buckets_.size() - next_) +
                            " buckets were never ready");
+  }
+}
+
+void DataParallel::afterStep(uint64_t step) {
+  if (!options_.decentralized) return;
+  const std::span<float> p = model_.params();
+  if (decentralized_) {
+    checkGyre(gyreDecentralizedStep(decentralized_, p.data()), "gyreDecentralizedStep", comm_);
+  } else {
+    checkGyre(gyrePeerAverage(p.data(), p.data(), p.size(), gyreFloat32, options_.peers, step,
+                              comm_, nullptr),
+              "gyrePeerAverage of the parameters", comm_);
   }
 }
 

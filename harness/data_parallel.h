@@ -8,11 +8,23 @@
 // backward has finished every gradient it covers, so that it runs while the
 // rest of backward is computed. backward() returns once all of them have
 // completed. Uses gyre's public C ABI only.
+//
+// Two other modes come from the compression issue (docs/compression.md):
+// a codec compresses each bucket's AllReduce (with error feedback per
+// bucket, so what rounding loses is carried to the next step rather than
+// dropped), and decentralized averaging replaces the gradient AllReduce by
+// averaging each replica's parameters with one or two peers after its
+// optimizer step (Bagua's decentralized SGD; the replicas then drift
+// together instead of staying identical).
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gyre/gyre.h"
@@ -56,11 +68,26 @@ inline constexpr size_t kDefaultBucketElems = (size_t{1} << 20) / sizeof(float);
 // shorter), which are all ready at once.
 std::vector<GradBucket> gradBuckets(const Gpt& model, size_t bucketElems = kDefaultBucketElems);
 
+struct DpOptions {
+  size_t bucketElems = kDefaultBucketElems;
+  // Compress each bucket's AllReduce. gyre's compressed calls block, so a
+  // thread of this object's runs them in bucket order while backward goes
+  // on, as gyreIallReduce would.
+  gyreCodec_t codec = gyreCodecNone;
+  // Average parameters with peers after each step (afterStep) instead of
+  // gradients; with a codec, low-precision decentralized SGD
+  // (gyreDecentralizedStep, ring neighbours).
+  bool decentralized = false;
+  gyrePeers_t peers = gyrePeersRing;
+};
+
 class DataParallel {
  public:
   // comm: the data-parallel ranks (every rank of it holds a replica of
   // model). Does not take ownership of comm; model must outlive this.
-  DataParallel(gyreComm_t comm, Gpt& model, size_t bucketElems = kDefaultBucketElems);
+  DataParallel(gyreComm_t comm, Gpt& model, const DpOptions& options);
+  DataParallel(gyreComm_t comm, Gpt& model, size_t bucketElems = kDefaultBucketElems)
+      : DataParallel(comm, model, DpOptions{.bucketElems = bucketElems}) {}
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -77,6 +104,11 @@ class DataParallel {
   // grads()).
   void backward();
 
+  // After the optimizer's step: in decentralized mode, averages this
+  // replica's parameters with its peers' for `step` (every rank passes the
+  // same step); otherwise nothing.
+  void afterStep(uint64_t step);
+
   // The mean of every rank's loss: with equal local batches, the mean over
   // the global batch, which a single rank training on it reports.
   float averageLoss(float localLoss);
@@ -87,15 +119,31 @@ class DataParallel {
 
  private:
   void launchReady(int part);
-  // Waits for every launched request; returns the first failure, if any.
+  // Waits for every launched reduction; returns the first failure, if any.
   gyreResult_t waitAll(std::string* error);
+  void compressLoop();
 
   gyreComm_t comm_;
   Gpt& model_;
+  DpOptions options_;
   std::vector<GradBucket> buckets_;
   int rank_ = 0, ranks_ = 1;
   size_t next_ = 0;  // the next bucket to launch
   std::vector<gyreRequest_t> pending_;
+
+  // The codec's thread: buckets queued by index, run in order.
+  std::vector<gyreCompressor_t> compressors_;
+  std::thread compressor_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<size_t> queue_;
+  size_t queued_ = 0;      // buckets queued this backward
+  size_t compressed_ = 0;  // of which completed
+  bool stop_ = false;
+  gyreResult_t compressFailure_ = gyreSuccess;
+  std::string compressError_;
+
+  gyreDecentralized_t decentralized_ = nullptr;  // low-precision decentralized SGD
 };
 
 }  // namespace gyre::harness
