@@ -1,0 +1,50 @@
+// A minimal, strict JSON reader and the string quoting its writers need: just
+// enough for the checkpoint index (harness/checkpoint.h), which the harness
+// writes and reads itself rather than depend on a JSON library. It accepts
+// objects, arrays, strings and integers, the only things the index holds;
+// fractions, exponents, true, false and null are refused, as are duplicate
+// keys and anything after the top-level value. Every value remembers the
+// line it starts on, so a caller can say where a field is wrong.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gyre::harness::json {
+
+// A syntax error: what was expected and on which line (1-based).
+class ParseError : public std::runtime_error {
+ public:
+  ParseError(int line, const std::string& what)
+      : std::runtime_error("line " + std::to_string(line) + ": " + what), line_(line) {}
+  int line() const { return line_; }
+
+ private:
+  int line_;
+};
+
+struct Value {
+  enum class Type { Integer, String, Array, Object };
+  Type type = Type::Integer;
+  int line = 0;
+  int64_t integer = 0;
+  std::string string;
+  std::vector<Value> items;                            // an array's
+  std::vector<std::pair<std::string, Value>> members;  // an object's, in file order
+
+  // The member called `key`, or nullptr.
+  const Value* find(std::string_view key) const;
+};
+
+// Parses a whole document; throws ParseError.
+Value parse(std::string_view text);
+
+// `s` as a JSON string literal, quotes included (control characters, '"' and
+// '\' escaped; other bytes, UTF-8 included, as they are).
+std::string quote(std::string_view s);
+
+}  // namespace gyre::harness::json
