@@ -14,17 +14,23 @@ void checkGyre(gyreResult_t result, const char* what, gyreComm_t comm) {
 }
 
 std::vector<GradBucket> gradBuckets(const Gpt& model, size_t bucketElems) {
+  return gradBuckets(model.layout(), bucketElems);
+}
+
+std::vector<GradBucket> gradBuckets(const std::vector<ParamInfo>& layout, size_t bucketElems) {
   if (bucketElems == 0) throw std::invalid_argument("gradBuckets: a bucket of 0 elements");
+  const std::vector<PartRange> parts = partRanges(layout);
   std::vector<GradBucket> buckets;
   GradBucket current;  // grows downwards: whole parts added below its offset
-  current.offset = model.size();
+  current.offset = parts.empty() ? 0 : parts.back().begin + parts.back().size;
   auto close = [&] {
     if (current.size > 0) buckets.push_back(current);
     current.size = 0;
   };
-  size_t end = model.size();  // the parts come in reverse layout order
-  for (int part : model.backwardParts()) {
-    const size_t begin = model.gradReadyFrom(part), size = end - begin;
+  // Backward finishes the parts in the reverse of the layout.
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    const size_t begin = it->begin, end = it->begin + it->size, size = it->size;
+    const int part = it->part;
     if (size > bucketElems) {
       // Too big for one bucket: pieces of bucketElems from its end down.
       close();
@@ -40,7 +46,6 @@ std::vector<GradBucket> gradBuckets(const Gpt& model, size_t bucketElems) {
       current.size += size;
       current.part = part;
     }
-    end = begin;
   }
   close();
   return buckets;

@@ -67,6 +67,9 @@ inline constexpr size_t kDefaultBucketElems = (size_t{1} << 20) / sizeof(float);
 // larger than a bucket is cut into bucketElems pieces (the last, lowest one
 // shorter), which are all ready at once.
 std::vector<GradBucket> gradBuckets(const Gpt& model, size_t bucketElems = kDefaultBucketElems);
+// The same from the layout alone (ZeRO holds the arrays, not the model).
+std::vector<GradBucket> gradBuckets(const std::vector<ParamInfo>& layout,
+                                    size_t bucketElems = kDefaultBucketElems);
 
 struct DpOptions {
   size_t bucketElems = kDefaultBucketElems;

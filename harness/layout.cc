@@ -139,4 +139,23 @@ size_t globalIndex(const ParamInfo& p, const ModelShard& s, size_t i) {
   return i;
 }
 
+std::vector<PartRange> partRanges(const std::vector<ParamInfo>& layout) {
+  std::vector<PartRange> parts;
+  for (const ParamInfo& p : layout) {
+    if (!parts.empty() && parts.back().part == p.part) {
+      if (parts.back().begin + parts.back().size != p.offset)
+        throw std::invalid_argument("partRanges: " + p.name + " is not next to its part's others");
+      parts.back().size += p.size;
+      continue;
+    }
+    for (const PartRange& r : parts) {
+      if (r.part == p.part)
+        throw std::invalid_argument("partRanges: part " + std::to_string(p.part) +
+                                    " is not one range");
+    }
+    parts.push_back({p.part, p.offset, p.size});
+  }
+  return parts;
+}
+
 }  // namespace gyre::harness

@@ -81,6 +81,19 @@ struct ParamInfo {
 // std::invalid_argument naming what is wrong with the config or shard.
 std::vector<ParamInfo> gptLayout(const GptConfig& config, const ModelShard& shard = {});
 
+// One part's range of the flat arrays: the unit that backward finishes,
+// that ZeRO-3 gathers and frees, and that a pipeline stage owns.
+struct PartRange {
+  int part = 0;
+  size_t begin = 0;
+  size_t size = 0;
+};
+
+// The parts of a layout in storage order, which is the reverse of the order
+// backward finishes them (Gpt::backwardParts). Throws std::invalid_argument
+// when a part's parameters are not consecutive.
+std::vector<PartRange> partRanges(const std::vector<ParamInfo>& layout);
+
 // The row-major index in the global tensor of element i of p's piece.
 size_t globalIndex(const ParamInfo& p, const ModelShard& shard, size_t i);
 

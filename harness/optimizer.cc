@@ -51,6 +51,15 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   }
 }
 
+void AdamW::load(std::span<const float> m, std::span<const float> v, int steps) {
+  if (m.size() != m_.size() || v.size() != v_.size())
+    throw std::invalid_argument("AdamW::load: m and v must have the optimizer's size");
+  if (steps < 0) throw std::invalid_argument("AdamW::load: a negative step count");
+  m_.assign(m.begin(), m.end());
+  v_.assign(v.begin(), v.end());
+  t_ = steps;
+}
+
 double sumOfSquares(std::span<const float> grads) {
   double sum = 0.0;
   for (float g : grads) sum += static_cast<double>(g) * g;

@@ -41,6 +41,9 @@ class AdamW {
   // The moments, for checkpoints and for measuring ZeRO's memory.
   std::span<const float> m() const { return m_; }
   std::span<const float> v() const { return v_; }
+  // Restores a checkpoint's moments and step count (m and v of the
+  // optimizer's size).
+  void load(std::span<const float> m, std::span<const float> v, int steps);
 
  private:
   std::vector<DecaySegment> segments_;
