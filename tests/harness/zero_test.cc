@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -185,6 +186,54 @@ TEST(HarnessZero, OneRankTrainsAsTheModelAloneAtEveryStage) {
       EXPECT_EQ(m.peakTransient, 0u);
     } else {
       EXPECT_GT(m.peakTransient, 0u);
+    }
+  }
+  EXPECT_EQ(gyreCommDestroy(comm), gyreSuccess);
+}
+
+TEST(HarnessZero, MicroBatchesAddUpInTheShard) {
+  gyreComm_t comm = nullptr;
+  ASSERT_EQ(gyreCommInitAll(&comm, 1, nullptr), gyreSuccess) << gyreGetLastError(nullptr);
+  const Batch first(30), second(31);
+  // The model alone: two backwards into the same gradients, then the step.
+  Gpt plain(smallConfig());
+  plain.initialize(9);
+  AdamW adam(decaySegments(plain.layout()), plain.size(), AdamWConfig{});
+  plain.zeroGrad();
+  for (const Batch* b : {&first, &second}) {
+    plain.forward(b->inputs.data(), b->targets.data(), Batch::B, Batch::T);
+    plain.backward();
+  }
+  clipToNorm(plain.grads(), std::sqrt(sumOfSquares(plain.grads())), kMaxNorm);
+  adam.step(plain.params(), plain.grads(), kLr);
+
+  for (int stage = 0; stage <= 3; ++stage) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    Zero zero(comm, plain.layout(), stage);
+    Gpt model(smallConfig(), {}, &zero);
+    std::vector<float> init(model.size());
+    model.initialize(9, init);
+    zero.setParams(init);
+    zero.beginStep(2);
+    for (const Batch* b : {&first, &second}) {
+      model.forward(b->inputs.data(), b->targets.data(), Batch::B, Batch::T);
+      model.backward();
+    }
+    zero.finishBackward();
+    zero.step(kLr, kMaxNorm);
+    const std::vector<float> params = zero.gatherParams();
+    if (stage < 2) {
+      // The same additions into one array.
+      EXPECT_TRUE(sameBits(params, plain.params()));
+    } else {
+      // Each backward's parts are added to the shard, so the order of the
+      // additions differs.
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < params.size(); ++i) {
+        diff += std::pow(double(params[i]) - plain.params()[i], 2);
+        norm += std::pow(double(plain.params()[i]), 2);
+      }
+      EXPECT_LT(std::sqrt(diff / norm), 1e-6);
     }
   }
   EXPECT_EQ(gyreCommDestroy(comm), gyreSuccess);
