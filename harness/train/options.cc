@@ -1,0 +1,170 @@
+#include "harness/train/options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace gyre::harness {
+
+namespace {
+
+long long integer(const std::string& flag, const std::string& value, long long lo, long long hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    throw UsageError(flag + " takes a whole number from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", not '" + value + "'");
+  }
+  return v;
+}
+
+float real(const std::string& flag, const std::string& value, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(v >= lo && v <= hi)) {
+    throw UsageError(flag + " takes a number from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", not '" + value + "'");
+  }
+  return static_cast<float>(v);
+}
+
+std::string oneOf(const std::string& flag, const std::string& value,
+                  const std::vector<std::string>& choices) {
+  std::string list;
+  for (const std::string& c : choices) {
+    if (c == value) return value;
+    list += (list.empty() ? "" : "|") + c;
+  }
+  throw UsageError(flag + " takes " + list + ", not '" + value + "'");
+}
+
+}  // namespace
+
+std::string trainUsage() {
+  return "usage: gyre-train [--dp N] [--tp N] [--pp N] [--zero 0-3] [--codec "
+         "none|fp16|bf16|int8|onebit]\n"
+         "                  [--decentralized ring|shift_one|random] [--schedule gpipe|1f1b]\n"
+         "                  [--micro-batches M] [--steps N] [--batch B] [--seq T] [--layers L]\n"
+         "                  [--dim C] [--heads H] [--lr X] [--min-lr X] [--warmup N] [--clip X]\n"
+         "                  [--weight-decay X] [--seed S] --data TEXT [--checkpoint-dir DIR]\n"
+         "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
+         "                  [--plot FILE.svg|png] [--quiet]\n"
+         "       gyre-train --plot FILE.svg|png LOG.jsonl [LOG.jsonl ...]   (draw earlier runs)\n"
+         "Run it under gyrerun, torchrun, mpirun or srun; dp x tp x pp must be the rank count.\n";
+}
+
+TrainOptions parseTrainOptions(int argc, const char* const* argv) {
+  TrainOptions o;
+  using Setter = std::function<void(const std::string& flag, const std::string& value)>;
+  const std::map<std::string, Setter> valued = {
+      {"--dp", [&](auto& f, auto& v) { o.dp = integer(f, v, 1, 4096); }},
+      {"--tp", [&](auto& f, auto& v) { o.tp = integer(f, v, 1, 4096); }},
+      {"--pp", [&](auto& f, auto& v) { o.pp = integer(f, v, 1, 4096); }},
+      {"--zero", [&](auto& f, auto& v) { o.zero = integer(f, v, 0, 3); }},
+      {"--codec",
+       [&](auto& f, auto& v) {
+         o.codec = oneOf(f, v, {"none", "fp16", "bf16", "int8", "onebit"});
+       }},
+      {"--decentralized",
+       [&](auto& f, auto& v) {
+         o.decentralized = oneOf(f, v, {"ring", "shift_one", "random"});
+       }},
+      {"--schedule",
+       [&](auto& f, auto& v) {
+         o.schedule = oneOf(f, v, {"gpipe", "1f1b"});
+       }},
+      {"--micro-batches", [&](auto& f, auto& v) { o.microBatches = integer(f, v, 1, 1 << 16); }},
+      {"--steps", [&](auto& f, auto& v) { o.steps = integer(f, v, 0, 1LL << 40); }},
+      {"--batch", [&](auto& f, auto& v) { o.batch = integer(f, v, 1, 1 << 20); }},
+      {"--seq", [&](auto& f, auto& v) { o.seq = integer(f, v, 1, 1 << 16); }},
+      {"--layers", [&](auto& f, auto& v) { o.layers = integer(f, v, 1, 1024); }},
+      {"--dim", [&](auto& f, auto& v) { o.dim = integer(f, v, 1, 1 << 16); }},
+      {"--heads", [&](auto& f, auto& v) { o.heads = integer(f, v, 1, 1024); }},
+      {"--seed", [&](auto& f, auto& v) { o.seed = integer(f, v, 0, (1LL << 62)); }},
+      {"--lr", [&](auto& f, auto& v) { o.lr = real(f, v, 0, 10); }},
+      {"--min-lr", [&](auto& f, auto& v) { o.minLr = real(f, v, 0, 10); }},
+      {"--warmup", [&](auto& f, auto& v) { o.warmup = integer(f, v, 0, 1 << 30); }},
+      {"--clip", [&](auto& f, auto& v) { o.clip = real(f, v, 0, 1e30); }},
+      {"--weight-decay", [&](auto& f, auto& v) { o.weightDecay = real(f, v, 0, 10); }},
+      {"--data", [&](auto&, auto& v) { o.data = v; }},
+      {"--checkpoint-dir", [&](auto&, auto& v) { o.checkpointDir = v; }},
+      {"--checkpoint-every",
+       [&](auto& f, auto& v) { o.checkpointEvery = integer(f, v, 0, 1LL << 40); }},
+      {"--log", [&](auto&, auto& v) { o.log = v; }},
+      {"--plot", [&](auto&, auto& v) { o.plot = v; }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--resume") {
+      o.resume = true;
+    } else if (arg == "--quiet") {
+      o.quiet = true;
+    } else if (arg == "--help" || arg == "-h") {
+      throw UsageError(trainUsage());
+    } else if (auto it = valued.find(arg); it != valued.end()) {
+      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
+      it->second(arg, argv[++i]);
+    } else if (arg.starts_with("--")) {
+      throw UsageError("unknown option " + arg + "\n" + trainUsage());
+    } else {
+      o.plotLogs.push_back(arg);
+    }
+  }
+  if (!o.plotLogs.empty() && o.plot.empty())
+    throw UsageError("'" + o.plotLogs[0] + "': logs on the command line are for --plot");
+  if (o.plotLogs.empty() && o.data.empty())
+    throw UsageError("--data is required (a text file to train on)");
+  if (!o.plotLogs.empty() && !o.data.empty())
+    throw UsageError("give either --data (train) or logs to --plot (draw), not both");
+  if (o.resume && o.checkpointDir.empty()) throw UsageError("--resume needs --checkpoint-dir");
+  if (o.dim % o.heads != 0)
+    throw UsageError("--dim " + std::to_string(o.dim) + " is not a multiple of --heads " +
+                     std::to_string(o.heads));
+  if (o.heads % o.tp != 0)
+    throw UsageError("--tp " + std::to_string(o.tp) + " does not divide --heads " +
+                     std::to_string(o.heads));
+  if (o.pp > o.layers)
+    throw UsageError("--pp " + std::to_string(o.pp) + " stages need at least as many --layers (" +
+                     std::to_string(o.layers) + ")");
+  if (o.zero >= 2 && o.pp > 1)
+    throw UsageError(
+        "--zero " + std::to_string(o.zero) +
+        " with --pp: stages 2 and 3 reduce gradients during backward, which a pipeline's "
+        "micro-batches accumulate; use --zero 0 or 1 with a pipeline");
+  if (o.codec != "none" && o.zero > 0)
+    throw UsageError(
+        "--codec compresses the data-parallel AllReduce of --zero 0; not with --zero " +
+        std::to_string(o.zero));
+  if (!o.decentralized.empty() && (o.zero > 0 || o.codec == "onebit"))
+    throw UsageError(
+        "--decentralized averages whole replicas: it needs --zero 0 (and no onebit codec)");
+  if (o.microBatches == 0) o.microBatches = o.pp > 1 ? 2 * o.pp : 1;
+  if (!o.plot.empty() && !o.plot.ends_with(".svg") && !o.plot.ends_with(".png"))
+    throw UsageError("--plot writes FILE.svg or FILE.png, not '" + o.plot + "'");
+  return o;
+}
+
+void resolveMesh(TrainOptions& o, int ranks) {
+  if (o.dp == 0) {
+    if (ranks % (o.tp * o.pp) != 0) {
+      throw UsageError("--tp " + std::to_string(o.tp) + " x --pp " + std::to_string(o.pp) +
+                       " does not divide the job's " + std::to_string(ranks) + " ranks");
+    }
+    o.dp = ranks / (o.tp * o.pp);
+  }
+  if (o.dp * o.tp * o.pp != ranks) {
+    throw UsageError("--dp " + std::to_string(o.dp) + " x --tp " + std::to_string(o.tp) +
+                     " x --pp " + std::to_string(o.pp) + " is " +
+                     std::to_string(o.dp * o.tp * o.pp) + " ranks; the job has " +
+                     std::to_string(ranks));
+  }
+  if (o.batch % (o.dp * o.microBatches) != 0) {
+    throw UsageError("--batch " + std::to_string(o.batch) + " does not split into " +
+                     std::to_string(o.dp) + " data-parallel ranks x " +
+                     std::to_string(o.microBatches) + " micro-batches");
+  }
+}
+
+}  // namespace gyre::harness
