@@ -35,6 +35,7 @@
 #include "harness/model.h"
 #include "harness/optimizer.h"
 #include "harness/token_file.h"
+#include "sentences.h"
 
 namespace fs = std::filesystem;
 using namespace gyre::harness;
@@ -48,20 +49,6 @@ constexpr double kCodecTolerance = 0.1;
 
 GptConfig modelConfig() {
   return {.vocab = 256, .maxSeq = kSeq, .layers = 2, .heads = 4, .dim = 32};
-}
-
-// Sentences with a little variety, so that the loss has something to learn.
-std::string corpus() {
-  const char* words[] = {"the", "quick", "brown",  "fox",   "jumps", "over", "lazy", "dog",
-                         "and", "cat",   "sleeps", "under", "a",     "warm", "sun"};
-  std::string text;
-  uint64_t x = 99;
-  while (text.size() < 20000) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    text += words[(x >> 33) % std::size(words)];
-    text += ((x >> 20) % 7 == 0) ? ". " : " ";
-  }
-  return text;
 }
 
 struct Run {
@@ -159,7 +146,7 @@ int body(int argc, char** argv) {
   std::string tmpl = (fs::temp_directory_path() / "gyre-dp-test-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
   const fs::path dir = tmpl, source = dir / "corpus.txt", tokens = dir / "corpus.tokens";
-  std::ofstream(source, std::ios::binary) << corpus();
+  std::ofstream(source, std::ios::binary) << gyre::harness::test::sentences();
 
   Gpt single(modelConfig());
   single.initialize(kSeed);
