@@ -1,0 +1,282 @@
+// One rank of the pipeline-parallel test, started by gyrerun (tests/harness/
+// CMakeLists.txt): `gyrerun -n P --timeout S harness_pipeline_rank
+// <gpipe|1f1b> <micro-batches> [dim]`. Rank s is stage s of P.
+//
+// Each rank holds its stage of a 4-block model (so 1, 2 and 4 stages split
+// it evenly) and trains it for 20 steps with Pipeline on a global batch of
+// 8 sequences cut into M micro-batches, and also trains the whole model by
+// itself on the same batches, twice: in one piece, and in the same
+// micro-batches. It checks that (a) every step's loss matches the
+// single-rank loss within 1e-5 relative, (b) each of its stage's final
+// tensors matches the single-rank tensor of the same name within 1e-5 of
+// its norm, and the micro-batched one's within 1e-6, (c) the first and
+// last stage's copies of wte are the same bits, and (d) the stage kept as
+// many activations alive as the schedule says, no more. It prints the
+// measured bubble (steps 1 to 19; step 0 allocates) beside the ideal one.
+// Exits 0 when all hold; otherwise prints what did not and exits 1. A third
+// argument changes the model's width (the timings of docs/harness.md); the
+// checks stay the same.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gyre/gyre.h"
+#include "harness/data.h"
+#include "harness/model.h"
+#include "harness/optimizer.h"
+#include "harness/pipeline.h"
+#include "harness/token_file.h"
+#include "sentences.h"
+
+namespace fs = std::filesystem;
+using namespace gyre::harness;
+
+namespace {
+
+constexpr int kSteps = 20, kBatch = 8, kSeq = 32;
+constexpr uint64_t kSeed = 1234;
+constexpr double kTolerance = 1e-5;
+// Against a single rank that sums the same micro-batches: the pipeline adds
+// the same numbers in the same order but for wte (the first and last
+// stage's shares are summed apart, then together). Measured: 3e-7.
+constexpr double kSameSumsTolerance = 1e-6;
+
+GptConfig modelConfig(int dim) {
+  return {.vocab = 256, .maxSeq = kSeq, .layers = 4, .heads = 4, .dim = dim};
+}
+
+// A peak learning rate of 3e-3: at 1e-2 this little model's loss spikes
+// near step 13, and the spike turns rounding differences (of the
+// micro-batches' sums, with one rank as with many) into 3e-5 of a tensor's
+// norm; the comparison is meant to see the pipeline, not that.
+const LrSchedule kLr{.maxLr = 3e-3f, .minLr = 3e-4f, .warmupSteps = 5, .totalSteps = kSteps};
+
+// The whole model on one rank, on the whole batch (microBatches == 1) or
+// on the same micro-batches as the pipeline, their gradients added in the
+// same order (the forwards of a whole model do not depend on the order).
+std::vector<float> trainSingle(DataLoader& loader, Gpt& model, int microBatches) {
+  AdamW adam(decaySegments(model.layout()), model.params().size(), AdamWConfig{});
+  std::vector<int> inputs(kBatch * kSeq), targets(kBatch * kSeq);
+  std::vector<Activations> acts(microBatches);
+  const int b = kBatch / microBatches;
+  std::vector<float> losses;
+  for (int step = 0; step < kSteps; ++step) {
+    loader.batch(step, inputs, targets);
+    model.zeroGrad();
+    double loss = 0;
+    for (int i = 0; i < microBatches; ++i)
+      loss += model.forward(acts[i], inputs.data() + i * b * kSeq, targets.data() + i * b * kSeq,
+                            nullptr, b, kSeq);
+    for (int i = 0; i < microBatches; ++i)
+      model.backward(acts[i], nullptr, nullptr, 1.0f / static_cast<float>(microBatches));
+    losses.push_back(static_cast<float>(loss / microBatches));
+    clipToNorm(model.grads(), std::sqrt(sumOfSquares(model.grads())), 1.0f);
+    adam.step(model.params(), model.grads(), learningRate(kLr, step));
+  }
+  return losses;
+}
+
+// The norm of the difference of each of the stage's tensors from the
+// reference's tensor of the same name, relative to the reference's norm
+// (an element near 0, a bias that crossed zero, has no meaningful relative
+// difference of its own); prints those over `tolerance`, returns the worst.
+double compareTensors(int stage, Gpt& model, Gpt& reference, const char* what, double tolerance,
+                      int* failures) {
+  double worst = 0;
+  int bad = 0;
+  for (const ParamInfo& p : model.layout()) {
+    std::span<const float> mine = model.params().subspan(p.offset, p.size);
+    std::span<const float> theirs = reference.param(p.name);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < p.size; ++i) {
+      const double d = double(mine[i]) - theirs[i];
+      diff += d * d;
+      norm += double(theirs[i]) * theirs[i];
+    }
+    const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+    worst = std::max(worst, r);
+    if (r > tolerance && bad++ < 5) {
+      std::printf("stage %d: %s%s differs from %s by %.3g of its norm\n", stage, p.name.c_str(),
+                  p.tiedCopy ? " (the tied copy)" : "", what, r);
+    }
+  }
+  *failures += bad > 0;
+  return worst;
+}
+
+// The step's timings, summed over the measured steps.
+struct Timings {
+  int steps = 0;
+  double bubble = 0;
+  std::vector<StageTiming> stages;
+  void add(const StepStats& s) {
+    ++steps;
+    bubble += s.bubble();
+    stages.resize(s.stages.size());
+    for (size_t r = 0; r < s.stages.size(); ++r) {
+      stages[r].compute += s.stages[r].compute;
+      stages[r].transfer += s.stages[r].transfer;
+      stages[r].span += s.stages[r].span;
+      stages[r].tail += s.stages[r].tail;
+    }
+  }
+};
+
+double relative(double a, double b) {
+  const double scale = std::max(std::fabs(a), std::fabs(b));
+  return scale == 0 ? 0 : std::fabs(a - b) / scale;
+}
+
+int body(int argc, char** argv) {
+  if (argc < 3) {
+    std::printf("usage: harness_pipeline_rank <gpipe|1f1b> <micro-batches> [dim]\n");
+    return 2;
+  }
+  const Schedule schedule = parseSchedule(argv[1]);
+  const int M = std::stoi(argv[2]);
+  const int dim = argc > 3 ? std::stoi(argv[3]) : 32;
+  if (M < 1 || kBatch % M != 0)
+    throw std::invalid_argument("the micro-batch count must divide the batch of " +
+                                std::to_string(kBatch));
+  const MicroBatching batching{.microBatches = M, .microBatchSize = kBatch / M, .seq = kSeq};
+  const GptConfig config = modelConfig(dim);
+
+  gyreComm_t comm = nullptr;
+  checkGyre(gyreCommInitFromEnv(&comm, nullptr), "gyreCommInitFromEnv", nullptr);
+  int stage = 0, stages = 1;
+  checkGyre(gyreCommUserRank(comm, &stage), "gyreCommUserRank", comm);
+  checkGyre(gyreCommCount(comm, &stages), "gyreCommCount", comm);
+  const bool first = stage == 0, last = stage == stages - 1;
+
+  std::string tmpl = (fs::temp_directory_path() / "gyre-pipeline-test-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  const fs::path dir = tmpl, source = dir / "corpus.txt", tokens = dir / "corpus.tokens";
+  std::ofstream(source, std::ios::binary) << gyre::harness::test::sentences();
+  DataLoader loader(openText(source, tokens), {.batch = kBatch, .seq = kSeq, .seed = kSeed});
+  fs::remove_all(dir);  // the loader keeps its mapping
+
+  // The references: the whole model on the whole batch, and on the same
+  // micro-batches (the same sums as the pipeline's, but for wte's).
+  Gpt single(config), micro(config);
+  single.initialize(kSeed);
+  micro.initialize(kSeed);
+  const std::vector<float> reference = trainSingle(loader, single, 1);
+  trainSingle(loader, micro, M);
+
+  // The same initial model: every tensor is drawn from its own stream, so
+  // the stage's pieces (and the last stage's copy of wte) are the whole
+  // model's.
+  Gpt model(config, pipelineStage(config, stage, stages));
+  model.initialize(kSeed);
+  std::optional<Pipeline> pipe;  // reset before comm is destroyed
+  pipe.emplace(comm, model);
+  AdamW adam(decaySegments(model.layout()), model.params().size(), AdamWConfig{});
+  // The tied copy of wte is the first stage's wte again: counted once in
+  // the clipping norm.
+  size_t ownEnd = model.size();
+  for (const ParamInfo& p : model.layout())
+    if (p.tiedCopy) ownEnd = p.offset;
+
+  std::vector<int> inputs(kBatch * kSeq), targets(kBatch * kSeq);
+  std::vector<float> losses;
+  Timings timings;
+  int failures = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    loader.batch(step, inputs, targets);
+    model.zeroGrad();
+    // Only the first stage reads tokens and only the last targets.
+    losses.push_back(pipe->step(first ? std::span<const int>(inputs) : std::span<const int>(),
+                                last ? std::span<const int>(targets) : std::span<const int>(),
+                                batching, schedule));
+    if (step > 0) timings.add(pipe->lastStep());
+    if (pipe->peakLiveActivations() != maxLiveActivations(schedule, stage, stages, M)) {
+      std::printf("stage %d: step %d kept %d activations alive, the schedule %d\n", stage, step,
+                  pipe->peakLiveActivations(), maxLiveActivations(schedule, stage, stages, M));
+      ++failures;
+    }
+    double squares = sumOfSquares(model.grads().first(ownEnd));
+    checkGyre(gyreAllReduce(&squares, &squares, 1, gyreFloat64, gyreSum, comm, nullptr),
+              "gyreAllReduce of the gradient's squares", comm);
+    clipToNorm(model.grads(), std::sqrt(squares), 1.0f);
+    adam.step(model.params(), model.grads(), learningRate(kLr, step));
+  }
+
+  // (a) the losses.
+  double worstLoss = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    const double r = relative(losses[s], reference[s]);
+    worstLoss = std::max(worstLoss, r);
+    if (r > kTolerance) {
+      std::printf("stage %d: step %d loss %.9g, single-rank %.9g (relative %.3g)\n", stage, s,
+                  losses[s], reference[s], r);
+      ++failures;
+    }
+  }
+  // (b) the stage's tensors against the references' of the same name.
+  const double worstMicro = compareTensors(stage, model, micro, "the micro-batched single-rank run",
+                                           kSameSumsTolerance, &failures);
+  const double worstParam =
+      compareTensors(stage, model, single, "the single-rank run", kTolerance, &failures);
+  // (c) the two copies of wte, swapped between the first and last stage.
+  if (stages > 1 && (first || last)) {
+    std::span<const float> wte = model.param("wte");
+    std::vector<float> other(wte.size());
+    const int peer = first ? stages - 1 : 0;
+    checkGyre(gyreGroupStart(), "gyreGroupStart", comm);
+    checkGyre(gyreSend(wte.data(), wte.size(), gyreFloat32, peer, comm, nullptr), "gyreSend", comm);
+    checkGyre(gyreRecv(other.data(), other.size(), gyreFloat32, peer, comm, nullptr), "gyreRecv",
+              comm);
+    checkGyre(gyreGroupEnd(), "gyreGroupEnd", comm);
+    if (std::memcmp(other.data(), wte.data(), wte.size_bytes()) != 0) {
+      size_t differ = 0;
+      for (size_t i = 0; i < wte.size(); ++i) differ += std::memcmp(&other[i], &wte[i], 4) != 0;
+      std::printf("stage %d: wte differs from stage %d's copy in %zu of %zu elements\n", stage,
+                  peer, differ, wte.size());
+      ++failures;
+    }
+  }
+
+  std::printf(
+      "stage %d of %d (%s, %d micro-batches of %d): %d steps, loss %.5f -> %.5f, worst relative "
+      "difference from one rank: loss %.3g, parameters %.3g (micro-batched: %.3g); %s\n",
+      stage, stages, scheduleName(schedule), M, batching.microBatchSize, kSteps, losses.front(),
+      losses.back(), worstLoss, worstParam, worstMicro, failures ? "FAILED" : "ok");
+  if (first) {
+    const int n = timings.steps;
+    std::printf("%s p=%d m=%d dim=%d, per step over steps 1-%d (ms):\n", scheduleName(schedule),
+                stages, M, dim, kSteps - 1);
+    for (int r = 0; r < stages; ++r) {
+      const StageTiming& t = timings.stages[r];
+      std::printf(
+          "  stage %d: compute %.3f  transfers %.3f  schedule %.3f  tied sum %.3f  idle %.1f%%\n",
+          r, 1e3 * t.compute / n, 1e3 * t.transfer / n, 1e3 * t.span / n, 1e3 * t.tail / n,
+          100.0 * (1.0 - t.compute / t.span));
+    }
+    std::printf("  bubble: measured %.1f%% (mean over steps), ideal (p-1)/(m+p-1) = %.1f%%\n",
+                100.0 * timings.bubble / n, 100.0 * theoreticalBubble(stages, M));
+  }
+  pipe.reset();
+  checkGyre(gyreCommFinalize(comm), "gyreCommFinalize", comm);
+  gyreCommDestroy(comm);
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const std::exception& e) {
+    std::printf("harness_pipeline_rank: %s\n", e.what());
+    return 1;
+  }
+}
