@@ -4,18 +4,19 @@
 //
 // Each rank holds its stage of a 4-block model (so 1, 2 and 4 stages split
 // it evenly) and trains it for 20 steps with Pipeline on a global batch of
-// 8 sequences cut into M micro-batches, and also trains the whole model by
-// itself on the same batches, twice: in one piece, and in the same
-// micro-batches. It checks that (a) every step's loss matches the
-// single-rank loss within 1e-5 relative, (b) each of its stage's final
-// tensors matches the single-rank tensor of the same name within 1e-5 of
-// its norm, and the micro-batched one's within 1e-6, (c) the first and
-// last stage's copies of wte are the same bits, and (d) the stage kept as
-// many activations alive as the schedule says, no more. It prints the
-// measured bubble (steps 1 to 19; step 0 allocates) beside the ideal one.
-// Exits 0 when all hold; otherwise prints what did not and exits 1. A third
-// argument changes the model's width (the timings of docs/harness.md); the
-// checks stay the same.
+// 8 sequences cut into M micro-batches. It also trains, by itself, the
+// whole model on the same batches, and the P stages chained in one
+// process (the same micro-batches through the same stages, without
+// transfers). It checks that (a) every step's loss matches the single-rank
+// loss within 1e-5 relative, (b) each of its stage's final tensors matches
+// the single-rank tensor of the same name within 1e-5 of its norm, (c)
+// the loss and the stage's parameters are the chained stages' bits, (d)
+// the first and last stage's copies of wte are the same bits, and (e) the
+// stage kept as many activations alive as the schedule says, no more. It
+// prints the measured bubble (steps 1 to 19; step 0 allocates) beside the
+// ideal one. Exits 0 when all hold; otherwise prints what did not and
+// exits 1. A third argument changes the model's width (the timings of
+// docs/harness.md); the checks stay the same.
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,10 +46,6 @@ namespace {
 constexpr int kSteps = 20, kBatch = 8, kSeq = 32;
 constexpr uint64_t kSeed = 1234;
 constexpr double kTolerance = 1e-5;
-// Against a single rank that sums the same micro-batches: the pipeline adds
-// the same numbers in the same order but for wte (the first and last
-// stage's shares are summed apart, then together). Measured: 3e-7.
-constexpr double kSameSumsTolerance = 1e-6;
 
 GptConfig modelConfig(int dim) {
   return {.vocab = 256, .maxSeq = kSeq, .layers = 4, .heads = 4, .dim = dim};
@@ -60,37 +57,86 @@ GptConfig modelConfig(int dim) {
 // norm; the comparison is meant to see the pipeline, not that.
 const LrSchedule kLr{.maxLr = 3e-3f, .minLr = 3e-4f, .warmupSteps = 5, .totalSteps = kSteps};
 
-// The whole model on one rank, on the whole batch (microBatches == 1) or
-// on the same micro-batches as the pipeline, their gradients added in the
-// same order (the forwards of a whole model do not depend on the order).
-std::vector<float> trainSingle(DataLoader& loader, Gpt& model, int microBatches) {
+// The whole model on one rank and the whole batch: the reference.
+std::vector<float> trainSingle(DataLoader& loader, Gpt& model) {
   AdamW adam(decaySegments(model.layout()), model.params().size(), AdamWConfig{});
   std::vector<int> inputs(kBatch * kSeq), targets(kBatch * kSeq);
-  std::vector<Activations> acts(microBatches);
-  const int b = kBatch / microBatches;
   std::vector<float> losses;
   for (int step = 0; step < kSteps; ++step) {
     loader.batch(step, inputs, targets);
     model.zeroGrad();
-    double loss = 0;
-    for (int i = 0; i < microBatches; ++i)
-      loss += model.forward(acts[i], inputs.data() + i * b * kSeq, targets.data() + i * b * kSeq,
-                            nullptr, b, kSeq);
-    for (int i = 0; i < microBatches; ++i)
-      model.backward(acts[i], nullptr, nullptr, 1.0f / static_cast<float>(microBatches));
-    losses.push_back(static_cast<float>(loss / microBatches));
+    losses.push_back(model.forward(inputs.data(), targets.data(), kBatch, kSeq));
+    model.backward();
     clipToNorm(model.grads(), std::sqrt(sumOfSquares(model.grads())), 1.0f);
     adam.step(model.params(), model.grads(), learningRate(kLr, step));
   }
   return losses;
 }
 
+// Where a stage's own gradients end: the last stage's tied copy of wte is
+// the first stage's wte again, counted once in the clipping norm.
+size_t ownEnd(const Gpt& stage) {
+  for (const ParamInfo& p : stage.layout())
+    if (p.tiedCopy) return p.offset;
+  return stage.size();
+}
+
+// The clipping norm from each stage's sum of squares, added in stage order
+// (the pipeline run gathers them and adds them the same way).
+double clipNorm(std::span<const double> squares) {
+  double sum = 0;
+  for (double s : squares) sum += s;
+  return std::sqrt(sum);
+}
+
+// The same stages chained in this process: the pipeline's arithmetic with
+// no transfers (each micro-batch through the stages in turn, the gradients
+// added micro-batch by micro-batch, the two wte gradients summed), which
+// the pipeline over gyre must match bit for bit.
+std::vector<float> trainChained(DataLoader& loader, std::vector<Gpt>& stages, int M) {
+  const int P = static_cast<int>(stages.size()), b = kBatch / M;
+  const size_t width = static_cast<size_t>(b) * kSeq * stages[0].config().dim;
+  std::vector<AdamW> adams;
+  for (Gpt& s : stages) adams.emplace_back(decaySegments(s.layout()), s.size(), AdamWConfig{});
+  std::vector<std::vector<Activations>> acts(P, std::vector<Activations>(M));
+  std::vector<std::vector<float>> dInput(P, std::vector<float>(width));
+  std::vector<int> inputs(kBatch * kSeq), targets(kBatch * kSeq);
+  std::vector<float> losses;
+  for (int step = 0; step < kSteps; ++step) {
+    loader.batch(step, inputs, targets);
+    for (Gpt& s : stages) s.zeroGrad();
+    double loss = 0;
+    for (int i = 0; i < M; ++i) {
+      const size_t at = static_cast<size_t>(i) * b * kSeq;
+      for (int s = 0; s < P; ++s)
+        loss += stages[s].forward(acts[s][i], inputs.data() + at, targets.data() + at,
+                                  s > 0 ? stages[s - 1].output(acts[s - 1][i]) : nullptr, b, kSeq);
+    }
+    for (int i = 0; i < M; ++i)
+      for (int s = P - 1; s >= 0; --s)
+        stages[s].backward(acts[s][i], s < P - 1 ? dInput[s + 1].data() : nullptr,
+                           s > 0 ? dInput[s].data() : nullptr, 1.0f / static_cast<float>(M));
+    losses.push_back(static_cast<float>(loss / M));
+    if (P > 1) {
+      std::span<float> first = stages[0].grad("wte"), last = stages[P - 1].grad("wte");
+      for (size_t k = 0; k < first.size(); ++k) first[k] = last[k] = first[k] + last[k];
+    }
+    std::vector<double> squares;
+    for (Gpt& s : stages) squares.push_back(sumOfSquares(s.grads().first(ownEnd(s))));
+    const double norm = clipNorm(squares);
+    for (int s = 0; s < P; ++s) {
+      clipToNorm(stages[s].grads(), norm, 1.0f);
+      adams[s].step(stages[s].params(), stages[s].grads(), learningRate(kLr, step));
+    }
+  }
+  return losses;
+}
+
 // The norm of the difference of each of the stage's tensors from the
-// reference's tensor of the same name, relative to the reference's norm
+// whole model's tensor of the same name, relative to the reference's norm
 // (an element near 0, a bias that crossed zero, has no meaningful relative
 // difference of its own); prints those over `tolerance`, returns the worst.
-double compareTensors(int stage, Gpt& model, Gpt& reference, const char* what, double tolerance,
-                      int* failures) {
+double compareTensors(int stage, Gpt& model, Gpt& reference, double tolerance, int* failures) {
   double worst = 0;
   int bad = 0;
   for (const ParamInfo& p : model.layout()) {
@@ -105,8 +151,8 @@ double compareTensors(int stage, Gpt& model, Gpt& reference, const char* what, d
     const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
     worst = std::max(worst, r);
     if (r > tolerance && bad++ < 5) {
-      std::printf("stage %d: %s%s differs from %s by %.3g of its norm\n", stage, p.name.c_str(),
-                  p.tiedCopy ? " (the tied copy)" : "", what, r);
+      std::printf("stage %d: %s%s differs from the single-rank run by %.3g of its norm\n", stage,
+                  p.name.c_str(), p.tiedCopy ? " (the tied copy)" : "", r);
     }
   }
   *failures += bad > 0;
@@ -164,27 +210,26 @@ int body(int argc, char** argv) {
   DataLoader loader(openText(source, tokens), {.batch = kBatch, .seq = kSeq, .seed = kSeed});
   fs::remove_all(dir);  // the loader keeps its mapping
 
-  // The references: the whole model on the whole batch, and on the same
-  // micro-batches (the same sums as the pipeline's, but for wte's).
-  Gpt single(config), micro(config);
+  // The references: the whole model on the whole batch, and the stages
+  // chained in this process. Every tensor is drawn from its own stream, so
+  // every stage's pieces (and the last stage's copy of wte) start as the
+  // whole model's.
+  Gpt single(config);
   single.initialize(kSeed);
-  micro.initialize(kSeed);
-  const std::vector<float> reference = trainSingle(loader, single, 1);
-  trainSingle(loader, micro, M);
+  const std::vector<float> reference = trainSingle(loader, single);
+  std::vector<Gpt> chain;
+  chain.reserve(stages);
+  for (int s = 0; s < stages; ++s) {
+    chain.emplace_back(config, pipelineStage(config, s, stages));
+    chain.back().initialize(kSeed);
+  }
+  const std::vector<float> chainLosses = trainChained(loader, chain, M);
 
-  // The same initial model: every tensor is drawn from its own stream, so
-  // the stage's pieces (and the last stage's copy of wte) are the whole
-  // model's.
   Gpt model(config, pipelineStage(config, stage, stages));
   model.initialize(kSeed);
   std::optional<Pipeline> pipe;  // reset before comm is destroyed
   pipe.emplace(comm, model);
   AdamW adam(decaySegments(model.layout()), model.params().size(), AdamWConfig{});
-  // The tied copy of wte is the first stage's wte again: counted once in
-  // the clipping norm.
-  size_t ownEnd = model.size();
-  for (const ParamInfo& p : model.layout())
-    if (p.tiedCopy) ownEnd = p.offset;
 
   std::vector<int> inputs(kBatch * kSeq), targets(kBatch * kSeq);
   std::vector<float> losses;
@@ -203,10 +248,13 @@ int body(int argc, char** argv) {
                   pipe->peakLiveActivations(), maxLiveActivations(schedule, stage, stages, M));
       ++failures;
     }
-    double squares = sumOfSquares(model.grads().first(ownEnd));
-    checkGyre(gyreAllReduce(&squares, &squares, 1, gyreFloat64, gyreSum, comm, nullptr),
-              "gyreAllReduce of the gradient's squares", comm);
-    clipToNorm(model.grads(), std::sqrt(squares), 1.0f);
+    // The global norm over all stages (gathered, so that every stage adds
+    // them in the chained reference's order).
+    const double mine = sumOfSquares(model.grads().first(ownEnd(model)));
+    std::vector<double> squares(stages);
+    checkGyre(gyreAllGather(&mine, squares.data(), 1, gyreFloat64, comm, nullptr),
+              "gyreAllGather of the gradient's squares", comm);
+    clipToNorm(model.grads(), clipNorm(squares), 1.0f);
     adam.step(model.params(), model.grads(), learningRate(kLr, step));
   }
 
@@ -215,17 +263,24 @@ int body(int argc, char** argv) {
   for (int s = 0; s < kSteps; ++s) {
     const double r = relative(losses[s], reference[s]);
     worstLoss = std::max(worstLoss, r);
-    if (r > kTolerance) {
-      std::printf("stage %d: step %d loss %.9g, single-rank %.9g (relative %.3g)\n", stage, s,
-                  losses[s], reference[s], r);
+    if (r > kTolerance || losses[s] != chainLosses[s]) {
+      std::printf("stage %d: step %d loss %.9g, single-rank %.9g (relative %.3g), chained %.9g\n",
+                  stage, s, losses[s], reference[s], r, chainLosses[s]);
       ++failures;
     }
   }
-  // (b) the stage's tensors against the references' of the same name.
-  const double worstMicro = compareTensors(stage, model, micro, "the micro-batched single-rank run",
-                                           kSameSumsTolerance, &failures);
-  const double worstParam =
-      compareTensors(stage, model, single, "the single-rank run", kTolerance, &failures);
+  // (b) the stage's tensors against the whole model's of the same name, and
+  // its bits against the chained stage's.
+  const double worstParam = compareTensors(stage, model, single, kTolerance, &failures);
+  const Gpt& twin = chain[stage];
+  size_t differ = 0;
+  for (size_t i = 0; i < model.size(); ++i)
+    differ += std::memcmp(&model.params()[i], &twin.params()[i], sizeof(float)) != 0;
+  if (differ > 0) {
+    std::printf("stage %d: %zu of %zu parameters differ from the chained stages' bits\n", stage,
+                differ, model.size());
+    ++failures;
+  }
   // (c) the two copies of wte, swapped between the first and last stage.
   if (stages > 1 && (first || last)) {
     std::span<const float> wte = model.param("wte");
@@ -237,19 +292,19 @@ int body(int argc, char** argv) {
               comm);
     checkGyre(gyreGroupEnd(), "gyreGroupEnd", comm);
     if (std::memcmp(other.data(), wte.data(), wte.size_bytes()) != 0) {
-      size_t differ = 0;
-      for (size_t i = 0; i < wte.size(); ++i) differ += std::memcmp(&other[i], &wte[i], 4) != 0;
+      size_t elements = 0;
+      for (size_t i = 0; i < wte.size(); ++i) elements += std::memcmp(&other[i], &wte[i], 4) != 0;
       std::printf("stage %d: wte differs from stage %d's copy in %zu of %zu elements\n", stage,
-                  peer, differ, wte.size());
+                  peer, elements, wte.size());
       ++failures;
     }
   }
 
   std::printf(
       "stage %d of %d (%s, %d micro-batches of %d): %d steps, loss %.5f -> %.5f, worst relative "
-      "difference from one rank: loss %.3g, parameters %.3g (micro-batched: %.3g); %s\n",
+      "difference from one rank: loss %.3g, parameters %.3g; the chained stages' bits: %s; %s\n",
       stage, stages, scheduleName(schedule), M, batching.microBatchSize, kSteps, losses.front(),
-      losses.back(), worstLoss, worstParam, worstMicro, failures ? "FAILED" : "ok");
+      losses.back(), worstLoss, worstParam, differ ? "no" : "yes", failures ? "FAILED" : "ok");
   if (first) {
     const int n = timings.steps;
     std::printf("%s p=%d m=%d dim=%d, per step over steps 1-%d (ms):\n", scheduleName(schedule),
