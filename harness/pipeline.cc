@@ -298,7 +298,10 @@ float Pipeline::step(std::span<const int> inputs, std::span<const int> targets,
   const bool first = stage_ == 0, last = stage_ == stages_ - 1;
   const size_t tokens = static_cast<size_t>(b) * T;
   width_ = tokens * model_.config().dim;
-  if (!first) activationIn_.resize(width_), gradOut_.resize(width_);
+  if (!first) {
+    activationIn_.resize(width_);
+    gradOut_.resize(width_);
+  }
   if (!last) gradIn_.resize(width_);
   live_.assign(M, -1);
   freeSlots_.clear();
