@@ -1,6 +1,7 @@
 #include "harness/data_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 namespace gyre::harness {
@@ -196,7 +197,9 @@ void DataParallel::backward() {
   }
   model_.setBackwardHook({});
   std::string error;
+  const auto waitStart = std::chrono::steady_clock::now();
   const gyreResult_t r = waitAll(&error);
+  lastWait_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - waitStart).count();
   if (r != gyreSuccess) throw GyreError("gyreWait on a gradient bucket failed: " + error, r);
   if (next_ != buckets_.size()) {
     throw std::logic_error("DataParallel::backward: " + std::to_string(buckets_.size() - next_) +

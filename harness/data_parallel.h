@@ -116,6 +116,10 @@ class DataParallel {
   // the global batch, which a single rank training on it reports.
   float averageLoss(float localLoss);
 
+  // How long the last backward() waited, after the model's backward had
+  // returned, for reductions still running: communication nothing hid.
+  double lastWaitSeconds() const { return lastWait_; }
+
   const std::vector<GradBucket>& buckets() const { return buckets_; }
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
@@ -133,6 +137,7 @@ class DataParallel {
   int rank_ = 0, ranks_ = 1;
   size_t next_ = 0;  // the next bucket to launch
   std::vector<gyreRequest_t> pending_;
+  double lastWait_ = 0;
 
   // The codec's thread: buckets queued by index, run in order.
   std::vector<gyreCompressor_t> compressors_;

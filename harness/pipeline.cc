@@ -123,7 +123,8 @@ double StepStats::idle(int stage) const {
   return s.span > 0 ? 1.0 - s.compute / s.span : 0.0;
 }
 
-Pipeline::Pipeline(gyreComm_t comm, Gpt& model) : comm_(comm), model_(model) {
+Pipeline::Pipeline(gyreComm_t comm, Gpt& model, bool sumTiedEmbedding)
+    : comm_(comm), model_(model) {
   checkGyre(gyreCommUserRank(comm, &stage_), "gyreCommUserRank", comm);
   checkGyre(gyreCommCount(comm, &stages_), "gyreCommCount", comm);
   // Every stage sees every stage's piece, so all of them find the same
@@ -168,7 +169,7 @@ Pipeline::Pipeline(gyreComm_t comm, Gpt& model) : comm_(comm), model_(model) {
       throw std::invalid_argument(stage + " ends at block " + std::to_string(p[1]) +
                                   "; the model has " + std::to_string(p[4]) + fix);
   }
-  if (stages_ > 1) {
+  if (stages_ > 1 && sumTiedEmbedding) {
     // The tied embedding: the first stage's wte and the last stage's copy.
     const bool ends = stage_ == 0 || stage_ == stages_ - 1;
     checkGyre(gyreCommSplit(comm, ends ? 0 : GYRE_SPLIT_NOCOLOR, stage_, &tied_, nullptr),

@@ -103,8 +103,11 @@ class Pipeline {
   // follow on), and the first and last make a communicator of their two
   // for the tied embedding. Throws std::invalid_argument, on every stage,
   // when they do not fit. Does not take ownership of comm; the model must
-  // outlive this.
-  Pipeline(gyreComm_t comm, Gpt& model);
+  // outlive this. sumTiedEmbedding = false leaves the tied embedding's sum
+  // to the caller (a model whose gradients live in ZeRO's storage, summed
+  // once the data-parallel reduction is done: Trainer); then the model
+  // need not own its arrays.
+  Pipeline(gyreComm_t comm, Gpt& model, bool sumTiedEmbedding = true);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;

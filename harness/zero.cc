@@ -364,6 +364,14 @@ std::span<float> Zero::shardGrads() {
   return grads_;
 }
 
+std::span<float> Zero::replicaGrads() {
+  if (stage_ >= 2) {
+    throw std::logic_error("Zero::replicaGrads: stage " + std::to_string(stage_) +
+                           " holds only its shard of the gradients");
+  }
+  return std::span<float>(grads_).first(n_);
+}
+
 void Zero::setGlobalSumSq(GlobalSumSq f) { globalSumSq_ = std::move(f); }
 
 void Zero::setNormRanges(std::vector<FlatRange> ranges) {

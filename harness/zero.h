@@ -114,6 +114,12 @@ class Zero : public PartStorage {
   // the global norm before clipping.
   double step(float lr, float maxNorm);
 
+  // Stages 0 and 1, between finishBackward and step: the whole averaged
+  // gradient array, for a change that spans ranks of another dimension
+  // (a pipeline sums the tied embedding's two copies here). Throws
+  // std::logic_error at stages 2 and 3, which hold only their shard.
+  std::span<float> replicaGrads();
+
   // The global sum of squares from this rank's: by default a gyreAllReduce
   // (sum, float64) over the data-parallel comm. A mesh with tensor or
   // pipeline parallelism adds its other dimensions here.

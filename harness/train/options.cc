@@ -140,6 +140,11 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
   if (!o.decentralized.empty() && (o.zero > 0 || o.codec == "onebit"))
     throw UsageError(
         "--decentralized averages whole replicas: it needs --zero 0 (and no onebit codec)");
+  if ((o.codec != "none" || !o.decentralized.empty()) && (o.pp > 1 || o.microBatches > 1)) {
+    throw UsageError(
+        "--codec and --decentralized reduce during one backward: not with --pp or "
+        "--micro-batches");
+  }
   if (o.microBatches == 0) o.microBatches = o.pp > 1 ? 2 * o.pp : 1;
   if (!o.plot.empty() && !o.plot.ends_with(".svg") && !o.plot.ends_with(".png"))
     throw UsageError("--plot writes FILE.svg or FILE.png, not '" + o.plot + "'");

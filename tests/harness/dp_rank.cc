@@ -185,7 +185,7 @@ int body(int argc, char** argv) {
     // single-rank run does (its last loss within 10% of that run's) rather
     // than follow it step by step.
     const double gap = relative(run.losses.back(), reference.losses.back());
-    if (!(run.losses.back() < 0.7 * run.losses.front()) || gap > kCodecTolerance) {
+    if (!(run.losses.back() < 0.7 * run.losses.front()) || !(gap <= kCodecTolerance)) {
       std::printf("rank %d: compressed run's loss %.5f -> %.5f, single-rank run's last %.5f\n",
                   rank, run.losses.front(), run.losses.back(), reference.losses.back());
       ++failures;
@@ -195,7 +195,7 @@ int body(int argc, char** argv) {
   for (int s = 0; s < kSteps && options.codec == gyreCodecNone; ++s) {
     const double r = relative(run.losses[s], reference.losses[s]);
     worstLoss = std::max(worstLoss, r);
-    if (r > kTolerance) {
+    if (!(r <= kTolerance)) {
       std::printf("rank %d: step %d loss %.9g, single-rank %.9g (relative %.3g)\n", rank, s,
                   run.losses[s], reference.losses[s], r);
       ++failures;
@@ -217,7 +217,7 @@ int body(int argc, char** argv) {
     }
     const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
     worstParam = std::max(worstParam, r);
-    if (r > kTolerance && badParams++ < 5) {
+    if (!(r <= kTolerance) && badParams++ < 5) {
       std::printf("rank %d: %s differs from the single-rank run by %.3g of its norm\n", rank,
                   p.name.c_str(), r);
     }

@@ -150,7 +150,7 @@ double compareTensors(int stage, Gpt& model, Gpt& reference, double tolerance, i
     }
     const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
     worst = std::max(worst, r);
-    if (r > tolerance && bad++ < 5) {
+    if (!(r <= tolerance) && bad++ < 5) {
       std::printf("stage %d: %s%s differs from the single-rank run by %.3g of its norm\n", stage,
                   p.name.c_str(), p.tiedCopy ? " (the tied copy)" : "", r);
     }
@@ -263,7 +263,7 @@ int body(int argc, char** argv) {
   for (int s = 0; s < kSteps; ++s) {
     const double r = relative(losses[s], reference[s]);
     worstLoss = std::max(worstLoss, r);
-    if (r > kTolerance || losses[s] != chainLosses[s]) {
+    if (!(r <= kTolerance) || losses[s] != chainLosses[s]) {
       std::printf("stage %d: step %d loss %.9g, single-rank %.9g (relative %.3g), chained %.9g\n",
                   stage, s, losses[s], reference[s], r, chainLosses[s]);
       ++failures;

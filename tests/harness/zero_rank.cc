@@ -200,7 +200,7 @@ int body(int argc, char** argv) {
   for (int s = 0; s < kSteps; ++s) {
     const double r = relative(run.losses[s], reference.losses[s]);
     worstLoss = std::max(worstLoss, r);
-    if (r > kTolerance) {
+    if (!(r <= kTolerance)) {
       std::printf("rank %d: step %d loss %.9g, single-rank %.9g (relative %.3g)\n", rank, s,
                   run.losses[s], reference.losses[s], r);
       ++failures;
@@ -219,7 +219,7 @@ int body(int argc, char** argv) {
     }
     const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
     worstParam = std::max(worstParam, r);
-    if (r > kTolerance && badParams++ < 5) {
+    if (!(r <= kTolerance) && badParams++ < 5) {
       std::printf("rank %d: %s differs from the single-rank run by %.3g of its norm\n", rank,
                   p.name.c_str(), r);
     }

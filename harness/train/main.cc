@@ -1,0 +1,188 @@
+// gyre-train: trains the harness's GPT on a text file over a dp x tp x pp
+// mesh of the job's ranks (docs/harness.md, "gyre-train"). Launched like
+// every gyre program, under gyrerun, torchrun, mpirun or srun:
+//
+//   gyrerun -n 4 gyre-train --tp 2 --data book.txt --steps 200 --log run.jsonl
+//
+// Rank 0 prints a progress line (step, loss, tokens/s, the share of the
+// step spent in communication nothing hid) and writes the JSON log; every
+// rank names its place in the mesh once.
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gyre/gyre.h"
+#include "harness/checkpoint.h"
+#include "harness/plot.h"
+#include "harness/train/options.h"
+#include "harness/train_log.h"
+#include "harness/trainer.h"
+
+namespace fs = std::filesystem;
+using namespace gyre::harness;
+
+namespace {
+
+gyreCodec_t codecOf(const std::string& name) {
+  const char* names[] = {"none", "fp16", "bf16", "int8", "onebit"};
+  for (int i = 0; i < 5; ++i)
+    if (name == names[i]) return static_cast<gyreCodec_t>(i);
+  return gyreCodecNone;  // parseTrainOptions accepted only these
+}
+
+gyrePeers_t peersOf(const std::string& name) {
+  if (name == "shift_one") return gyrePeersShiftOne;
+  if (name == "random") return gyrePeersRandom;
+  return gyrePeersRing;
+}
+
+TrainerConfig trainerConfig(const TrainOptions& o) {
+  TrainerConfig c;
+  c.model = {.vocab = 256, .maxSeq = o.seq, .layers = o.layers, .heads = o.heads, .dim = o.dim};
+  c.mesh = {.dp = o.dp, .tp = o.tp, .pp = o.pp};
+  c.zero = o.zero;
+  c.schedule = parseSchedule(o.schedule);
+  c.microBatches = o.microBatches;
+  c.batch = o.batch;
+  c.seq = o.seq;
+  c.seed = o.seed;
+  c.lr = {.maxLr = o.lr, .minLr = o.minLr, .warmupSteps = o.warmup, .totalSteps = o.steps};
+  c.adam.weightDecay = o.weightDecay;
+  c.clip = o.clip;
+  c.codec = codecOf(o.codec);
+  c.decentralized = !o.decentralized.empty();
+  c.peers = peersOf(o.decentralized);
+  return c;
+}
+
+// Where the byte-level token file of `text` goes: beside nothing the user
+// owns (the text may be in a read-only place such as /usr/share), named by
+// the text's path so that two texts never share one.
+fs::path tokenPath(const fs::path& text) {
+  const char* dir = std::getenv("TMPDIR");
+  const std::string key = std::to_string(std::hash<std::string>{}(fs::absolute(text).string()));
+  return fs::path(dir && *dir ? dir : "/tmp") /
+         ("gyre-train-" + text.filename().string() + "-" + key + ".tokens");
+}
+
+int drawOnly(const TrainOptions& o) {
+  std::vector<PlotRun> runs;
+  for (const std::string& log : o.plotLogs) {
+    PlotRun run;
+    run.steps = readTrainLog(log, &run.name);
+    if (run.name.empty()) run.name = fs::path(log).stem().string();
+    runs.push_back(std::move(run));
+  }
+  plotRuns(runs, o.plot);
+  std::printf("gyre-train: drew %zu run(s) into %s\n", runs.size(), o.plot.c_str());
+  return 0;
+}
+
+void progress(const StepReport& r, int64_t steps, bool terminal) {
+  const double share = r.seconds > 0 ? 100.0 * r.comm / r.seconds : 0.0;
+  std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tokens/s  comm %.0f%%%s",
+               terminal ? "\r" : "", static_cast<long long>(r.step + 1),
+               static_cast<long long>(steps), r.loss, r.tokens / r.seconds, share,
+               terminal ? "   " : "\n");
+}
+
+int train(TrainOptions o) {
+  gyreComm_t world = nullptr;
+  checkGyre(gyreCommInitFromEnv(&world, nullptr), "gyreCommInitFromEnv", nullptr);
+  int rank = 0, ranks = 1;
+  checkGyre(gyreCommUserRank(world, &rank), "gyreCommUserRank", world);
+  checkGyre(gyreCommCount(world, &ranks), "gyreCommCount", world);
+  resolveMesh(o, ranks);
+  const TrainerConfig config = trainerConfig(o);
+  int64_t first = 0;
+  std::vector<PlotRun> plotted(1);
+  {
+    Trainer trainer(world, config);
+    const Mesh& mesh = trainer.mesh();
+    if (!o.quiet) {
+      if (rank == 0) std::printf("gyre-train: mesh %s, ZeRO %d\n", mesh.describe().c_str(), o.zero);
+      std::printf("gyre-train: %s\n", mesh.place().c_str());
+      std::fflush(stdout);
+    }
+    DataLoader loader(
+        openText(o.data, tokenPath(o.data)),
+        {.batch = o.batch, .seq = o.seq, .seed = o.seed, .rank = mesh.dpRank(), .ranks = o.dp});
+    if (o.resume) {
+      // Never a silent restart: --resume with nothing to resume is an error.
+      const std::optional<int64_t> step = latestCompleteStep(o.checkpointDir);
+      if (!step) {
+        throw CheckpointError("--resume: no complete checkpoint in " + o.checkpointDir);
+      }
+      first = trainer.load(stepDirectory(o.checkpointDir, *step));
+      if (rank == 0 && !o.quiet)
+        std::printf("gyre-train: resumed from %s at step %lld\n",
+                    stepDirectory(o.checkpointDir, *step).c_str(), static_cast<long long>(first));
+    }
+    std::unique_ptr<TrainLog> log;
+    const std::string name = mesh.describe() + ", zero " + std::to_string(o.zero);
+    if (rank == 0 && !o.log.empty())
+      log = std::make_unique<TrainLog>(o.log, name, trainer.describe());
+    plotted[0].name = name;
+    const bool terminal = ::isatty(2);
+    int64_t saved = -1;
+    for (int64_t step = first; step < o.steps; ++step) {
+      const StepReport r = trainer.step(step, loader);
+      const StepRecord record{.step = r.step,
+                              .loss = r.loss,
+                              .lr = r.lr,
+                              .tokensPerSecond = r.tokens / r.seconds,
+                              .stepSeconds = r.seconds,
+                              .commSeconds = r.comm,
+                              .bubbleSeconds = r.bubble * r.seconds,
+                              .gradNorm = r.gradNorm};
+      if (rank == 0) {
+        if (log) log->write(record);
+        plotted[0].steps.push_back(record);
+        if (!o.quiet && (terminal || (step + 1) % 10 == 0 || step + 1 == o.steps))
+          progress(r, o.steps, terminal);
+      }
+      if (!o.checkpointDir.empty() && o.checkpointEvery > 0 &&
+          (step + 1) % o.checkpointEvery == 0) {
+        trainer.save(o.checkpointDir, step + 1);
+        saved = step + 1;
+      }
+    }
+    if (rank == 0 && terminal && !o.quiet) std::fprintf(stderr, "\n");
+    if (!o.checkpointDir.empty() && saved != o.steps && first < o.steps) {
+      const fs::path dir = trainer.save(o.checkpointDir, o.steps);
+      if (rank == 0 && !o.quiet) std::printf("gyre-train: saved %s\n", dir.c_str());
+    }
+  }
+  if (rank == 0 && !o.plot.empty() && !plotted[0].steps.empty()) {
+    plotRuns(plotted, o.plot);
+    if (!o.quiet) std::printf("gyre-train: drew %s\n", o.plot.c_str());
+  }
+  checkGyre(gyreCommFinalize(world), "gyreCommFinalize", world);
+  gyreCommDestroy(world);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TrainOptions options;
+  try {
+    options = parseTrainOptions(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "gyre-train: %s\n", e.what());
+    return 2;
+  }
+  try {
+    return options.plotLogs.empty() ? train(options) : drawOnly(options);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "gyre-train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gyre-train: %s\n", e.what());
+    return 1;
+  }
+}

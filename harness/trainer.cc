@@ -1,0 +1,335 @@
+#include "harness/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "harness/checkpoint.h"
+
+namespace gyre::harness {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void validate(const TrainerConfig& c) {
+  if (c.zero < 0 || c.zero > 3)
+    throw std::invalid_argument("ZeRO stage " + std::to_string(c.zero) + " (0 to 3)");
+  if (c.microBatches < 1) throw std::invalid_argument("micro-batches must be at least 1");
+  if (c.zero >= 2 && c.mesh.pp > 1) {
+    throw std::invalid_argument("ZeRO stage " + std::to_string(c.zero) +
+                                " with a pipeline: stages 2 and 3 reduce gradients during "
+                                "backward, which a pipeline's micro-batches accumulate");
+  }
+  const bool averaging = c.codec != gyreCodecNone || c.decentralized;
+  if (averaging && (c.zero != 0 || c.mesh.pp != 1 || c.microBatches != 1)) {
+    throw std::invalid_argument(
+        "compressed or decentralized data parallelism needs ZeRO 0, one pipeline stage and one "
+        "micro-batch");
+  }
+  if (c.batch % (c.mesh.dp * c.microBatches) != 0) {
+    throw std::invalid_argument("a batch of " + std::to_string(c.batch) +
+                                " sequences does not split into " + std::to_string(c.mesh.dp) +
+                                " data-parallel ranks x " + std::to_string(c.microBatches) +
+                                " micro-batches");
+  }
+}
+
+double allReduceSum(double x, gyreComm_t comm, const char* what) {
+  checkGyre(gyreAllReduce(&x, &x, 1, gyreFloat64, gyreSum, comm, nullptr), what, comm);
+  return x;
+}
+
+// The model's shape as the checkpoint's metadata names it.
+std::map<std::string, std::string> modelMeta(const GptConfig& m) {
+  return {{"vocab", std::to_string(m.vocab)},
+          {"max_seq", std::to_string(m.maxSeq)},
+          {"layers", std::to_string(m.layers)},
+          {"dim", std::to_string(m.dim)},
+          {"heads", std::to_string(m.heads)}};
+}
+
+}  // namespace
+
+Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config) {
+  validate(config);
+  mesh_ = std::make_unique<Mesh>(world, config.mesh);
+  const ModelShard shard =
+      pipelineStage(config.model, mesh_->ppRank(), config.mesh.pp, mesh_->tpRank(), config.mesh.tp);
+  if (config.codec != gyreCodecNone || config.decentralized) {
+    model_ = std::make_unique<Gpt>(config.model, shard);
+    model_->initialize(config.seed);
+    dp_ = std::make_unique<DataParallel>(mesh_->dp(), *model_,
+                                         DpOptions{.bucketElems = config.bucketElems,
+                                                   .codec = config.codec,
+                                                   .decentralized = config.decentralized,
+                                                   .peers = config.peers});
+    adam_ = std::make_unique<AdamW>(decaySegments(model_->layout()), model_->size(), config.adam);
+  } else {
+    zero_ = std::make_unique<Zero>(mesh_->dp(), gptLayout(config.model, shard), config.zero,
+                                   config.adam, config.bucketElems);
+    model_ = std::make_unique<Gpt>(config.model, shard, zero_.get());
+    std::vector<float> initial(model_->size());
+    model_->initialize(config.seed, initial);
+    zero_->setParams(initial);
+    zero_->setNormRanges(normRanges());
+    // Every rank counts its own elements once (normRanges and its shard):
+    // the whole mesh's sum is the global norm's square.
+    zero_->setGlobalSumSq([this](double local) {
+      return allReduceSum(local, mesh_->world(), "gyreAllReduce of the gradient norm");
+    });
+  }
+  if (config.mesh.tp > 1) {
+    model_->setTpReduce([this](float* data, size_t count) {
+      const double start = now();
+      checkGyre(gyreAllReduce(data, data, count, gyreFloat32, gyreSum, mesh_->tp(), nullptr),
+                "gyreAllReduce over the tensor-parallel ranks", mesh_->tp());
+      tpSeconds_ += now() - start;
+    });
+  }
+  // The pipeline leaves the tied embedding to this class: its gradients live
+  // in ZeRO's arrays, summed after the data-parallel reduction.
+  if (config.mesh.pp > 1)
+    pipeline_ = std::make_unique<Pipeline>(mesh_->pp(), *model_, /*sumTiedEmbedding=*/false);
+}
+
+Trainer::~Trainer() = default;
+
+std::vector<FlatRange> Trainer::normRanges() const {
+  std::vector<FlatRange> ranges;
+  for (const ParamInfo& p : model_->layout()) {
+    if (p.tiedCopy || (p.split == TpSplit::None && mesh_->tpRank() != 0)) continue;
+    if (!ranges.empty() && ranges.back().end == p.offset) {
+      ranges.back().end += p.size;
+    } else {
+      ranges.push_back({p.offset, p.offset + p.size});
+    }
+  }
+  return ranges;
+}
+
+float Trainer::forwardBackward(int64_t step, DataLoader& loader, StepReport& report) {
+  const int local = loader.localBatch(), M = config_.microBatches, T = config_.seq;
+  const int b = local / M;
+  inputs_.resize(static_cast<size_t>(local) * T);
+  targets_.resize(inputs_.size());
+  loader.batch(step, inputs_, targets_);
+  const double start = now();
+  float loss = 0;
+  if (pipeline_) {
+    loss = pipeline_->step(inputs_, targets_, {.microBatches = M, .microBatchSize = b, .seq = T},
+                           config_.schedule);
+    const StepStats& stats = pipeline_->lastStep();
+    const StageTiming& mine = stats.stages[mesh_->ppRank()];
+    report.compute = mine.compute - tpSeconds_;
+    report.comm = mine.transfer + tpSeconds_;
+    report.bubble = stats.bubble();
+    return loss;
+  }
+  if (dp_) {
+    model_->zeroGrad();
+    loss = model_->forward(inputs_.data(), targets_.data(), local, T);
+    dp_->backward();
+  } else {
+    if (micro_.empty()) micro_.resize(1);
+    for (int i = 0; i < M; ++i) {
+      const size_t at = static_cast<size_t>(i) * b * T;
+      loss +=
+          model_->forward(micro_[0], inputs_.data() + at, targets_.data() + at, nullptr, b, T) / M;
+      model_->backward(micro_[0], nullptr, nullptr, 1.0f / M);
+    }
+  }
+  const double waited = dp_ ? dp_->lastWaitSeconds() : 0.0;
+  report.compute = now() - start - tpSeconds_ - waited;
+  report.comm = tpSeconds_ + waited;
+  return loss;
+}
+
+void Trainer::sumTiedEmbedding(std::span<float> grads) {
+  gyreComm_t pair = mesh_->tiedEmbedding();
+  if (pair == nullptr) return;
+  const ParamInfo& wte = mesh_->firstStage() ? model_->layout().front() : model_->layout().back();
+  float* g = grads.data() + wte.offset;
+  checkGyre(gyreAllReduce(g, g, wte.size, gyreFloat32, gyreSum, pair, nullptr),
+            "gyreAllReduce of the tied embedding's gradient", pair);
+}
+
+StepReport Trainer::step(int64_t step, DataLoader& loader) {
+  StepReport report;
+  report.step = step;
+  report.tokens = static_cast<int64_t>(config_.batch) * config_.seq;
+  report.lr = learningRate(config_.lr, static_cast<int>(step));
+  const double start = now();
+  tpSeconds_ = 0;
+  if (zero_) zero_->beginStep(config_.microBatches);
+  float loss = forwardBackward(step, loader, report);
+  const double reduceStart = now();
+  if (zero_) {
+    zero_->finishBackward();
+    if (pipeline_) sumTiedEmbedding(zero_->replicaGrads());
+    loss = zero_->averageLoss(loss);
+  } else {
+    loss = dp_->averageLoss(loss);
+  }
+  report.comm += now() - reduceStart;
+  const double optimizerStart = now();
+  if (zero_) {
+    report.gradNorm = zero_->step(report.lr, config_.clip);
+  } else {
+    // Every replica clips by its own norm (decentralized replicas differ);
+    // the tensor-parallel ranks add their pieces' squares.
+    double local = 0;
+    const std::span<float> grads = model_->grads();
+    for (const FlatRange& r : normRanges()) local += sumOfSquares(grads.subspan(r.begin, r.size()));
+    report.gradNorm =
+        std::sqrt(allReduceSum(local, mesh_->tp(), "gyreAllReduce of the gradient norm"));
+    if (config_.clip > 0) clipToNorm(grads, report.gradNorm, config_.clip);
+    adam_->step(model_->params(), grads, report.lr);
+    dp_->afterStep(static_cast<uint64_t>(step));
+  }
+  report.optimizer = now() - optimizerStart;
+  report.loss = loss;
+  report.seconds = now() - start;
+  return report;
+}
+
+std::map<std::string, std::string> Trainer::describe() const {
+  auto d = modelMeta(config_.model);
+  d["dp"] = std::to_string(config_.mesh.dp);
+  d["tp"] = std::to_string(config_.mesh.tp);
+  d["pp"] = std::to_string(config_.mesh.pp);
+  d["zero"] = std::to_string(config_.zero);
+  d["micro_batches"] = std::to_string(config_.microBatches);
+  d["schedule"] = scheduleName(config_.schedule);
+  d["batch"] = std::to_string(config_.batch);
+  d["seq"] = std::to_string(config_.seq);
+  d["seed"] = std::to_string(config_.seed);
+  const char* codecs[] = {"none", "fp16", "bf16", "int8", "onebit"};
+  d["codec"] = codecs[config_.codec];
+  d["decentralized"] = config_.decentralized ? "yes" : "no";
+  return d;
+}
+
+std::vector<float> Trainer::pieceParams() {
+  if (zero_) return zero_->gatherParams();
+  return {model_->params().begin(), model_->params().end()};
+}
+
+ZeroMemory Trainer::memory() const {
+  if (zero_) return zero_->memory();
+  const size_t bytes = model_->size() * sizeof(float);
+  return {.params = bytes, .grads = bytes, .optimizer = 2 * bytes, .peakTransient = 0};
+}
+
+fs::path Trainer::save(const fs::path& dir, int64_t stepsDone) {
+  // What this rank writes: its data-parallel shard of its piece's flat
+  // arrays (ZeRO's, or the same cut of a whole replica), so that the dp
+  // ranks of a piece write it once between them.
+  FlatRange range;
+  std::span<const float> params, m, v;
+  std::vector<float> averaged;
+  int steps = 0;
+  if (zero_) {
+    range = zero_->shard();
+    params = zero_->shardParams();
+    m = zero_->shardM();
+    v = zero_->shardV();
+    steps = zero_->adamSteps();
+  } else {
+    range = shardRange(model_->size(), mesh_->dpRank(), config_.mesh.dp);
+    std::span<const float> all = model_->params();
+    if (config_.decentralized) {
+      // The replicas differ: the checkpoint holds their average.
+      averaged.assign(all.begin(), all.end());
+      checkGyre(gyreAllReduce(averaged.data(), averaged.data(), averaged.size(), gyreFloat32,
+                              gyreAvg, mesh_->dp(), nullptr),
+                "gyreAllReduce of the replicas for the checkpoint", mesh_->dp());
+      all = averaged;
+    }
+    params = all.subspan(range.begin, range.size());
+    m = adam_->m().subspan(range.begin, range.size());
+    v = adam_->v().subspan(range.begin, range.size());
+    steps = adam_->steps();
+  }
+  std::vector<Entry> entries;
+  for (const ParamInfo& p : model_->layout()) {
+    if (p.tiedCopy || (p.split == TpSplit::None && mesh_->tpRank() != 0)) continue;
+    const size_t lo = std::max(range.begin, p.offset), hi = std::min(range.end, p.offset + p.size);
+    if (lo >= hi) continue;
+    std::vector<Run> runs;
+    for (size_t i = lo - p.offset; i < hi - p.offset; ++i) {
+      const uint64_t g = globalIndex(p, model_->shard(), i);
+      if (!runs.empty() && runs.back().offset + runs.back().count == g) {
+        ++runs.back().count;
+      } else {
+        runs.push_back({g, 1});
+      }
+    }
+    const std::vector<int64_t> shape(p.globalShape.begin(), p.globalShape.end());
+    const size_t at = lo - range.begin, n = hi - lo;
+    entries.push_back({p.name, "param", shape, runs, params.subspan(at, n)});
+    entries.push_back({p.name, "adam.m", shape, runs, m.subspan(at, n)});
+    entries.push_back({p.name, "adam.v", shape, runs, v.subspan(at, n)});
+  }
+  int worldSize = 0;
+  checkGyre(gyreCommCount(mesh_->world(), &worldSize), "gyreCommCount", mesh_->world());
+  const fs::path stepDir = prepareStepDir(dir, stepsDone);
+  writeShard(stepDir, mesh_->rank(), worldSize, entries);
+  checkGyre(gyreBarrier(mesh_->world(), nullptr), "gyreBarrier after writing the shards",
+            mesh_->world());
+  if (mesh_->rank() == 0) {
+    auto meta = describe();
+    meta["adam_steps"] = std::to_string(steps);
+    writeIndex(stepDir, stepsDone, meta, readShardInfos(stepDir, worldSize));
+  }
+  checkGyre(gyreBarrier(mesh_->world(), nullptr), "gyreBarrier after writing the index",
+            mesh_->world());
+  return stepDir;
+}
+
+int64_t Trainer::load(const fs::path& stepDir) {
+  CheckpointReader reader(stepDir);
+  for (const auto& [key, want] : modelMeta(config_.model)) {
+    auto it = reader.meta().find(key);
+    const std::string have = it == reader.meta().end() ? "(none)" : it->second;
+    if (have != want) {
+      throw std::invalid_argument("checkpoint " + stepDir.string() + " holds a model with " + key +
+                                  " " + have + "; this run's has " + want);
+    }
+  }
+  auto stepsIt = reader.meta().find("adam_steps");
+  if (stepsIt == reader.meta().end())
+    throw CheckpointError(stepDir.string() + ": the index has no adam_steps");
+  const int steps = std::stoi(stepsIt->second);
+  // Each of this piece's tensors from the whole global tensor, whichever
+  // mesh wrote it: the reshard is this loop.
+  const size_t n = model_->size();
+  std::vector<float> arrays[3] = {std::vector<float>(n), std::vector<float>(n),
+                                  std::vector<float>(n)};
+  const char* kinds[3] = {"param", "adam.m", "adam.v"};
+  for (const ParamInfo& p : model_->layout()) {
+    for (int k = 0; k < 3; ++k) {
+      const std::vector<float> global = reader.readGlobal(p.name, kinds[k]);
+      for (size_t i = 0; i < p.size; ++i)
+        arrays[k][p.offset + i] = global[globalIndex(p, model_->shard(), i)];
+    }
+  }
+  if (zero_) {
+    const FlatRange r = zero_->shard();
+    auto own = [&](const std::vector<float>& a) {
+      return std::span<const float>(a).subspan(r.begin, r.size());
+    };
+    zero_->loadShard(own(arrays[0]), own(arrays[1]), own(arrays[2]), steps);
+  } else {
+    std::copy(arrays[0].begin(), arrays[0].end(), model_->params().begin());
+    adam_->load(arrays[1], arrays[2], steps);
+  }
+  return reader.step();
+}
+
+}  // namespace gyre::harness
