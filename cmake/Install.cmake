@@ -51,6 +51,10 @@ if(TARGET gyre-bench)
   list(APPEND _gyre_programs gyre-bench)
   set_target_properties(gyre-bench PROPERTIES INSTALL_RPATH "${_gyre_bin_to_lib}")
 endif()
+if(TARGET gyre-train)  # the training harness's command line (docs/harness.md)
+  list(APPEND _gyre_programs gyre-train)
+  set_target_properties(gyre-train PROPERTIES INSTALL_RPATH "${_gyre_bin_to_lib}")
+endif()
 install(TARGETS ${_gyre_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 
 # The CMake package: gyre::gyre (shared) and gyre::gyre_static.

@@ -18,7 +18,8 @@ set(CPACK_PACKAGE_DESCRIPTION
 AllToAll(v), Broadcast, Reduce, Send/Recv) over shared memory and TCP, used
 through a stable C ABI or from Python. The package holds libgyre (shared and
 static), its headers, a CMake package and gyre.pc, the gyrerun launcher,
-gyre-bench, and the Python binding.")
+gyre-bench, gyre-train (the bundled training harness), and the Python
+binding.")
 set(GYRE_PACKAGE_MAINTAINER "gyre maintainers <maintainers@users.noreply.a-seed-ee704ec8.example>"
     CACHE STRING "The Debian package's Maintainer field")
 set(CPACK_PACKAGE_CONTACT "${GYRE_PACKAGE_MAINTAINER}")

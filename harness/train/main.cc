@@ -172,6 +172,10 @@ int main(int argc, char** argv) {
   TrainOptions options;
   try {
     options = parseTrainOptions(argc, argv);
+    if (options.help) {
+      std::fputs(trainUsage().c_str(), stdout);
+      return 0;
+    }
   } catch (const UsageError& e) {
     std::fprintf(stderr, "gyre-train: %s\n", e.what());
     return 2;

@@ -102,7 +102,8 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
     } else if (arg == "--quiet") {
       o.quiet = true;
     } else if (arg == "--help" || arg == "-h") {
-      throw UsageError(trainUsage());
+      o.help = true;
+      return o;
     } else if (auto it = valued.find(arg); it != valued.end()) {
       if (i + 1 >= argc) throw UsageError(arg + " needs a value");
       it->second(arg, argv[++i]);

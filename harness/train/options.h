@@ -40,6 +40,7 @@ struct TrainOptions {
   std::string plot;           // FILE.svg|png: loss and tokens/s against step
   std::vector<std::string> plotLogs;  // --plot with logs and no --data: draw those, train nothing
   bool quiet = false;
+  bool help = false;  // --help: print trainUsage() and train nothing
 };
 
 class UsageError : public std::invalid_argument {

@@ -89,6 +89,10 @@ want=(
   "\./usr/lib/python3/dist-packages/gyre/__init__\.py$"
   "\./usr/lib/python3/dist-packages/gyre/_install_paths\.py$"
 )
+# The training harness is built where OpenBLAS is (CI's setup installs it).
+if [ -x "$build/harness/gyre-train" ]; then
+  want+=("\./usr/bin/gyre-train$")
+fi
 for w in "${want[@]}"; do
   grep -Eq " $w" "$tmp/contents" || fail "the package lacks $w"
 done
@@ -167,6 +171,14 @@ unshare --mount --propagation private bash -euo pipefail -c '
   cmake --build "$tmp/consumer" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "consumer build"; }
   "$tmp/consumer/consumer_shared" deb-find_package-shared
   "$tmp/consumer/consumer_static" deb-find_package-static
+
+  if [ -x /usr/bin/gyre-train ]; then
+    echo "-- /usr/bin/gyre-train trains two steps on two ranks"
+    printf 'the installed harness trains on this line of text. %.0s' $(seq 200) > "$tmp/text.txt"
+    TMPDIR="$tmp" /usr/bin/gyrerun -n 2 --timeout 60 /usr/bin/gyre-train --data "$tmp/text.txt" \
+      --steps 2 --layers 1 --dim 16 --heads 2 --seq 16 --batch 4 --quiet ||
+      fail "the installed gyre-train did not train"
+  fi
 
   if /usr/bin/python3 -c "import numpy" 2> /dev/null; then
     echo "-- /usr/bin/gyrerun + the Python package, no PYTHONPATH or GYRE_LIBRARY"
