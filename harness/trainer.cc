@@ -126,8 +126,9 @@ float Trainer::forwardBackward(int64_t step, DataLoader& loader, StepReport& rep
                            config_.schedule);
     const StepStats& stats = pipeline_->lastStep();
     const StageTiming& mine = stats.stages[mesh_->ppRank()];
-    report.compute = mine.compute - tpSeconds_;
-    report.comm = mine.transfer + tpSeconds_;
+    const double gathers = zero_ ? zero_->gatherSeconds() : 0.0;
+    report.compute = mine.compute - tpSeconds_ - gathers;
+    report.comm = mine.transfer + tpSeconds_ + gathers;
     report.bubble = stats.bubble();
     return loss;
   }
@@ -144,7 +145,8 @@ float Trainer::forwardBackward(int64_t step, DataLoader& loader, StepReport& rep
       model_->backward(micro_[0], nullptr, nullptr, 1.0f / M);
     }
   }
-  const double waited = dp_ ? dp_->lastWaitSeconds() : 0.0;
+  // Waiting for reductions after backward, or for ZeRO 3's gathers inside it.
+  const double waited = dp_ ? dp_->lastWaitSeconds() : zero_->gatherSeconds();
   report.compute = now() - start - tpSeconds_ - waited;
   report.comm = tpSeconds_ + waited;
   return loss;

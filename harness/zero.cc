@@ -1,6 +1,7 @@
 #include "harness/zero.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -167,6 +168,7 @@ const float* Zero::acquireParams(int id) {
   if (stage_ < 3) return params_.data() + p.range.begin;
   if (p.paramRefs++ > 0) return p.params.data();
   // Gather: every owner of a piece of the part broadcasts it, all at once.
+  const auto start = std::chrono::steady_clock::now();
   allocTransient(p.params, p.range.size);
   std::vector<gyreRequest_t> requests;
   gyreResult_t failed = gyreSuccess;
@@ -197,6 +199,7 @@ const float* Zero::acquireParams(int id) {
     freeTransient(p.params);
     throw GyreError(error, failed);
   }
+  gatherSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return p.params.data();
 }
 
@@ -317,6 +320,7 @@ void Zero::beginStep(int microBatches) {
     throw std::invalid_argument("Zero::beginStep: " + std::to_string(microBatches) +
                                 " micro-batches");
   }
+  gatherSeconds_ = 0;
   if (!pending_.empty()) {
     std::string ignored;  // the interrupted step already threw its error
     gyreResult_t first = gyreSuccess;

@@ -144,6 +144,9 @@ class Zero : public PartStorage {
                  int steps);
 
   ZeroMemory memory() const;
+  // Seconds the model waited for stage 3's gathers since beginStep: the
+  // parameter communication forward and backward could not hide.
+  double gatherSeconds() const { return gatherSeconds_; }
   int stage() const { return stage_; }
   int rank() const { return rank_; }
   int ranks() const { return ranks_; }
@@ -206,6 +209,7 @@ class Zero : public PartStorage {
   Phase phase_ = Phase::Idle;
   int microBatches_ = 1, passes_ = 0;
   size_t transient_ = 0, peakTransient_ = 0;
+  double gatherSeconds_ = 0;
   GlobalSumSq globalSumSq_;
   std::vector<FlatRange> normRanges_;
 };

@@ -105,7 +105,12 @@ int train(TrainOptions o) {
     const Mesh& mesh = trainer.mesh();
     if (!o.quiet) {
       if (rank == 0) std::printf("gyre-train: mesh %s, ZeRO %d\n", mesh.describe().c_str(), o.zero);
-      std::printf("gyre-train: %s\n", mesh.place().c_str());
+      // What ZeRO leaves this rank holding (docs/harness.md, "ZeRO").
+      const ZeroMemory m = trainer.memory();
+      std::printf(
+          "gyre-train: %s holds %.2f MB of parameters, %.2f MB of gradients, %.2f MB of "
+          "optimizer state\n",
+          mesh.place().c_str(), m.params / 1e6, m.grads / 1e6, m.optimizer / 1e6);
       std::fflush(stdout);
     }
     DataLoader loader(
