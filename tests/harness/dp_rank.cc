@@ -35,10 +35,12 @@
 #include "harness/model.h"
 #include "harness/optimizer.h"
 #include "harness/token_file.h"
+#include "rank_checks.h"
 #include "sentences.h"
 
 namespace fs = std::filesystem;
 using namespace gyre::harness;
+using namespace gyre::harness::test;
 
 namespace {
 
@@ -86,11 +88,6 @@ Run train(const fs::path& source, const fs::path& tokens, DataParallel* dp, Gpt&
   }
   run.params.assign(model.params().begin(), model.params().end());
   return run;
-}
-
-double relative(double a, double b) {
-  const double scale = std::max(std::fabs(a), std::fabs(b));
-  return scale == 0 ? 0 : std::fabs(a - b) / scale;
 }
 
 // How far apart the replicas are: the root of the mean over ranks of
@@ -146,7 +143,7 @@ int body(int argc, char** argv) {
   std::string tmpl = (fs::temp_directory_path() / "gyre-dp-test-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
   const fs::path dir = tmpl, source = dir / "corpus.txt", tokens = dir / "corpus.tokens";
-  std::ofstream(source, std::ios::binary) << gyre::harness::test::sentences();
+  std::ofstream(source, std::ios::binary) << sentences();
 
   Gpt single(modelConfig());
   single.initialize(kSeed);
@@ -192,53 +189,16 @@ int body(int argc, char** argv) {
     }
     worstLoss = gap;
   }
-  for (int s = 0; s < kSteps && options.codec == gyreCodecNone; ++s) {
-    const double r = relative(run.losses[s], reference.losses[s]);
-    worstLoss = std::max(worstLoss, r);
-    if (!(r <= kTolerance)) {
-      std::printf("rank %d: step %d loss %.9g, single-rank %.9g (relative %.3g)\n", rank, s,
-                  run.losses[s], reference.losses[s], r);
-      ++failures;
-    }
-  }
-  // Parameters: per named tensor, the norm of the difference relative to
-  // the norm of the single-rank tensor (an element near 0, a bias that
-  // crossed zero, has no meaningful relative difference of its own). A
-  // codec's run is held to its losses only: AdamW's normalized steps turn
+  const std::string who = "rank " + std::to_string(rank);
+  // A codec's run is held to its losses only: AdamW's normalized steps turn
   // the wire's rounding into lr-sized moves of the small parameters.
-  size_t badParams = 0;
-  for (const ParamInfo& p : model.layout()) {
-    if (options.codec != gyreCodecNone) break;
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < p.size; ++i) {
-      const double d = double(run.params[p.offset + i]) - reference.params[p.offset + i];
-      diff += d * d;
-      norm += double(reference.params[p.offset + i]) * reference.params[p.offset + i];
-    }
-    const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-    worstParam = std::max(worstParam, r);
-    if (!(r <= kTolerance) && badParams++ < 5) {
-      std::printf("rank %d: %s differs from the single-rank run by %.3g of its norm\n", rank,
-                  p.name.c_str(), r);
-    }
+  if (options.codec == gyreCodecNone) {
+    failures += checkLosses(run.losses, reference.losses, kTolerance, who, &worstLoss);
+    failures += checkTensors(model.layout(), model.shard(), run.params, single.layout(),
+                             reference.params, kTolerance, who, &worstParam);
   }
-  failures += badParams > 0;
-
   // (c) the replicas: every rank's hash of its parameters' bytes, gathered.
-  const auto* bytes = reinterpret_cast<const uint8_t*>(run.params.data());
-  uint64_t hash = fnv1a64({bytes, run.params.size() * sizeof(float)});
-  std::vector<uint64_t> hashes(ranks);
-  checkGyre(gyreAllGather(&hash, hashes.data(), 1, gyreUint64, comm, nullptr), "gyreAllGather",
-            comm);
-  for (int r = 0; r < ranks; ++r) {
-    if (hashes[r] != hash) {
-      std::printf(
-          "rank %d: rank %d's parameters differ from this rank's (hash %016llx, not %016llx)\n",
-          rank, r, static_cast<unsigned long long>(hashes[r]),
-          static_cast<unsigned long long>(hash));
-      ++failures;
-    }
-  }
+  failures += checkReplicas(comm, run.params, who);
   std::printf(
       "rank %d of %d: %zu buckets of at most %zu elements, %d steps, loss %.5f -> %.5f, "
       "worst relative difference from one rank: loss %.3g, parameters %.3g; %s\n",
@@ -251,11 +211,4 @@ int body(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return body(argc, argv);
-  } catch (const std::exception& e) {
-    std::printf("harness_dp_rank: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return runRank("harness_dp_rank", body, argc, argv); }

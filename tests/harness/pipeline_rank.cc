@@ -36,10 +36,12 @@
 #include "harness/optimizer.h"
 #include "harness/pipeline.h"
 #include "harness/token_file.h"
+#include "rank_checks.h"
 #include "sentences.h"
 
 namespace fs = std::filesystem;
 using namespace gyre::harness;
+using namespace gyre::harness::test;
 
 namespace {
 
@@ -132,33 +134,6 @@ std::vector<float> trainChained(DataLoader& loader, std::vector<Gpt>& stages, in
   return losses;
 }
 
-// The norm of the difference of each of the stage's tensors from the
-// whole model's tensor of the same name, relative to the reference's norm
-// (an element near 0, a bias that crossed zero, has no meaningful relative
-// difference of its own); prints those over `tolerance`, returns the worst.
-double compareTensors(int stage, Gpt& model, Gpt& reference, double tolerance, int* failures) {
-  double worst = 0;
-  int bad = 0;
-  for (const ParamInfo& p : model.layout()) {
-    std::span<const float> mine = model.params().subspan(p.offset, p.size);
-    std::span<const float> theirs = reference.param(p.name);
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < p.size; ++i) {
-      const double d = double(mine[i]) - theirs[i];
-      diff += d * d;
-      norm += double(theirs[i]) * theirs[i];
-    }
-    const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-    worst = std::max(worst, r);
-    if (!(r <= tolerance) && bad++ < 5) {
-      std::printf("stage %d: %s%s differs from the single-rank run by %.3g of its norm\n", stage,
-                  p.name.c_str(), p.tiedCopy ? " (the tied copy)" : "", r);
-    }
-  }
-  *failures += bad > 0;
-  return worst;
-}
-
 // The step's timings, summed over the measured steps.
 struct Timings {
   int steps = 0;
@@ -176,11 +151,6 @@ struct Timings {
     }
   }
 };
-
-double relative(double a, double b) {
-  const double scale = std::max(std::fabs(a), std::fabs(b));
-  return scale == 0 ? 0 : std::fabs(a - b) / scale;
-}
 
 int body(int argc, char** argv) {
   if (argc < 3) {
@@ -206,7 +176,7 @@ int body(int argc, char** argv) {
   std::string tmpl = (fs::temp_directory_path() / "gyre-pipeline-test-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
   const fs::path dir = tmpl, source = dir / "corpus.txt", tokens = dir / "corpus.tokens";
-  std::ofstream(source, std::ios::binary) << gyre::harness::test::sentences();
+  std::ofstream(source, std::ios::binary) << sentences();
   DataLoader loader(openText(source, tokens), {.batch = kBatch, .seq = kSeq, .seed = kSeed});
   fs::remove_all(dir);  // the loader keeps its mapping
 
@@ -271,7 +241,10 @@ int body(int argc, char** argv) {
   }
   // (b) the stage's tensors against the whole model's of the same name, and
   // its bits against the chained stage's.
-  const double worstParam = compareTensors(stage, model, single, kTolerance, &failures);
+  double worstParam = 0;
+  failures +=
+      checkTensors(model.layout(), model.shard(), model.params(), single.layout(), single.params(),
+                   kTolerance, "stage " + std::to_string(stage), &worstParam);
   const Gpt& twin = chain[stage];
   size_t differ = 0;
   for (size_t i = 0; i < model.size(); ++i)
@@ -327,11 +300,4 @@ int body(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return body(argc, argv);
-  } catch (const std::exception& e) {
-    std::printf("harness_pipeline_rank: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return runRank("harness_pipeline_rank", body, argc, argv); }

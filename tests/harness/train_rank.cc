@@ -34,10 +34,12 @@
 #include "harness/optimizer.h"
 #include "harness/token_file.h"
 #include "harness/trainer.h"
+#include "rank_checks.h"
 #include "sentences.h"
 
 namespace fs = std::filesystem;
 using namespace gyre::harness;
+using namespace gyre::harness::test;
 
 namespace {
 
@@ -80,38 +82,6 @@ void trainReference(const fs::path& source, const fs::path& tokens, Reference& r
     clipToNorm(ref.model.grads(), std::sqrt(sumOfSquares(ref.model.grads())), c.clip);
     adam.step(ref.model.params(), ref.model.grads(), learningRate(c.lr, step));
   }
-}
-
-double relative(double a, double b) {
-  const double scale = std::max(std::fabs(a), std::fabs(b));
-  return scale == 0 ? 0 : std::fabs(a - b) / scale;
-}
-
-// The worst per-tensor relative difference of the piece's parameters from
-// the reference's tensors at the same global elements; prints the first few
-// over the tolerance.
-double compareParams(const Trainer& trainer, const std::vector<float>& piece, Reference& ref,
-                     int rank, int* failures) {
-  double worst = 0;
-  int printed = 0;
-  for (const ParamInfo& p : trainer.model().layout()) {
-    const std::span<const float> want = ref.model.param(p.name);
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < p.size; ++i) {
-      const double w = want[globalIndex(p, trainer.model().shard(), i)];
-      diff += (piece[p.offset + i] - w) * (piece[p.offset + i] - w);
-      norm += w * w;
-    }
-    const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-    worst = std::max(worst, r);
-    if (!(r <= kTolerance)) {
-      ++*failures;
-      if (printed++ < 5)
-        std::printf("rank %d: %s differs from the single-rank run by %.3g of its norm\n", rank,
-                    p.name.c_str(), r);
-    }
-  }
-  return worst;
 }
 
 int body(int argc, char** argv) {
@@ -169,7 +139,7 @@ int body(int argc, char** argv) {
             "gyreBroadcast", world);
   const fs::path dir = dirName, source = dir / "corpus.txt",
                  tokens = dir / ("corpus-" + std::to_string(rank) + ".tokens");
-  if (rank == 0) std::ofstream(source, std::ios::binary) << test::sentences();
+  if (rank == 0) std::ofstream(source, std::ios::binary) << sentences();
   checkGyre(gyreBarrier(world, nullptr), "gyreBarrier", world);
 
   Reference ref;
@@ -189,29 +159,15 @@ int body(int argc, char** argv) {
                                                  .ranks = config.mesh.dp});
     for (int step = 0; step < kSteps; ++step) {
       losses.push_back(trainer.step(step, loader).loss);
-      const double r = relative(losses.back(), ref.losses[step]);
-      worstLoss = std::max(worstLoss, r);
-      if (!(r <= kTolerance)) {
-        std::printf("rank %d: step %d loss %.9g, single-rank %.9g (relative %.3g)\n", rank, step,
-                    losses.back(), ref.losses[step], r);
-        ++failures;
-      }
       if (resume && step + 1 == kSaveAt) trainer.save(dir / "checkpoints", kSaveAt);
     }
+    const std::string who = "rank " + std::to_string(rank);
+    failures += checkLosses(losses, ref.losses, kTolerance, who, &worstLoss);
     const std::vector<float> piece = trainer.pieceParams();
-    worstParam = compareParams(trainer, piece, ref, rank, &failures);
+    failures += checkTensors(trainer.model().layout(), trainer.model().shard(), piece,
+                             ref.model.layout(), ref.model.params(), kTolerance, who, &worstParam);
     // (c) the data-parallel replicas of this piece: the same bits.
-    const auto* bytes = reinterpret_cast<const uint8_t*>(piece.data());
-    uint64_t hash = fnv1a64({bytes, piece.size() * sizeof(float)});
-    std::vector<uint64_t> hashes(config.mesh.dp);
-    checkGyre(gyreAllGather(&hash, hashes.data(), 1, gyreUint64, trainer.mesh().dp(), nullptr),
-              "gyreAllGather", trainer.mesh().dp());
-    for (int r = 0; r < config.mesh.dp; ++r) {
-      if (hashes[r] != hash) {
-        std::printf("rank %d: data-parallel replica %d holds other parameters\n", rank, r);
-        ++failures;
-      }
-    }
+    failures += checkReplicas(trainer.mesh().dp(), piece, who);
     const ZeroMemory mem = trainer.memory();
     std::printf(
         "rank %d, %s (%s), zero %d, %d micro-batches: loss %.5f -> %.5f, worst relative "
@@ -262,11 +218,4 @@ int body(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return body(argc, argv);
-  } catch (const std::exception& e) {
-    std::printf("harness_train_rank: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return runRank("harness_train_rank", body, argc, argv); }

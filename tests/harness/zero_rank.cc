@@ -32,9 +32,12 @@
 #include "harness/optimizer.h"
 #include "harness/token_file.h"
 #include "harness/zero.h"
+#include "rank_checks.h"
+#include "sentences.h"
 
 namespace fs = std::filesystem;
 using namespace gyre::harness;
+using namespace gyre::harness::test;
 
 namespace {
 
@@ -48,20 +51,6 @@ GptConfig modelConfig() {
 }
 
 const LrSchedule kSchedule{.maxLr = 1e-2f, .minLr = 1e-3f, .warmupSteps = 5, .totalSteps = kSteps};
-
-// Sentences with a little variety, so that the loss has something to learn.
-std::string corpus() {
-  const char* words[] = {"the", "quick", "brown",  "fox",   "jumps", "over", "lazy", "dog",
-                         "and", "cat",   "sleeps", "under", "a",     "warm", "sun"};
-  std::string text;
-  uint64_t x = 99;
-  while (text.size() < 20000) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    text += words[(x >> 33) % std::size(words)];
-    text += ((x >> 20) % 7 == 0) ? ". " : " ";
-  }
-  return text;
-}
 
 struct Run {
   std::vector<float> losses;
@@ -111,11 +100,6 @@ Run trainZero(const fs::path& source, const fs::path& tokens, Zero& zero, Gpt& m
   }
   run.params = zero.gatherParams();
   return run;
-}
-
-double relative(double a, double b) {
-  const double scale = std::max(std::fabs(a), std::fabs(b));
-  return scale == 0 ? 0 : std::fabs(a - b) / scale;
 }
 
 // (d): what each stage must not hold more of than 1/R of the model (S
@@ -187,7 +171,7 @@ int body(int argc, char** argv) {
   std::string tmpl = (fs::temp_directory_path() / "gyre-zero-test-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
   const fs::path dir = tmpl, source = dir / "corpus.txt", tokens = dir / "corpus.tokens";
-  std::ofstream(source, std::ios::binary) << corpus();
+  std::ofstream(source, std::ios::binary) << sentences();
 
   const Run reference = trainAlone(source, tokens);
   Zero zero(comm, Gpt(modelConfig()).layout(), stage, AdamWConfig{}, bucketElems);
@@ -197,50 +181,12 @@ int body(int argc, char** argv) {
 
   int failures = 0;
   double worstLoss = 0, worstParam = 0;
-  for (int s = 0; s < kSteps; ++s) {
-    const double r = relative(run.losses[s], reference.losses[s]);
-    worstLoss = std::max(worstLoss, r);
-    if (!(r <= kTolerance)) {
-      std::printf("rank %d: step %d loss %.9g, single-rank %.9g (relative %.3g)\n", rank, s,
-                  run.losses[s], reference.losses[s], r);
-      ++failures;
-    }
-  }
-  // (b) per named tensor, the norm of the difference relative to the norm of
-  // the single-rank tensor (an element near 0 has no meaningful relative
-  // difference of its own).
-  size_t badParams = 0;
-  for (const ParamInfo& p : model.layout()) {
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < p.size; ++i) {
-      const double d = double(run.params[p.offset + i]) - reference.params[p.offset + i];
-      diff += d * d;
-      norm += double(reference.params[p.offset + i]) * reference.params[p.offset + i];
-    }
-    const double r = norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-    worstParam = std::max(worstParam, r);
-    if (!(r <= kTolerance) && badParams++ < 5) {
-      std::printf("rank %d: %s differs from the single-rank run by %.3g of its norm\n", rank,
-                  p.name.c_str(), r);
-    }
-  }
-  failures += badParams > 0;
-
-  // (c) every rank's hash of the gathered parameters' bytes.
-  const auto* bytes = reinterpret_cast<const uint8_t*>(run.params.data());
-  uint64_t hash = fnv1a64({bytes, run.params.size() * sizeof(float)});
-  std::vector<uint64_t> hashes(ranks);
-  checkGyre(gyreAllGather(&hash, hashes.data(), 1, gyreUint64, comm, nullptr), "gyreAllGather",
-            comm);
-  for (int r = 0; r < ranks; ++r) {
-    if (hashes[r] != hash) {
-      std::printf(
-          "rank %d: rank %d's parameters differ from this rank's (hash %016llx, not %016llx)\n",
-          rank, r, static_cast<unsigned long long>(hashes[r]),
-          static_cast<unsigned long long>(hash));
-      ++failures;
-    }
-  }
+  const std::string who = "rank " + std::to_string(rank);
+  failures += checkLosses(run.losses, reference.losses, kTolerance, who, &worstLoss);
+  failures += checkTensors(model.layout(), model.shard(), run.params, model.layout(),
+                           reference.params, kTolerance, who, &worstParam);
+  // (c) every rank's gathered parameters: the same bits.
+  failures += checkReplicas(comm, run.params, who);
   failures += checkMemory(zero, model, rank);
   printMemory(zero, model, comm);
   std::printf(
@@ -255,11 +201,4 @@ int body(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return body(argc, argv);
-  } catch (const std::exception& e) {
-    std::printf("harness_zero_rank: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return runRank("harness_zero_rank", body, argc, argv); }
