@@ -83,6 +83,8 @@ class IndexFields {
   }
   int64_t integer(const json::Value& v, const std::string& field, int64_t min,
                   int64_t max = INT64_MAX) const {
+    if (v.type == json::Value::Type::Number)
+      bad(v, field, "expected an integer, found a number with a fraction or an exponent");
     if (v.type != json::Value::Type::Integer) bad(v, field, "expected an integer");
     if (v.integer < min || v.integer > max)
       bad(v, field,

@@ -1,6 +1,8 @@
 #include "harness/json.h"
 
+#include <charconv>
 #include <cstdio>
+#include <limits>
 
 namespace gyre::harness::json {
 namespace {
@@ -11,7 +13,7 @@ constexpr int kMaxDepth = 32;
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  Parser(std::string_view text, int firstLine) : text_(text), line_(firstLine) {}
 
   Value document() {
     Value v = value(0);
@@ -57,12 +59,10 @@ class Parser {
     } else if (c == '"') {
       v.type = Value::Type::String;
       v.string = string();
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.type = Value::Type::Integer;
-      v.integer = integer();
+    } else if (c == '-' || (c >= '0' && c <= '9') || c == 'N' || c == 'I') {
+      number(v);
     } else {
-      fail(std::string("expected a value (an object, array, string or integer), found '") + c +
-           "'");
+      fail(std::string("expected a value (an object, array, string or number), found '") + c + "'");
     }
     return v;
   }
@@ -103,25 +103,51 @@ class Parser {
     }
   }
 
-  // A decimal integer that fits int64_t: no fraction, no exponent, no
-  // leading zeros.
-  int64_t integer() {
-    const bool negative = text_[pos_] == '-';
-    if (negative) ++pos_;
-    const size_t start = pos_;
-    uint64_t magnitude = 0;
-    const uint64_t limit = negative ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const auto digit = static_cast<uint64_t>(text_[pos_] - '0');
-      if (magnitude > (limit - digit) / 10) fail("integer out of the range of int64");
-      magnitude = magnitude * 10 + digit;
-      ++pos_;
+  // JSON's number grammar, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, or
+  // NaN, Infinity, -Infinity. Without a fraction or an exponent it is an
+  // Integer, exact, and must fit int64_t.
+  void number(Value& v) {
+    for (const auto& [word, value] :
+         {std::pair<std::string_view, double>{"NaN", std::numeric_limits<double>::quiet_NaN()},
+          {"Infinity", std::numeric_limits<double>::infinity()},
+          {"-Infinity", -std::numeric_limits<double>::infinity()}}) {
+      if (text_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        v.type = Value::Type::Number;
+        v.number = value;
+        return;
+      }
     }
-    if (pos_ == start) fail("expected digits after '-'");
-    if (pos_ - start > 1 && text_[start] == '0') fail("integer with a leading zero");
-    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E'))
-      fail("expected an integer, found a number with a fraction or an exponent");
-    return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+    const size_t start = pos_;
+    auto digits = [&](const char* missing) {
+      const size_t from = pos_;
+      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+      if (pos_ == from) fail(missing);
+    };
+    if (text_[pos_] == '-') ++pos_;
+    const size_t first = pos_;
+    digits("expected digits after '-'");
+    if (pos_ - first > 1 && text_[first] == '0') fail("a number with a leading zero");
+    bool integral = true;
+    if (pos_ < text_.size() && text_[pos_] == '.') {
+      ++pos_;
+      digits("expected digits after '.'");
+      integral = false;
+    }
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      digits("expected the exponent's digits");
+      integral = false;
+    }
+    const char* begin = text_.data() + start;
+    const char* end = text_.data() + pos_;
+    // The double from the text itself, so that -0 keeps its sign and an
+    // integer beyond int64 is still the number it says.
+    if (std::from_chars(begin, end, v.number).ec != std::errc())
+      fail("number out of range: " + std::string(begin, end));
+    const bool exact = integral && std::from_chars(begin, end, v.integer).ec == std::errc();
+    v.type = exact ? Value::Type::Integer : Value::Type::Number;
   }
 
   std::string string() {
@@ -159,7 +185,7 @@ class Parser {
           out += '\t';
           break;
         case 'u':
-          utf8(out, hex4());
+          utf8(out, codePoint());
           break;
         default:
           fail(std::string("unknown escape '\\") + e + "'");
@@ -182,25 +208,43 @@ class Parser {
     return code;
   }
 
-  // The index's writer escapes only control characters, so a code point
-  // outside the Basic Multilingual Plane (a surrogate pair) is not supported.
-  void utf8(std::string& out, unsigned code) {
-    if (code >= 0xd800 && code <= 0xdfff) fail("surrogate \\u escapes are not supported");
+  // After "\u": four hex digits, and for a code point beyond the Basic
+  // Multilingual Plane a second "\uXXXX", the low half of a surrogate pair.
+  unsigned codePoint() {
+    unsigned code = hex4();
+    if (code >= 0xdc00 && code <= 0xdfff) fail("a lone low surrogate in a \\u escape");
+    if (code >= 0xd800 && code <= 0xdbff) {
+      if (text_.substr(pos_, 2) != "\\u") fail("a high surrogate without its low half");
+      pos_ += 2;
+      const unsigned low = hex4();
+      if (low < 0xdc00 || low > 0xdfff) fail("a high surrogate without its low half");
+      code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
+    }
+    return code;
+  }
+
+  static void utf8(std::string& out, unsigned code) {
+    auto byte = [&](unsigned b) { out += static_cast<char>(b); };
     if (code < 0x80) {
-      out += static_cast<char>(code);
+      byte(code);
     } else if (code < 0x800) {
-      out += static_cast<char>(0xc0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3f));
+      byte(0xc0 | (code >> 6));
+      byte(0x80 | (code & 0x3f));
+    } else if (code < 0x10000) {
+      byte(0xe0 | (code >> 12));
+      byte(0x80 | ((code >> 6) & 0x3f));
+      byte(0x80 | (code & 0x3f));
     } else {
-      out += static_cast<char>(0xe0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (code & 0x3f));
+      byte(0xf0 | (code >> 18));
+      byte(0x80 | ((code >> 12) & 0x3f));
+      byte(0x80 | ((code >> 6) & 0x3f));
+      byte(0x80 | (code & 0x3f));
     }
   }
 
   std::string_view text_;
   size_t pos_ = 0;
-  int line_ = 1;
+  int line_;
 };
 
 }  // namespace
@@ -211,7 +255,7 @@ const Value* Value::find(std::string_view key) const {
   return nullptr;
 }
 
-Value parse(std::string_view text) { return Parser(text).document(); }
+Value parse(std::string_view text, int firstLine) { return Parser(text, firstLine).document(); }
 
 std::string quote(std::string_view s) {
   std::string out = "\"";

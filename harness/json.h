@@ -1,10 +1,13 @@
 // A minimal, strict JSON reader and the string quoting its writers need: just
-// enough for the checkpoint index (harness/checkpoint.h), which the harness
-// writes and reads itself rather than depend on a JSON library. It accepts
-// objects, arrays, strings and integers, the only things the index holds;
-// fractions, exponents, true, false and null are refused, as are duplicate
-// keys and anything after the top-level value. Every value remembers the
-// line it starts on, so a caller can say where a field is wrong.
+// enough for the checkpoint index (harness/checkpoint.h) and the training
+// log (harness/train_log.h), which the harness writes and reads itself
+// rather than depend on a JSON library. It accepts objects, arrays, strings
+// and numbers: an integer is kept exactly (int64), any other number as a
+// double, and NaN, Infinity and -Infinity are numbers too (the log's
+// extension, which Python's json module reads and writes); true, false and
+// null are refused, as are duplicate keys and anything after the top-level
+// value. Every value remembers the line it starts on, so a caller can say
+// where a field is wrong.
 #pragma once
 
 #include <cstdint>
@@ -20,18 +23,24 @@ namespace gyre::harness::json {
 class ParseError : public std::runtime_error {
  public:
   ParseError(int line, const std::string& what)
-      : std::runtime_error("line " + std::to_string(line) + ": " + what), line_(line) {}
+      : std::runtime_error("line " + std::to_string(line) + ": " + what),
+        line_(line),
+        what_(what) {}
   int line() const { return line_; }
+  // The problem without its line, for a caller that names the line itself.
+  const std::string& problem() const { return what_; }
 
  private:
   int line_;
+  std::string what_;
 };
 
 struct Value {
-  enum class Type { Integer, String, Array, Object };
+  enum class Type { Integer, Number, String, Array, Object };
   Type type = Type::Integer;
   int line = 0;
-  int64_t integer = 0;
+  int64_t integer = 0;  // an Integer's value
+  double number = 0;    // an Integer's or a Number's value
   std::string string;
   std::vector<Value> items;                            // an array's
   std::vector<std::pair<std::string, Value>> members;  // an object's, in file order
@@ -40,8 +49,8 @@ struct Value {
   const Value* find(std::string_view key) const;
 };
 
-// Parses a whole document; throws ParseError.
-Value parse(std::string_view text);
+// Parses a whole document whose first line is firstLine; throws ParseError.
+Value parse(std::string_view text, int firstLine = 1);
 
 // `s` as a JSON string literal, quotes included (control characters, '"' and
 // '\' escaped; other bytes, UTF-8 included, as they are).
