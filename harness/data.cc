@@ -1,5 +1,7 @@
 #include "harness/data.h"
 
+#include <array>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -19,6 +21,19 @@ uint64_t epochSeed(uint64_t seed, uint64_t epoch) {
 }
 
 }  // namespace
+
+double unigramEntropy(std::span<const uint8_t> tokens) {
+  std::array<uint64_t, 256> counts{};
+  for (uint8_t t : tokens) ++counts[t];
+  const double n = static_cast<double>(tokens.size());
+  double h = 0;
+  for (uint64_t c : counts) {
+    if (c == 0) continue;
+    const double p = static_cast<double>(c) / n;
+    h -= p * std::log(p);
+  }
+  return h;
+}
 
 DataLoader::DataLoader(TokenFile tokens, const LoaderConfig& config)
     : tokens_(std::move(tokens)), config_(config) {

@@ -30,6 +30,13 @@ struct LoaderConfig {
   int ranks = 1;
 };
 
+// The entropy of the tokens' unigram distribution, in nats per token:
+// -sum p(b) ln p(b) over the byte values b with p(b) their share of the
+// tokens (0 for no tokens). It is the cross-entropy of the best model that
+// ignores context, so a loss well below it is a model that learned from
+// context, not just the letters' frequencies.
+double unigramEntropy(std::span<const uint8_t> tokens);
+
 class DataLoader {
  public:
   // Throws DataError naming the text when it holds fewer than T + 1 tokens,

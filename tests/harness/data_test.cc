@@ -10,10 +10,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -272,6 +274,23 @@ TEST_F(HarnessData, BatchThatDoesNotSplitOverTheRanksIsRefused) {
   EXPECT_THROW(
       DataLoader(openText(source_, tokens_), {.batch = 8, .seq = 16, .rank = 2, .ranks = 2}),
       std::invalid_argument);
+}
+
+TEST(HarnessUnigramEntropy, IsTheEntropyOfTheByteHistogramInNats) {
+  const auto bytes = [](const std::string& s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  EXPECT_EQ(unigramEntropy({}), 0.0);
+  EXPECT_EQ(unigramEntropy(bytes("aaaaaaa")), 0.0);
+  EXPECT_NEAR(unigramEntropy(bytes("abababab")), std::log(2.0), 1e-12);
+  EXPECT_NEAR(unigramEntropy(bytes("abcd")), std::log(4.0), 1e-12);
+  // p = (1/2, 1/4, 1/4): 1/2 ln 2 + 2 (1/4) ln 4 = 1.5 ln 2.
+  EXPECT_NEAR(unigramEntropy(bytes("aabc")), 1.5 * std::log(2.0), 1e-12);
+  // Every byte value equally often: ln 256, the most a byte can carry.
+  std::string all;
+  for (int r = 0; r < 3; ++r)
+    for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_NEAR(unigramEntropy(bytes(all)), std::log(256.0), 1e-12);
 }
 
 }  // namespace
