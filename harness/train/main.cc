@@ -17,6 +17,7 @@
 
 #include "gyre/gyre.h"
 #include "harness/checkpoint.h"
+#include "harness/data.h"
 #include "harness/plot.h"
 #include "harness/train/options.h"
 #include "harness/train_log.h"
@@ -116,6 +117,13 @@ int train(TrainOptions o) {
     DataLoader loader(
         openText(o.data, tokenPath(o.data)),
         {.batch = o.batch, .seq = o.seq, .seed = o.seed, .rank = mesh.dpRank(), .ranks = o.dp});
+    // What a model that ignores context would score: the loss to beat.
+    const double entropy = unigramEntropy(loader.tokens().tokens());
+    if (rank == 0 && !o.quiet) {
+      std::printf("gyre-train: %s: %zu tokens, unigram entropy %.4f nats/token\n", o.data.c_str(),
+                  loader.tokens().size(), entropy);
+      std::fflush(stdout);
+    }
     if (o.resume) {
       // Never a silent restart: --resume with nothing to resume is an error.
       const std::optional<int64_t> step = latestCompleteStep(o.checkpointDir);
@@ -126,11 +134,17 @@ int train(TrainOptions o) {
       if (rank == 0 && !o.quiet)
         std::printf("gyre-train: resumed from %s at step %lld\n",
                     stepDirectory(o.checkpointDir, *step).c_str(), static_cast<long long>(first));
+      std::fflush(stdout);
     }
     std::unique_ptr<TrainLog> log;
     const std::string name = mesh.describe() + ", zero " + std::to_string(o.zero);
-    if (rank == 0 && !o.log.empty())
-      log = std::make_unique<TrainLog>(o.log, name, trainer.describe());
+    if (rank == 0 && !o.log.empty()) {
+      auto described = trainer.describe();
+      char text[32];
+      std::snprintf(text, sizeof text, "%.4f", entropy);
+      described["unigram_entropy"] = text;
+      log = std::make_unique<TrainLog>(o.log, name, described);
+    }
     plotted[0].name = name;
     const bool terminal = ::isatty(2);
     int64_t saved = -1;
