@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -91,6 +92,20 @@ void progress(const StepReport& r, int64_t steps, bool terminal) {
                terminal ? "   " : "\n");
 }
 
+// GYRE_TRAIN_KILL_AFTER_STEP=N, a testing aid: every rank ends at once with
+// status 137, as if killed, right after its N-th step and the checkpoint of
+// that step (if one is due) are done. -1 when unset.
+int64_t killAfterStep() {
+  const char* v = std::getenv("GYRE_TRAIN_KILL_AFTER_STEP");
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || n < 1)
+    throw UsageError("GYRE_TRAIN_KILL_AFTER_STEP takes a step count of at least 1, not '" +
+                     std::string(v) + "'");
+  return n;
+}
+
 int train(TrainOptions o) {
   gyreComm_t world = nullptr;
   checkGyre(gyreCommInitFromEnv(&world, nullptr), "gyreCommInitFromEnv", nullptr);
@@ -147,7 +162,7 @@ int train(TrainOptions o) {
     }
     plotted[0].name = name;
     const bool terminal = ::isatty(2);
-    int64_t saved = -1;
+    const int64_t killAfter = killAfterStep();
     for (int64_t step = first; step < o.steps; ++step) {
       const StepReport r = trainer.step(step, loader);
       const StepRecord record{.step = r.step,
@@ -164,17 +179,19 @@ int train(TrainOptions o) {
         if (!o.quiet && (terminal || (step + 1) % 10 == 0 || step + 1 == o.steps))
           progress(r, o.steps, terminal);
       }
-      if (!o.checkpointDir.empty() && o.checkpointEvery > 0 &&
-          (step + 1) % o.checkpointEvery == 0) {
-        trainer.save(o.checkpointDir, step + 1);
-        saved = step + 1;
+      // Every checkpointEvery steps, and at the end of the run.
+      const bool last = step + 1 == o.steps;
+      if (!o.checkpointDir.empty() &&
+          (last || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0))) {
+        const fs::path dir = trainer.save(o.checkpointDir, step + 1);
+        if (last && rank == 0 && !o.quiet) {
+          if (terminal) std::fprintf(stderr, "\n");
+          std::printf("gyre-train: saved %s\n", dir.c_str());
+        }
       }
+      if (step + 1 == killAfter) std::_Exit(137);  // a crash, for the tests: no clean-up at all
     }
-    if (rank == 0 && terminal && !o.quiet) std::fprintf(stderr, "\n");
-    if (!o.checkpointDir.empty() && saved != o.steps && first < o.steps) {
-      const fs::path dir = trainer.save(o.checkpointDir, o.steps);
-      if (rank == 0 && !o.quiet) std::printf("gyre-train: saved %s\n", dir.c_str());
-    }
+    if (rank == 0 && terminal && !o.quiet && o.checkpointDir.empty()) std::fprintf(stderr, "\n");
   }
   if (rank == 0 && !o.plot.empty() && !plotted[0].steps.empty()) {
     plotRuns(plotted, o.plot);

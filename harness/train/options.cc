@@ -52,7 +52,9 @@ std::string trainUsage() {
          "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
          "       gyre-train --plot FILE.svg|png LOG.jsonl [LOG.jsonl ...]   (draw earlier runs)\n"
-         "Run it under gyrerun, torchrun, mpirun or srun; dp x tp x pp must be the rank count.\n";
+         "Run it under gyrerun, torchrun, mpirun or srun; dp x tp x pp must be the rank count.\n"
+         "Testing aid: GYRE_TRAIN_KILL_AFTER_STEP=N in the environment ends every rank with\n"
+         "status 137, as a crash would, right after step N and its checkpoint are done.\n";
 }
 
 TrainOptions parseTrainOptions(int argc, const char* const* argv) {
