@@ -300,8 +300,9 @@ int64_t Trainer::load(const fs::path& stepDir) {
     auto it = reader.meta().find(key);
     const std::string have = it == reader.meta().end() ? "(none)" : it->second;
     if (have != want) {
-      throw std::invalid_argument("checkpoint " + stepDir.string() + " holds a model with " + key +
-                                  " " + have + "; this run's has " + want);
+      throw std::invalid_argument("checkpoint '" + (stepDir / "index.json").string() +
+                                  "' holds a model with " + key + " " + have + "; this run's has " +
+                                  want);
     }
   }
   auto stepsIt = reader.meta().find("adam_steps");
