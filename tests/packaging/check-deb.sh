@@ -174,7 +174,7 @@ unshare --mount --propagation private bash -euo pipefail -c '
 
   if [ -x /usr/bin/gyre-train ]; then
     echo "-- /usr/bin/gyre-train trains two steps on two ranks"
-    printf 'the installed harness trains on this line of text. %.0s' $(seq 200) > "$tmp/text.txt"
+    for i in $(seq 200); do echo "the installed harness trains on this line of text."; done > "$tmp/text.txt"
     TMPDIR="$tmp" /usr/bin/gyrerun -n 2 --timeout 60 /usr/bin/gyre-train --data "$tmp/text.txt" \
       --steps 2 --layers 1 --dim 16 --heads 2 --seq 16 --batch 4 --quiet ||
       fail "the installed gyre-train did not train"
