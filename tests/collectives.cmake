@@ -3,6 +3,7 @@
 gyre_test(collectives_test collectives_test.cc)
 gyre_test(api_semantics_test api_semantics_test.cc)
 gyre_test(tuner_test tuner_test.cc)
+gyre_test(estimate_test estimate_test.cc)
 # gyreMemAlloc's shared allocations and peers' mappings of them.
 gyre_test(shared_memory_test shared_memory_test.cc)
 # AllToAllv with rank-dependent totals, the blockwise algorithm, mismatched counts.

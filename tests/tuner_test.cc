@@ -2,6 +2,8 @@
 // makes for call shapes (with a stand-in communicator), and, in real rank
 // processes, the model loaded from a file, measured at creation, written
 // out, inherited by a split, and rejected when ranks disagree.
+#include "collectives/tuner.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,12 +14,12 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
 #include "collectives/cost_model.h"
 #include "collectives/online_tuner.h"
-#include "collectives/tuner.h"
 #include "tests/support/error_of.h"
 #include "tests/support/multiprocess.h"
 
@@ -296,6 +298,43 @@ TEST(TunerChoice, PairwisePiecesKeepTheHostsFifosWithinTheCacheBudget) {
       EXPECT_TRUE(p == (size_t{16} << 10) || size_t(n) * n * slots * p <= (size_t{16} << 20)) << n << ", " << slots;
       EXPECT_GT(size_t(n) * n * slots * 2 * p, size_t{16} << 20) << n << ", " << slots << ": not the largest";
     }
+}
+
+// gyreEstimate's answer (modelChoice) is the tuner's own: the algorithm
+// chooseAlgorithm takes and the estimate rankedCandidates gives it, on one
+// host and across hosts, with and without reads, and under
+// GYRE_SMALL_MSG_BYTES (which forces recursive doubling, cheapest or not).
+TEST(TunerChoice, ModelChoiceIsTheTunersChoiceAndItsEstimate) {
+  for (auto [n, hosts, reads, small] :
+       {std::tuple{4, 1, true, size_t{0}}, std::tuple{8, 2, false, size_t{0}},
+        std::tuple{3, 1, false, size_t{0}}, std::tuple{4, 1, true, size_t{1} << 20}}) {
+    FakeEnv env(n, hosts, reads);
+    env.params().smallMessageBytes = small;
+    for (OpKind op : {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather,
+                      OpKind::ReduceScatter, OpKind::AllToAll})
+      for (size_t bytes = 4; bytes <= (size_t{256} << 20); bytes *= 16) {
+        CallRequest req;
+        req.desc.kind = op;
+        req.desc.count = bytes / 4;
+        req.elemSize = 4;
+        const collectives::Candidate c =
+            collectives::modelChoice(collectives::callShape(req, env), env.tuning());
+        const std::string what = std::string(collectives::opKindName(op)) + " " +
+                                 std::to_string(bytes) + " bytes, " + std::to_string(n) +
+                                 " ranks on " + std::to_string(hosts) + " host(s)";
+        EXPECT_EQ(c.algo, collectives::chooseAlgorithm(req, env)) << what;
+        bool listed = false;
+        for (const collectives::Candidate& r : collectives::rankedCandidates(req, env))
+          if (r.algo == c.algo) {
+            listed = true;
+            EXPECT_EQ(r.us, c.us) << what;
+          }
+        EXPECT_TRUE(listed) << what;
+        if (!small) {
+          EXPECT_EQ(c.us, collectives::rankedCandidates(req, env).front().us) << what;
+        }
+      }
+  }
 }
 
 TEST(TunerChoice, EstimatesAreListedForTheLog) {

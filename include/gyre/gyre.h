@@ -456,6 +456,32 @@ GYRE_API gyreResult_t gyreAveragerStop(gyreAverager_t averager, uint64_t* rounds
 GYRE_API gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm,
                                     gyreConfig_t* config);
 
+/* ---- Estimates (as NCCL's ncclGroupSimulateEnd): how long a call would
+ * take, by the cost model the tuner chooses algorithms with
+ * (docs/collectives.md, "Tuner"), without making it. Local: nothing is
+ * sent, any thread may ask. ---- */
+typedef enum GYRE_ENUM_INT {
+  gyreCallAllReduce = 0,
+  gyreCallBroadcast = 1,
+  gyreCallReduce = 2,
+  gyreCallAllGather = 3,     /* count: sendcount */
+  gyreCallReduceScatter = 4, /* count: recvcount */
+  gyreCallAllToAll = 5,      /* count: one block */
+  gyreNumCalls = 6
+} gyreCall_t;
+
+/* *microseconds = the model's time for one host-memory call of `call` on
+ * count elements of datatype (count as that call takes it), with the
+ * algorithm the tuner would choose: the cheapest by the model (GYRE_ALGO
+ * and the online tuner are not consulted). The model's numbers are comm's
+ * (built in, loaded or measured at its creation).
+ * nranks 0: over comm's own ranks. nranks >= 1: over a group of that many
+ * ranks that need not exist yet (a split's child to be, or a larger job),
+ * placed as comm's are: consecutive, as many to a host as comm's busiest
+ * host has, on hosts like comm's. A group of one rank sends nothing: 0. */
+GYRE_API gyreResult_t gyreEstimate(gyreCall_t call, size_t count, gyreDataType_t datatype,
+                                   int nranks, gyreComm_t comm, double* microseconds);
+
 /* A fixed string for a result code. */
 GYRE_API const char* gyreGetErrorString(gyreResult_t result);
 

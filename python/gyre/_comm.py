@@ -321,6 +321,24 @@ class Comm:
         must pass the same peers and step (usually the training step)."""
         return self._call(_calls.peer_average, x, peers, step, out, dtype, stream=stream)
 
+    _ESTIMATE_CALLS = ("allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall")
+
+    def estimate(self, call, count, dtype="float32", *, nranks=None):
+        """Microseconds one call would take by the tuner's cost model (gyreEstimate), with the
+        algorithm it would choose; nothing is sent. call: "allreduce", "broadcast", "reduce",
+        "allgather", "reducescatter" or "alltoall"; count: elements as that method's C call
+        takes them (a block for alltoall, sendcount for allgather, recvcount for
+        reducescatter). nranks: a group of that many ranks placed as this communicator's
+        (one that need not exist yet); None for this communicator."""
+        if call not in self._ESTIMATE_CALLS:
+            raise InvalidArgument(f"call {call!r} is not one of {', '.join(self._ESTIMATE_CALLS)}")
+        _, code = resolve_dtype(dtype)
+        count = integer(count, "count", 0, SIZE_MAX, "size_t")
+        group = 0 if nranks is None else c_int(nranks, "nranks")
+        us = ctypes.c_double()
+        check(lib.gyreEstimate(self._ESTIMATE_CALLS.index(call), count, code, group, self._handle(), ctypes.byref(us)))
+        return us.value
+
     def send(self, x, peer, *, dtype=None, stream=None):
         """Blocks until x has been handed over to peer (which calls recv)."""
         self._call(_calls.send, x, peer, dtype, stream=stream)

@@ -147,6 +147,7 @@ _PROTOTYPES = {
     "gyreAveragerUnlock": [_vp],
     "gyreAveragerStop": [_vp, ctypes.POINTER(ctypes.c_uint64)],
     "gyreCommSplit": [_comm, _c_int, _c_int, _pcomm, ctypes.POINTER(Config)],
+    "gyreEstimate": [_c_int, _c_size, _c_int, _c_int, _comm, ctypes.POINTER(ctypes.c_double)],
     "gyreGetErrorString": [_c_int],
     "gyreGetLastError": [_comm],
 }

@@ -46,18 +46,22 @@ const Costed kCosts[] = {
     {OpKind::Barrier, "dissemination", costOnlyChoice},
 };
 
-// Calls f(algorithm, estimate) for each registered algorithm of the call's
-// operation that has a formula which applies.
+// Calls f(algorithm, estimate) for each registered algorithm of the
+// shape's operation that has a formula which applies.
 template <class F>
-void forEachCandidate(const CallRequest& req, const PlanEnv& env, F&& f) {
-  const CallShape shape = callShape(req, env);
+void forEachCandidate(const CallShape& shape, const CostModel& model, F&& f) {
   for (const Costed& c : kCosts) {
-    if (c.op != req.desc.kind) continue;
-    const double us = c.cost(shape, env.tuning().model);
+    if (c.op != shape.op) continue;
+    const double us = c.cost(shape, model);
     if (us >= kNotApplicable) continue;
     for (const Algorithm& a : algorithms())
       if (a.op == c.op && std::strcmp(a.name, c.name) == 0) f(a, us);
   }
+}
+
+template <class F>
+void forEachCandidate(const CallRequest& req, const PlanEnv& env, F&& f) {
+  forEachCandidate(callShape(req, env), env.tuning().model, f);
 }
 
 // AllToAllv's ranks may send different totals (a mixture of experts'
@@ -102,18 +106,24 @@ const Algorithm* findAlgorithm(OpKind op, const char* name) {
 }
 
 CallShape callShape(const CallRequest& req, const PlanEnv& env) {
-  const TuningParams& t = env.tuning();
-  CallShape s;
-  s.op = req.desc.kind;
-  s.nranks = env.nranks();
-  s.bytes = req.bytes();
+  size_t bytes = req.bytes();
   if (req.sendCounts) {  // AllToAllv: the average block
-    s.bytes = CallRequest::totalCount(req.sendCounts, s.nranks) * req.elemSize / static_cast<size_t>(s.nranks);
+    bytes = CallRequest::totalCount(req.sendCounts, env.nranks()) * req.elemSize /
+            static_cast<size_t>(env.nranks());
   }
+  return callShape(req.desc.kind, bytes, env.nranks(), env.tuning(), env.readsAreLocal());
+}
+
+CallShape callShape(OpKind op, size_t bytes, int nranks, const TuningParams& t,
+                    bool readsAreLocal) {
+  CallShape s;
+  s.op = op;
+  s.nranks = nranks;
+  s.bytes = bytes;
   s.hosts = t.hosts;
   s.perHost = t.perHost;
   s.cores = t.cores;
-  s.canRead = env.readsAreLocal();
+  s.canRead = readsAreLocal;
   // Only where a read is the whole work: the reducing direct algorithms
   // (AllReduce, ReduceScatter) measured 0.67-0.89x the ring at 16-64 MiB
   // even from mapped buffers (docs/PERFORMANCE-memalloc.md), so they keep
@@ -126,20 +136,35 @@ CallShape callShape(const CallRequest& req, const PlanEnv& env) {
   return s;
 }
 
-const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
-  // GYRE_SMALL_MSG_BYTES, when set, still means what it always did.
-  const size_t small = env.tuning().smallMessageBytes;
-  if (req.desc.kind == OpKind::AllReduce && small && req.bytes() <= small)
-    return findAlgorithm(OpKind::AllReduce, "recursive_doubling");
-  if (req.desc.kind == OpKind::AllToAllv) return allToAllvChoice(env);
-  const Algorithm* best = nullptr;
-  double bestUs = kNotApplicable;
+namespace {
+
+// GYRE_SMALL_MSG_BYTES, when set, still means what it always did.
+bool smallAllReduce(OpKind op, size_t bytes, const TuningParams& t) {
+  return op == OpKind::AllReduce && t.smallMessageBytes && bytes <= t.smallMessageBytes;
+}
+
+}  // namespace
+
+Candidate modelChoice(const CallShape& shape, const TuningParams& t) {
+  if (shape.op == OpKind::AllToAllv)
+    throwError(gyreInternalError, "AllToAllv is not chosen by the cost model");
+  const bool small = smallAllReduce(shape.op, shape.bytes, t);
+  Candidate best{nullptr, kNotApplicable};
   // Ties go to the first registered (the simplest).
-  forEachCandidate(req, env, [&](const Algorithm& a, double us) {
-    if (us < bestUs) best = &a, bestUs = us;
+  forEachCandidate(shape, t.model, [&](const Algorithm& a, double us) {
+    if (small ? std::strcmp(a.name, "recursive_doubling") == 0 : us < best.us)
+      best = Candidate{&a, us};
   });
-  if (!best) throwError(gyreInternalError, std::string("no algorithm for ") + opKindName(req.desc.kind));
+  if (!best.algo)
+    throwError(gyreInternalError, std::string("no algorithm for ") + opKindName(shape.op));
   return best;
+}
+
+const Algorithm* chooseAlgorithm(const CallRequest& req, PlanEnv& env) {
+  if (req.desc.kind == OpKind::AllToAllv) return allToAllvChoice(env);
+  if (smallAllReduce(req.desc.kind, req.bytes(), env.tuning()))
+    return findAlgorithm(OpKind::AllReduce, "recursive_doubling");
+  return modelChoice(callShape(req, env), env.tuning()).algo;
 }
 
 std::string describeEstimates(const CallRequest& req, const PlanEnv& env) {

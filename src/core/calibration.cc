@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "collectives/alltoall.h"
 #include "collectives/calibration_plans.h"
+#include "collectives/tuner.h"
 #include "core/communicator.h"
 #include "transport/connection_manager.h"
 
@@ -220,6 +221,27 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
               tuning_.model.readLatencyUs, tuning_.model.readGBps, tuning_.model.readColdSlowdown,
               tuning_.model.cacheMiB, tuning_.model.mappedReadGBps,
               tuning_.mappedBuffers ? "GYRE_MAPPED_BUFFERS=1: used" : "unused", tuning_.hosts, tuning_.perHost, tuning_.cores);
+}
+
+collectives::Candidate Communicator::estimate(collectives::OpKind op, size_t bytes,
+                                              int groupRanks) const {
+  if (groupRanks == nranks_)
+    return collectives::modelChoice(
+        collectives::callShape(op, bytes, nranks_, tuning_, localReads_), tuning_);
+  // Another group: what setUpTuner would give a split's child of
+  // groupRanks consecutive ranks, placed perHost to a host as ours are.
+  // Single-copy reads only where this communicator has them (then every
+  // rank shares one host, and so does any smaller group): whether a group
+  // on one host of a larger job could read its peers is not known before
+  // its connections exist, and the model then prices the plain exchange.
+  collectives::TuningParams t = tuning_;
+  t.perHost = std::min(groupRanks, tuning_.perHost);
+  t.hosts = (groupRanks + tuning_.perHost - 1) / tuning_.perHost;
+  t.pairwisePieceBytes = t.hosts == 1 && config_.transport != TransportChoice::Tcp
+                             ? collectives::pairwisePieceBytes(t.perHost, config_.shmSlots)
+                             : SIZE_MAX;
+  const bool reads = localReads_ && t.hosts == 1;
+  return collectives::modelChoice(collectives::callShape(op, bytes, groupRanks, t, reads), t);
 }
 
 }  // namespace gyre::core

@@ -22,6 +22,7 @@
 #include "collectives/online_tuner.h"
 #include "collectives/plan.h"
 #include "collectives/planner.h"
+#include "collectives/tuner.h"
 #include "core/config.h"
 #include "core/device_engine.h"
 #include "core/operation.h"
@@ -88,6 +89,12 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void abort();
   gyreResult_t asyncError() const { return failedCode_.load(); }
   int device() const { return device_; }
+
+  // gyreEstimate: the tuner's choice and the model's microseconds for a
+  // call of `bytes` (CallShape::bytes) over groupRanks ranks placed as this
+  // communicator's are (calibration.cc says how); groupRanks == nranks()
+  // is this communicator itself.
+  collectives::Candidate estimate(collectives::OpKind op, size_t bytes, int groupRanks) const;
 
   // Throws Error(gyreInvalidUsage) if an earlier failure broke the communicator.
   void checkUsable() const;

@@ -1,0 +1,115 @@
+// gyreEstimate in real rank processes: the tuner's own choice and estimate
+// for the communicator's size, a split's child's estimate before the split
+// (a group that does not exist yet), values that grow with the call, and
+// bad arguments refused with a sentence naming them.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "collectives/tuner.h"
+#include "core/api_support.h"
+#include "tests/support/multiprocess.h"
+
+namespace gyre::test {
+namespace {
+
+const gyreCall_t kCalls[] = {gyreCallAllReduce, gyreCallBroadcast,     gyreCallReduce,
+                             gyreCallAllGather, gyreCallReduceScatter, gyreCallAllToAll};
+const collectives::OpKind kOps[] = {
+    collectives::OpKind::AllReduce,     collectives::OpKind::Broadcast,
+    collectives::OpKind::Reduce,        collectives::OpKind::AllGather,
+    collectives::OpKind::ReduceScatter, collectives::OpKind::AllToAll};
+
+double estimate(gyreCall_t call, size_t count, int nranks, gyreComm_t comm, Checker& check) {
+  double us = -1;
+  check.expectOk(gyreEstimate(call, count, gyreFloat32, nranks, comm, &us), "gyreEstimate");
+  return us;
+}
+
+TEST(Estimate, IsTheTunersChoiceGrowsWithTheCallAndForeseesASplit) {
+  RunOutcome out = runRanks(4, [](int r, int n, const gyreUniqueId& id) {
+    Checker check(r);
+    gyreComm_t comm = initRank(r, n, id, "shm");
+    if (!comm) return 1;
+    for (int i = 0; i < 6; ++i) {
+      const std::string name = collectives::opKindName(kOps[i]);
+      double previous = 0;
+      for (size_t count = 1; count <= (size_t{16} << 20); count *= 8) {
+        const double us = estimate(kCalls[i], count, 0, comm, check);
+        check.expect(us > 0, name + ": positive at count " + std::to_string(count));
+        check.expect(us >= previous, name + ": no smaller at count " + std::to_string(count));
+        previous = us;
+        check.expect(estimate(kCalls[i], count, n, comm, check) == us,
+                     name + ": nranks 0 means comm's own");
+        // What the tuner would choose and estimate for this very call.
+        collectives::CallRequest req;
+        req.desc.kind = kOps[i];
+        req.desc.count = count;
+        req.elemSize = 4;
+        const auto ranked = collectives::rankedCandidates(req, *comm->impl);
+        check.expect(!ranked.empty() && ranked.front().us == us &&
+                         ranked.front().algo == collectives::chooseAlgorithm(req, *comm->impl),
+                     name + ": the tuner's choice's estimate at count " + std::to_string(count));
+        check.expect(estimate(kCalls[i], count, 1, comm, check) == 0,
+                     name + ": one rank sends nothing");
+      }
+      check.expect(estimate(kCalls[i], 1 << 20, 64, comm, check) >
+                       estimate(kCalls[i], 1 << 20, 0, comm, check),
+                   name + ": 64 ranks on 16 hosts like this one take longer than 4 on one");
+    }
+    // A pair's estimate before the split is the pair's own after it.
+    double before[6];
+    for (int i = 0; i < 6; ++i) before[i] = estimate(kCalls[i], 1 << 16, 2, comm, check);
+    gyreComm_t pair = nullptr;
+    if (check.expectOk(gyreCommSplit(comm, r / 2, r, &pair, nullptr), "split")) {
+      for (int i = 0; i < 6; ++i)
+        check.expect(
+            estimate(kCalls[i], 1 << 16, 0, pair, check) == before[i],
+            std::string(collectives::opKindName(kOps[i])) + ": the pair's estimate foreseen");
+      gyreCommDestroy(pair);
+    }
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  ASSERT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+TEST(Estimate, BadArgumentsAreRefusedNamingThem) {
+  RunOutcome out = runRanks(2, [](int r, int n, const gyreUniqueId& id) {
+    Checker check(r);
+    gyreComm_t comm = initRank(r, n, id);
+    if (!comm) return 1;
+    double us = 0;
+    auto refused = [&](gyreResult_t got, const char* words, const std::string& what) {
+      const std::string said = gyreGetLastError(nullptr);
+      check.expect(got == gyreInvalidArgument, what + ": refused (" + std::to_string(got) + ")");
+      check.expect(said.find(words) != std::string::npos, what + ": says '" + words + "': " + said);
+    };
+    refused(gyreEstimate(gyreCallAllReduce, 8, gyreFloat32, 0, comm, nullptr),
+            "microseconds is NULL", "NULL out");
+    refused(gyreEstimate(static_cast<gyreCall_t>(gyreNumCalls), 8, gyreFloat32, 0, comm, &us),
+            "not a gyreCall_t", "call");
+    refused(gyreEstimate(static_cast<gyreCall_t>(-1), 8, gyreFloat32, 0, comm, &us),
+            "not a gyreCall_t", "call -1");
+    refused(gyreEstimate(gyreCallAllReduce, 8, static_cast<gyreDataType_t>(99), 0, comm, &us),
+            "datatype 99", "datatype");
+    refused(gyreEstimate(gyreCallAllReduce, 8, gyreFloat32, -1, comm, &us), "nranks -1",
+            "nranks -1");
+    refused(gyreEstimate(gyreCallAllReduce, 8, gyreFloat32, GYRE_MAX_RANKS + 1, comm, &us),
+            "GYRE_MAX_RANKS", "nranks too large");
+    refused(gyreEstimate(gyreCallAllReduce, SIZE_MAX, gyreFloat64, 0, comm, &us), "overflows",
+            "count");
+    refused(gyreEstimate(gyreCallAllReduce, 8, gyreFloat32, 0, nullptr, &us), "comm is NULL",
+            "comm");
+    check.expect(
+        gyreEstimate(gyreCallAllToAll, 0, gyreFloat32, 0, comm, &us) == gyreSuccess && us >= 0,
+        "an empty call is an answer");
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  ASSERT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+}  // namespace
+}  // namespace gyre::test
