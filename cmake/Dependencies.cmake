@@ -34,6 +34,18 @@ else()
   set(GYRE_HAVE_OPENBLAS FALSE)
 endif()
 
+# GLPK, the FlexSP planner's MIP solver (flexsp/solver_glpk.cc). Optional:
+# without it the planner plans greedily and says so.
+option(GYRE_FLEXSP_GLPK "Solve the FlexSP planner's MIP with GLPK where it is found" ON)
+set(GYRE_HAVE_GLPK FALSE)
+if(GYRE_FLEXSP_GLPK)
+  find_library(GLPK_LIBRARY glpk)
+  find_path(GLPK_INCLUDE_DIR glpk.h)
+  if(GLPK_LIBRARY AND GLPK_INCLUDE_DIR)
+    set(GYRE_HAVE_GLPK TRUE)
+  endif()
+endif()
+
 set(GYRE_GTEST_SOURCE "" CACHE PATH
     "GoogleTest's sources to build the tests with, where no installed GoogleTest is (tools/gpu-check.sh)")
 if(GYRE_BUILD_TESTS AND GYRE_GTEST_SOURCE)

@@ -12,7 +12,7 @@
 set(GYRE_VIEWS_DIR ${PROJECT_BINARY_DIR}/views)
 
 function(_gyre_layer_source_dir layer out)
-  if(layer STREQUAL "kernels" OR layer STREQUAL "bench" OR layer STREQUAL "harness")
+  if(layer STREQUAL "kernels" OR layer STREQUAL "bench" OR layer STREQUAL "harness" OR layer STREQUAL "flexsp")
     set(${out} ${PROJECT_SOURCE_DIR}/${layer} PARENT_SCOPE)
   else()
     set(${out} ${PROJECT_SOURCE_DIR}/src/${layer} PARENT_SCOPE)
@@ -20,7 +20,7 @@ function(_gyre_layer_source_dir layer out)
 endfunction()
 
 # gyre_view(<name> <layer>...): ${GYRE_VIEWS_DIR}/<name>/ with a link for each
-# layer (kernels, bench and harness live beside src/, the rest under it).
+# layer (kernels, bench, harness and flexsp live beside src/, the rest under it).
 function(gyre_view name)
   set(dir ${GYRE_VIEWS_DIR}/${name})
   file(MAKE_DIRECTORY ${dir})

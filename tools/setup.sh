@@ -19,6 +19,7 @@ packages=(
   iproute2 procps                                # network namespaces, process tools
   librsvg2-bin                                   # gyre-bench --plot FILE.png (rsvg-convert)
   libopenblas-dev                                # the training harness's matrix products (harness/)
+  libglpk-dev                                    # the FlexSP planner's MIP solver (flexsp/; greedy without it)
   vim-runtime                                    # real text for gyre-train (/usr/share/vim/vim90/doc/usr_*.txt)
 )
 missing=()
