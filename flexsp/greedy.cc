@@ -24,14 +24,19 @@ int log2Of(int p) {
 
 class Greedy {
  public:
-  Greedy(const std::vector<int64_t>& lengths, int world, int64_t memory, const SequenceTime& time)
-      : lengths_(lengths), world_(world), memory_(memory), order_(lengths.size()) {
+  Greedy(const std::vector<int64_t>& lengths, int world, int largest, int64_t memory,
+         const SequenceTime& time)
+      : lengths_(lengths),
+        world_(world),
+        largest_(largest),
+        memory_(memory),
+        order_(lengths.size()) {
     std::iota(order_.begin(), order_.end(), 0);
     std::stable_sort(order_.begin(), order_.end(),
                      [&](int a, int b) { return lengths[a] > lengths[b]; });
     // Every sequence's time in every group size, once: the shapes below ask
     // for them many times, and a time may be a call into gyre's cost model.
-    for (int p = 1; p <= world; p *= 2) {
+    for (int p = 1; p <= largest; p *= 2) {
       seconds_.emplace_back(lengths.size());
       for (size_t s = 0; s < lengths.size(); ++s) seconds_.back()[s] = time(lengths[s], p);
     }
@@ -43,7 +48,7 @@ class Greedy {
     // Shapes: a base size for the short sequences, and for each sequence
     // that does not fit a base group a group of its own, as small as its
     // memory allows or twice that (while ranks last).
-    for (int base = 1; base <= world_; base *= 2)
+    for (int base = 1; base <= largest_; base *= 2)
       for (int widen : {1, 2}) {
         auto slots = assign(shape(base, widen));
         if (!slots) continue;
@@ -64,9 +69,9 @@ class Greedy {
     std::vector<int> sizes;
     int left = world_;
     for (int s : order_) {
-      const int least = smallestGroupFor(lengths_[s], world_, memory_);
+      const int least = smallestGroupFor(lengths_[s], largest_, memory_);
       if (least <= base) break;  // longest first: the rest fit a base group
-      const int size = std::min(world_, least * widen);
+      const int size = std::min(largest_, least * widen);
       if (size <= left) sizes.push_back(size), left -= size;
     }
     for (; left >= base; left -= base) sizes.push_back(base);
@@ -132,7 +137,7 @@ class Greedy {
   }
 
   const std::vector<int64_t>& lengths_;
-  int world_;
+  int world_, largest_;
   int64_t memory_;
   std::vector<int> order_;
   std::vector<std::vector<double>> seconds_;  // [log2(size)][sequence]
@@ -141,12 +146,13 @@ class Greedy {
 }  // namespace
 
 std::optional<std::vector<Group>> greedyGroups(const std::vector<int64_t>& lengths, int worldSize,
-                                               int64_t memoryTokens, const SequenceTime& time) {
-  auto slots = Greedy(lengths, worldSize, memoryTokens, time).best();
+                                               int largestGroup, int64_t memoryTokens,
+                                               const SequenceTime& time) {
+  auto slots = Greedy(lengths, worldSize, largestGroup, memoryTokens, time).best();
   if (!slots) return std::nullopt;
   std::vector<Group> groups;
   for (Slot& s : *slots) groups.push_back(Group{0, s.size, std::move(s.sequences), s.load});
-  placeGroups(groups, worldSize);
+  placeGroups(groups, worldSize, largestGroup);
   return groups;
 }
 

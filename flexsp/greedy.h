@@ -11,9 +11,11 @@
 
 namespace gyre::flexsp {
 
-// Placed groups (placeGroups) holding every sequence within memory, or
-// nothing when none of the shapes tried holds the batch.
+// Placed groups (placeGroups) of at most largestGroup ranks holding every
+// sequence within memory, or nothing when none of the shapes tried holds
+// the batch.
 std::optional<std::vector<Group>> greedyGroups(const std::vector<int64_t>& lengths, int worldSize,
-                                               int64_t memoryTokens, const SequenceTime& time);
+                                               int largestGroup, int64_t memoryTokens,
+                                               const SequenceTime& time);
 
 }  // namespace gyre::flexsp

@@ -29,11 +29,12 @@ struct MipGroup {
 
 struct MipInput {
   int worldSize = 1;
+  int largestGroup = 1;  // group sizes 1, 2, 4 ... up to it
   int64_t memoryTokens = 0;
   std::vector<int64_t> lengths;  // per bucket: its longest sequence (for memory)
   std::vector<int> counts;       // per bucket: its sequences
   std::vector<std::vector<double>>
-      seconds;  // [bucket][log2(size)]: one sequence's time, on average
+      seconds;  // [bucket][log2(size)] up to largestGroup: one sequence's time, on average
   double timeLimitSeconds = 1;
   std::vector<std::vector<MipGroup>>
       seeds;  // solutions to start from (infeasible ones are dropped)

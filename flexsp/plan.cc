@@ -6,8 +6,8 @@ namespace gyre::flexsp {
 
 bool isPowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
-int smallestGroupFor(int64_t length, int worldSize, int64_t memoryTokens) {
-  for (int p = 1; p <= worldSize; p *= 2)
+int smallestGroupFor(int64_t length, int largestGroup, int64_t memoryTokens) {
+  for (int p = 1; p <= largestGroup; p *= 2)
     if (length <= int64_t{p} * memoryTokens) return p;
   return 0;
 }
@@ -22,6 +22,9 @@ std::string checkPlan(const Plan& plan, const Problem& problem) {
                              std::to_string(group.firstRank) + "+" + std::to_string(group.size) +
                              ")";
     if (!isPowerOfTwo(group.size)) return name + ": size is not a power of two";
+    if (group.size > problem.largestGroup())
+      return name + ": larger than the largest group allowed (" +
+             std::to_string(problem.largestGroup()) + ")";
     if (group.firstRank < 0 || group.firstRank % group.size != 0)
       return name + ": not aligned to its size";
     if (group.firstRank + group.size > world) return name + ": beyond the world";
@@ -50,7 +53,8 @@ std::string checkPlan(const Plan& plan, const Problem& problem) {
   return "";
 }
 
-void placeGroups(std::vector<Group>& groups, int worldSize) {
+void placeGroups(std::vector<Group>& groups, int worldSize, int largestGroup) {
+  if (largestGroup <= 0) largestGroup = worldSize;
   // Powers of two placed largest first are each aligned to their size:
   // every block before one is a multiple of it.
   std::stable_sort(groups.begin(), groups.end(),
@@ -64,7 +68,7 @@ void placeGroups(std::vector<Group>& groups, int worldSize) {
     throw PlanError("groups need " + std::to_string(next) + " ranks of " +
                     std::to_string(worldSize));
   while (next < worldSize) {  // idle ranks: the largest aligned blocks that fit
-    int size = next == 0 ? worldSize : next & -next;
+    int size = std::min(largestGroup, next == 0 ? worldSize : next & -next);
     while (next + size > worldSize) size /= 2;
     groups.push_back(Group{next, size, {}, 0});
     next += size;

@@ -19,6 +19,13 @@ struct Problem {
   // the sequences it runs together, so their lengths add up to at most
   // P x memoryTokens.
   int64_t memoryTokens = 0;
+  // The largest group allowed, a power of two; 0: the world. Ulysses splits
+  // the attention heads among a group's ranks, so a model of H heads allows
+  // at most the largest power of two dividing H.
+  int maxGroupSize = 0;
+  int largestGroup() const {
+    return maxGroupSize > 0 && maxGroupSize < worldSize ? maxGroupSize : worldSize;
+  }
 };
 
 // Seconds one sequence of `length` tokens takes in a group of `ranks` ranks
@@ -47,20 +54,22 @@ class PlanError : public std::runtime_error {
 };
 
 // Why the plan is not valid for the problem ("" when it is): groups of
-// power-of-two sizes, aligned, disjoint and covering every rank, every
-// sequence in exactly one group, no group beyond its memory.
+// power-of-two sizes up to the largest allowed, aligned, disjoint and
+// covering every rank, every sequence in exactly one group, no group
+// beyond its memory.
 std::string checkPlan(const Plan& plan, const Problem& problem);
 
 // Places groups of the given sizes (powers of two adding up to at most the
 // world) on aligned blocks of consecutive ranks, larger first, fills the
-// ranks left over with idle groups, and orders them by first rank.
-void placeGroups(std::vector<Group>& groups, int worldSize);
+// ranks left over with idle groups of at most largestGroup ranks (0: any),
+// and orders them by first rank.
+void placeGroups(std::vector<Group>& groups, int worldSize, int largestGroup = 0);
 
 // Each group's predicted seconds and the plan's.
 void predict(Plan& plan, const Problem& problem, const SequenceTime& time);
 
 bool isPowerOfTwo(int64_t n);
-// The smallest power of two p <= worldSize with length <= p x memory; 0 when none.
-int smallestGroupFor(int64_t length, int worldSize, int64_t memoryTokens);
+// The smallest power of two p <= largestGroup with length <= p x memory; 0 when none.
+int smallestGroupFor(int64_t length, int largestGroup, int64_t memoryTokens);
 
 }  // namespace gyre::flexsp

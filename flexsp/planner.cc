@@ -21,16 +21,23 @@ void checkProblem(const Problem& p) {
   if (p.memoryTokens <= 0)
     throw PlanError("memory limit " + std::to_string(p.memoryTokens) +
                     " tokens per rank is not positive");
+  if (p.maxGroupSize != 0 && !isPowerOfTwo(p.maxGroupSize))
+    throw PlanError("the largest group " + std::to_string(p.maxGroupSize) +
+                    " is not a power of two");
   const int64_t world = int64_t{p.worldSize} * p.memoryTokens;
+  const int64_t group = int64_t{p.largestGroup()} * p.memoryTokens;
   int64_t total = 0;
   for (size_t s = 0; s < p.lengths.size(); ++s) {
     const int64_t l = p.lengths[s];
     if (l <= 0)
       throw PlanError("sequence " + std::to_string(s) + " has length " + std::to_string(l));
-    if (l > world)
-      throw PlanError("sequence " + std::to_string(s) + " of " + std::to_string(l) +
-                      " tokens does not fit even the whole world (" + std::to_string(p.worldSize) +
-                      " ranks x " + std::to_string(p.memoryTokens) + " tokens)");
+    if (l > group)
+      throw PlanError(
+          "sequence " + std::to_string(s) + " of " + std::to_string(l) +
+          " tokens does not fit even " +
+          (p.largestGroup() == p.worldSize ? "the whole world (" : "the largest group allowed (") +
+          std::to_string(p.largestGroup()) + " ranks x " + std::to_string(p.memoryTokens) +
+          " tokens)");
     total += l;
   }
   if (total > world)
@@ -72,7 +79,7 @@ std::vector<Group> spread(const std::vector<MipGroup>& mip, const std::vector<Bu
       groups[to].seconds += time(p.lengths[s], groups[to].size);
     }
   }
-  placeGroups(groups, p.worldSize);
+  placeGroups(groups, p.worldSize, p.largestGroup());
   return groups;
 }
 
@@ -97,13 +104,14 @@ std::vector<std::vector<MipGroup>> seedsFor(const std::vector<Group>& greedy,
     return seed;
   };
   std::vector<std::vector<MipGroup>> seeds{counts(greedy)};
-  auto bucketed = greedyGroups(padded, p.worldSize, p.memoryTokens, [&](int64_t l, int size) {
-    size_t b = 0;
-    while (buckets[b].length != l) ++b;
-    int k = 0;
-    while ((1 << k) < size) ++k;
-    return in.seconds[b][static_cast<size_t>(k)];
-  });
+  auto bucketed =
+      greedyGroups(padded, p.worldSize, p.largestGroup(), p.memoryTokens, [&](int64_t l, int size) {
+        size_t b = 0;
+        while (buckets[b].length != l) ++b;
+        int k = 0;
+        while ((1 << k) < size) ++k;
+        return in.seconds[b][static_cast<size_t>(k)];
+      });
   if (bucketed) seeds.push_back(counts(*bucketed));
   return seeds;
 }
@@ -114,6 +122,10 @@ std::string plannerSolver() { return solverName(); }
 
 Plan ulyssesPlan(const Problem& problem, const SequenceTime& time) {
   checkProblem(problem);
+  if (problem.largestGroup() < problem.worldSize)
+    throw PlanError("Ulysses over the whole world needs groups of " +
+                    std::to_string(problem.worldSize) + " ranks; the largest allowed is " +
+                    std::to_string(problem.largestGroup()));
   Plan plan;
   plan.groups.push_back(Group{0, problem.worldSize, {}, 0});
   plan.groups[0].sequences.resize(problem.lengths.size());
@@ -128,7 +140,8 @@ Plan planBatch(const Problem& problem, const SequenceTime& time, const PlanOptio
   auto log = options.log ? options.log : defaultLog;
   Plan greedy;
   greedy.method = "greedy";
-  if (auto groups = greedyGroups(problem.lengths, problem.worldSize, problem.memoryTokens, time))
+  if (auto groups = greedyGroups(problem.lengths, problem.worldSize, problem.largestGroup(),
+                                 problem.memoryTokens, time))
     greedy.groups = std::move(*groups);
   else  // cannot happen for a batch checkProblem passed (one world group holds it), but say so
     throw PlanError("no greedy shape holds the batch");
@@ -151,6 +164,7 @@ Plan planBatch(const Problem& problem, const SequenceTime& time, const PlanOptio
   const std::vector<Bucket> buckets = bucketLengths(problem.lengths, options.buckets);
   MipInput in;
   in.worldSize = problem.worldSize;
+  in.largestGroup = problem.largestGroup();
   in.memoryTokens = problem.memoryTokens;
   in.timeLimitSeconds = options.timeLimitSeconds;
   // Memory by each bucket's longest sequence (so whatever the spreading
@@ -160,7 +174,7 @@ Plan planBatch(const Problem& problem, const SequenceTime& time, const PlanOptio
     in.lengths.push_back(b.length);
     in.counts.push_back(static_cast<int>(b.sequences.size()));
     in.seconds.emplace_back();
-    for (int p = 1; p <= problem.worldSize; p *= 2) {
+    for (int p = 1; p <= in.largestGroup; p *= 2) {
       double sum = 0;
       for (int s : b.sequences) sum += time(problem.lengths[s], p);
       in.seconds.back().push_back(sum / double(b.sequences.size()));

@@ -32,8 +32,9 @@ struct PlanOptions {
 };
 
 // Throws PlanError when the batch cannot be held: a sequence longer than
-// worldSize x memoryTokens, all of it beyond that (then split the batch
-// into micro-batches), or a world that is not a power of two.
+// the largest group's memory, all of it beyond the world's (then split the
+// batch into micro-batches), or a world or largest group that is not a
+// power of two.
 Plan planBatch(const Problem& problem, const SequenceTime& time, const PlanOptions& options = {});
 
 // Fixed Ulysses: one group of the whole world running every sequence (the

@@ -63,13 +63,13 @@ void build(Model& m, const MipInput& in) {
   double longest = 0;
   for (size_t b = 0; b < buckets; ++b) {
     double fastest = DBL_MAX;
-    for (int p = 1, k = 0; p <= in.worldSize; p *= 2, ++k)
+    for (int p = 1, k = 0; p <= in.largestGroup; p *= 2, ++k)
       if (in.lengths[b] <= int64_t{p} * in.memoryTokens)
         fastest = std::min(fastest, in.seconds[b][static_cast<size_t>(k)]);
     if (in.counts[b] > 0) longest = std::max(longest, fastest);
   }
   glp_set_col_bnds(m.lp, m.makespan, GLP_LO, longest, 0);
-  for (int p = 1, k = 0; p <= in.worldSize; p *= 2, ++k) {
+  for (int p = 1, k = 0; p <= in.largestGroup; p *= 2, ++k) {
     const int64_t room = int64_t{p} * in.memoryTokens;
     int fitting = 0;
     for (size_t b = 0; b < buckets; ++b)

@@ -1,5 +1,6 @@
 // The optimum of a small batch by exhaustion, for the planner's tests:
-// every multiset of power-of-two group sizes within the world, every
+// every multiset of power-of-two group sizes (up to the largest allowed)
+// within the world, every
 // assignment of sequences to those groups within memory (empty groups of
 // one size being interchangeable, a sequence opens only the first of
 // them), pruned by the best makespan so far.
@@ -21,7 +22,7 @@ class BruteForce {
   double optimum() {
     best_ = std::numeric_limits<double>::infinity();
     std::vector<int> sizes;
-    sizesFrom(p_.worldSize, p_.worldSize, sizes);
+    sizesFrom(p_.largestGroup(), p_.worldSize, sizes);
     return best_;
   }
 

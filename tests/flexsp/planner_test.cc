@@ -91,6 +91,53 @@ TEST(Planner, SolverReachesTheBruteForceOptimumOnSmallBatches) {
   }
 }
 
+// A model of few heads bounds Ulysses' groups: every plan keeps to the
+// largest size allowed (idle groups too), and the solver still reaches the
+// brute-force optimum under the bound.
+TEST(Planner, TheLargestGroupAllowedBoundsEveryPlan) {
+  std::mt19937_64 rng(13);
+  for (int largest : {1, 2, 4}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      const int64_t memory = 2048;
+      Problem p = fitted(randomLengths(rng, 30, 500, 1.0, largest * memory), 16, memory);
+      p.maxGroupSize = largest;
+      for (bool solver : {true, false}) {
+        Logged log;
+        PlanOptions o = log.options(0.3);
+        o.useSolver = solver;
+        const Plan plan = planBatch(p, synthetic(), o);
+        EXPECT_EQ(checkPlan(plan, p), "") << plan.note;
+        for (const Group& g : plan.groups) EXPECT_LE(g.size, largest) << plan.note;
+      }
+    }
+    if (plannerSolver().empty()) continue;
+    for (int trial = 0; trial < 4; ++trial) {
+      Problem p = fitted(randomLengths(rng, 6, 700, 1.0, largest * 1024), 8, 1024);
+      p.maxGroupSize = largest;
+      Logged log;
+      const Plan plan = planBatch(p, synthetic(), log.options(5.0));
+      const double best = BruteForce(p, synthetic()).optimum();
+      EXPECT_NEAR(plan.seconds, best, 1e-7 * best) << "largest " << largest << ": " << plan.note;
+    }
+  }
+  Problem tooLong{{100, 5000}, 8, 1000};
+  tooLong.maxGroupSize = 4;
+  try {
+    planBatch(tooLong, synthetic());
+    ADD_FAILURE() << "a sequence beyond the largest group's memory was planned";
+  } catch (const PlanError& e) {
+    EXPECT_TRUE(contains(e.what(),
+                         "sequence 1 of 5000 tokens does not fit even the largest group allowed (4 "
+                         "ranks x 1000 tokens)"))
+        << e.what();
+  }
+  Problem fine{{100, 300}, 8, 1000};
+  fine.maxGroupSize = 4;
+  EXPECT_THROW(ulyssesPlan(fine, synthetic()), PlanError);
+  fine.maxGroupSize = 3;
+  EXPECT_THROW(planBatch(fine, synthetic()), PlanError);
+}
+
 TEST(Planner, WithoutTheSolverOrWithNoTimeTheGreedyPlanIsUsedAndLogged) {
   std::mt19937_64 rng(3);
   Problem p{randomLengths(rng, 40, 800, 1.0, 16 * 4096), 16, 4096};
