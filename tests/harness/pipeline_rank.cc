@@ -45,10 +45,6 @@ using namespace gyre::harness::test;
 
 namespace {
 
-constexpr int kSteps = 20, kBatch = 8, kSeq = 32;
-constexpr uint64_t kSeed = 1234;
-constexpr double kTolerance = 1e-5;
-
 GptConfig modelConfig(int dim) {
   return {.vocab = 256, .maxSeq = kSeq, .layers = 4, .heads = 4, .dim = dim};
 }

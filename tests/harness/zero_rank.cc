@@ -41,9 +41,6 @@ using namespace gyre::harness::test;
 
 namespace {
 
-constexpr int kSteps = 20, kBatch = 8, kSeq = 32;
-constexpr uint64_t kSeed = 1234;
-constexpr double kTolerance = 1e-5;
 constexpr float kMaxNorm = 1.0f;
 
 GptConfig modelConfig() {
