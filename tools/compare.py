@@ -1255,6 +1255,13 @@ def print_report(ctx, results, targets, info):
             print("  " + e)
 
 
+# docs/PERFORMANCE.md's pointer to the training harness's figures (written
+# when that file sits beside the report).
+HARNESS_LINE = ("The training harness (gyre-train) on these collectives: step time and its breakdown for "
+                "every parallelism, data-parallel overlap, and PyTorch DDP: "
+                "[PERFORMANCE-harness.md](PERFORMANCE-harness.md).")
+
+
 def write_markdown(path, ctx, results, targets, info):
     colls = ctx.args.collectives
     title = ("# gyre allreduce comparison" if colls == ["allreduce"]
@@ -1265,6 +1272,8 @@ def write_markdown(path, ctx, results, targets, info):
         out.append("| %s | %s |" % (k, v.replace("|", "\\|") if k != "command" else "`%s`" % v))
     if ctx.notes:
         out += [""] + ["Note: " + n for n in ctx.notes]
+    if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(path)), "PERFORMANCE-harness.md")):
+        out += ["", HARNESS_LINE]
     if ctx.args.plot and ctx.plot_written:
         rel = os.path.relpath(os.path.abspath(ctx.args.plot), os.path.dirname(os.path.abspath(path)))
         out += ["", "![busbw and latency of every series](%s)" % rel]
