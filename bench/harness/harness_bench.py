@@ -17,7 +17,9 @@ over the ranks (a pipeline's stages differ), the step time and tokens/s are
 rank 0's (what gyre-train logs); a run's figure is the median over its
 steps; the table has the median over the rounds, and "x 1 rank" is the
 median of each round's tokens/s over the single-rank run's in the same
-round. The rounds run every configuration in turn (A B C ... A B C ...,
+round. "CPU ms" is the CPU time of all ranks' processes in a step (every
+thread), which other work on the machine inflates much less than the wall
+time: the step's cost in core-milliseconds, against one rank's. The rounds run every configuration in turn (A B C ... A B C ...,
 reversed every other round), so the host's drift hits them alike; before
 each run the script waits until the machine is idle (other processes use
 under a quarter of the CPUs over one second).
@@ -122,7 +124,7 @@ def run_one(args, name, ranks, extra, text, workdir, log):
                 steps.setdefault(r["step"], []).append(r)
     shutil.rmtree(report, ignore_errors=True)
     per = {"step_ms": [], "tokens_per_s": [], "compute": [], "comm": [], "optimizer": [],
-           "other": [], "bubble": []}
+           "other": [], "bubble": [], "cpu_ms": []}
     for step in sorted(steps):
         if step < args.warmup:
             continue
@@ -137,6 +139,7 @@ def run_one(args, name, ranks, extra, text, workdir, log):
         per["other"].append(statistics.mean(
             1 - (r["compute_s"] + r["comm_s"] + r["optimizer_s"]) / r["step_s"] for r in rs))
         per["bubble"].append(r0["bubble"])
+        per["cpu_ms"].append(1e3 * sum(r["cpu_s"] for r in rs))
     if not per["step_ms"]:
         log("%s: no steps after the warm-up" % name)
         return None
@@ -199,6 +202,60 @@ def main():
     runs = {c[0]: [] for c in configs}
     busy = []
     started = datetime.datetime.now(datetime.timezone.utc)
+
+    # The table and the files from the runs so far (after every round).
+    def report(final=True):
+        base = {r["round"]: r["tokens_per_s"] for r in runs.get("1 rank", [])}
+        rows = []
+        for name, ranks, extra in configs:
+            rs = runs[name]
+            if not rs:
+                rows.append({"name": name, "ranks": ranks, "failed": True})
+                continue
+            row = {"name": name, "ranks": ranks, "runs": len(rs)}
+            for k in ("step_ms", "tokens_per_s", "compute", "comm", "optimizer", "other", "bubble", "cpu_ms"):
+                row[k] = statistics.median(r[k] for r in rs)
+            row["step_ms_min"] = min(r["step_ms"] for r in rs)
+            row["step_ms_max"] = max(r["step_ms"] for r in rs)
+            ratios = [r["tokens_per_s"] / base[r["round"]] for r in rs if r["round"] in base]
+            row["vs_one_rank"] = statistics.median(ratios) if ratios else None
+            cpu_base = {r["round"]: r["cpu_ms"] for r in runs.get("1 rank", [])}
+            cpu_ratios = [r["cpu_ms"] / cpu_base[r["round"]] for r in rs if r["round"] in cpu_base]
+            row["cpu_vs_one_rank"] = statistics.median(cpu_ratios) if cpu_ratios else None
+            row["command"] = rs[0]["command"]
+            rows.append(row)
+
+        def pct(x):
+            return "%.0f%%" % (100 * x) if abs(x) >= 0.005 else "0%"
+
+        lines = ["| configuration | ranks | step ms (min-max) | tokens/s | x 1 rank | CPU ms (x 1 rank) "
+                 "| compute | comm | optimizer | other | bubble |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            if r.get("failed"):
+                lines.append("| %s | %d | failed | | | | | | | | |" % (r["name"], r["ranks"]))
+                continue
+            lines.append("| %s | %d | %.1f (%.1f-%.1f) | %.0f | %s | %.0f (%s) | %s | %s | %s | %s | %s |" % (
+                r["name"], r["ranks"], r["step_ms"], r["step_ms_min"], r["step_ms_max"], r["tokens_per_s"],
+                "%.2f" % r["vs_one_rank"] if r["vs_one_rank"] else "-", r["cpu_ms"],
+                "%.2f" % r["cpu_vs_one_rank"] if r["cpu_vs_one_rank"] else "-", pct(r["compute"]), pct(r["comm"]),
+                pct(r["optimizer"]), pct(r["other"]), pct(r["bubble"]) if r["bubble"] else "-"))
+        table = "\n".join(lines)
+        head = ("model: %d layers, dim %d, %d heads, seq %d, batch %d sequences per step (%d tokens); "
+                "text: %s; transport %s; %d rounds of %d steps, the first %d dropped; machine: %s; "
+                "started %s UTC; idle before runs: median %.0f%% of the CPUs busy" % (
+                    args.layers, args.dim, args.heads, args.seq, args.batch, args.batch * args.seq,
+                    text_note, args.transport, args.rounds, args.steps, args.warmup, machine(),
+                    started.strftime("%Y-%m-%d %H:%M"), 100 * statistics.median(busy) if busy else 0))
+        if final:
+            print(head + "\n\n" + table)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(head + "\n\n" + table + "\n")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"header": head, "rows": rows, "runs": runs}, f, indent=1)
+
     for rnd in range(args.rounds):
         order = configs if rnd % 2 == 0 else list(reversed(configs))
         for name, ranks, extra in order:
@@ -208,52 +265,10 @@ def main():
                 r["round"] = rnd
                 runs[name].append(r)
                 log("round %d %-22s %8.1f ms/step %8.0f tokens/s" % (rnd, name, r["step_ms"], r["tokens_per_s"]))
+        if rnd + 1 < args.rounds:
+            report(final=False)  # what the rounds so far give, in case the run is cut short
     shutil.rmtree(workdir, ignore_errors=True)
-
-    base = {r["round"]: r["tokens_per_s"] for r in runs.get("1 rank", [])}
-    rows = []
-    for name, ranks, extra in configs:
-        rs = runs[name]
-        if not rs:
-            rows.append({"name": name, "ranks": ranks, "failed": True})
-            continue
-        row = {"name": name, "ranks": ranks, "runs": len(rs)}
-        for k in ("step_ms", "tokens_per_s", "compute", "comm", "optimizer", "other", "bubble"):
-            row[k] = statistics.median(r[k] for r in rs)
-        row["step_ms_min"] = min(r["step_ms"] for r in rs)
-        row["step_ms_max"] = max(r["step_ms"] for r in rs)
-        ratios = [r["tokens_per_s"] / base[r["round"]] for r in rs if r["round"] in base]
-        row["vs_one_rank"] = statistics.median(ratios) if ratios else None
-        row["command"] = rs[0]["command"]
-        rows.append(row)
-
-    def pct(x):
-        return "%.0f%%" % (100 * x) if abs(x) >= 0.005 else "0%"
-
-    lines = ["| configuration | ranks | step ms (min-max) | tokens/s | x 1 rank | compute | comm | optimizer | other | bubble |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        if r.get("failed"):
-            lines.append("| %s | %d | failed | | | | | | | |" % (r["name"], r["ranks"]))
-            continue
-        lines.append("| %s | %d | %.1f (%.1f-%.1f) | %.0f | %s | %s | %s | %s | %s | %s |" % (
-            r["name"], r["ranks"], r["step_ms"], r["step_ms_min"], r["step_ms_max"], r["tokens_per_s"],
-            "%.2f" % r["vs_one_rank"] if r["vs_one_rank"] else "-", pct(r["compute"]), pct(r["comm"]),
-            pct(r["optimizer"]), pct(r["other"]), pct(r["bubble"]) if r["bubble"] else "-"))
-    table = "\n".join(lines)
-    head = ("model: %d layers, dim %d, %d heads, seq %d, batch %d sequences per step (%d tokens); "
-            "text: %s; transport %s; %d rounds of %d steps, the first %d dropped; machine: %s; "
-            "started %s UTC; idle before runs: median %.0f%% of the CPUs busy" % (
-                args.layers, args.dim, args.heads, args.seq, args.batch, args.batch * args.seq,
-                text_note, args.transport, args.rounds, args.steps, args.warmup, machine(),
-                started.strftime("%Y-%m-%d %H:%M"), 100 * statistics.median(busy) if busy else 0))
-    print(head + "\n\n" + table)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(head + "\n\n" + table + "\n")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"header": head, "rows": rows, "runs": runs}, f, indent=1)
+    report()
 
 
 if __name__ == "__main__":

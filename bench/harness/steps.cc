@@ -11,11 +11,14 @@
 // per step:
 //
 //   {"rank":0,"step":3,"step_s":0.21,"compute_s":0.17,"comm_s":0.02,"optimizer_s":0.01,
-//    "bubble":0,"tokens_per_s":4876.2,"loss":4.9,"dp":2,"tp":1,"pp":1,"dp_rank":0,...}
+//    "cpu_s":0.2,"bubble":0,"tokens_per_s":4876.2,"loss":4.9,"dp":2,"tp":1,"pp":1,"dp_rank":0,...}
 //
 // bubble is the pipeline's measured bubble share of the step (0 without
-// one), the same on every stage; the seconds are this rank's.
+// one), the same on every stage; the seconds are this rank's; cpu_s is the
+// CPU time this rank's process (all its threads) used during the step,
+// which other processes on the machine do not inflate as they do step_s.
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +51,14 @@ TrainerConfig trainerConfig(const TrainOptions& o) {
   c.adam.weightDecay = o.weightDecay;
   c.clip = o.clip;
   return c;
+}
+
+// The process's CPU time (every thread: the trainer's and gyre's progress
+// thread), in seconds.
+double cpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 fs::path tokenPath(const fs::path& text) {
@@ -90,16 +101,19 @@ int run(int argc, char** argv) {
       if (!out) throw std::runtime_error("cannot write " + path.string());
     }
     for (int64_t step = 0; step < o.steps; ++step) {
+      const double cpuStart = cpuSeconds();
       const StepReport r = trainer.step(step, loader);
+      const double cpu = cpuSeconds() - cpuStart;
       if (!out.is_open()) continue;
       char line[512];
-      std::snprintf(line, sizeof line,
-                    "{\"rank\":%d,\"step\":%lld,\"step_s\":%.9g,\"compute_s\":%.9g,\"comm_s\":%.9g,"
-                    "\"optimizer_s\":%.9g,\"bubble\":%.9g,\"tokens_per_s\":%.9g,\"loss\":%.9g,"
-                    "\"dp\":%d,\"tp\":%d,\"pp\":%d,\"dp_rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d}",
-                    rank, static_cast<long long>(r.step), r.seconds, r.compute, r.comm, r.optimizer,
-                    r.bubble, static_cast<double>(r.tokens) / r.seconds, r.loss, o.dp, o.tp, o.pp,
-                    mesh.dpRank(), mesh.tpRank(), mesh.ppRank());
+      std::snprintf(
+          line, sizeof line,
+          "{\"rank\":%d,\"step\":%lld,\"step_s\":%.9g,\"compute_s\":%.9g,\"comm_s\":%.9g,"
+          "\"optimizer_s\":%.9g,\"cpu_s\":%.9g,\"bubble\":%.9g,\"tokens_per_s\":%.9g,\"loss\":%.9g,"
+          "\"dp\":%d,\"tp\":%d,\"pp\":%d,\"dp_rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d}",
+          rank, static_cast<long long>(r.step), r.seconds, r.compute, r.comm, r.optimizer, cpu,
+          r.bubble, static_cast<double>(r.tokens) / r.seconds, r.loss, o.dp, o.tp, o.pp,
+          mesh.dpRank(), mesh.tpRank(), mesh.ppRank());
       out << line << '\n' << std::flush;
     }
   }

@@ -64,6 +64,8 @@ ap.add_argument("--compare", type=int, metavar="ROUNDS",
 ap.add_argument("--build", default=os.path.join(ROOT, "build"))
 ap.add_argument("--transport", default="shm", help="GYRE_TRANSPORT for gyre's backend and gyre-train")
 ap.add_argument("--markdown")
+ap.add_argument("--idle-wait", type=float, default=60,
+                help="--compare: before each run, wait up to this long for the other processes to go idle")
 args = ap.parse_args()
 
 
@@ -78,6 +80,28 @@ def vim_text(workdir):
             with open(f, "rb") as src:
                 out.write(src.read())
     return path
+
+
+def busy_fraction(seconds=1.0):
+    """The share of the CPUs that something used over `seconds` (before a
+    run: someone else's)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_idle(limit_s):
+    start = time.time()
+    while True:
+        busy = busy_fraction()
+        if busy < 0.25 or time.time() - start > limit_s:
+            return busy
+        time.sleep(5)
 
 
 def compare():
@@ -113,6 +137,7 @@ def compare():
             out = os.path.join(workdir, "%s-%d.json" % (name, rnd))
             cmd = train_cmd(out) if name == "gyre-train" else torch_cmd(name, out)
             commands[name] = cmd
+            busy = wait_idle(args.idle_wait)
             p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if p.returncode != 0:
                 sys.exit("gpt_ddp: %s failed (%d):\n%s" % (name, p.returncode, p.stdout[-3000:]))
@@ -126,9 +151,10 @@ def compare():
             else:
                 with open(out) as f:
                     r = json.load(f)
+            r["busy_before"] = busy
             results[name].append(r)
-            print("round %d %-10s %7.1f ms/step %7.0f tokens/s" % (rnd, name, r["step_ms"], r["tokens_per_s"]),
-                  file=sys.stderr, flush=True)
+            print("round %d %-10s %7.1f ms/step %7.0f tokens/s (CPUs %.0f%% busy before)" % (
+                rnd, name, r["step_ms"], r["tokens_per_s"], 100 * busy), file=sys.stderr, flush=True)
     rows = []
     for name, rs in results.items():
         med = lambda k: statistics.median(r[k] for r in rs)
@@ -144,6 +170,7 @@ def compare():
     table = "\n".join(["| run | step ms (min-max) | tokens/s | x gloo | exposed communication |",
                        "|---|---:|---:|---:|---|"] + rows)
     print(table)
+    print(json.dumps(results), file=sys.stderr)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(table + "\n\n" + "\n".join("- %s: `%s`" % (k, " ".join(v)) for k, v in commands.items()) + "\n")
