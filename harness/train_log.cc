@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -95,19 +96,50 @@ StepRecord stepOf(const json::Value& line) {
 
 }  // namespace
 
-TrainLog::TrainLog(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "w")) {
+TrainLog::TrainLog(const std::string& path) : TrainLog(path, "w") {}
+
+TrainLog::TrainLog(const std::string& path, const char* mode)
+    : path_(path), file_(std::fopen(path.c_str(), mode)) {
   if (!file_) failFile(path_, std::string("cannot open for writing: ") + std::strerror(errno));
 }
 
 TrainLog::TrainLog(const std::string& path, const std::string& runName,
                    const std::map<std::string, std::string>& config)
     : TrainLog(path) {
+  writeRunLine(runName, config);
+}
+
+void TrainLog::writeRunLine(const std::string& runName,
+                            const std::map<std::string, std::string>& config) {
   std::string line = "{\"run\":" + json::quote(runName) + ",\"config\":{";
   for (const auto& [key, value] : config) {
     if (line.back() != '{') line += ',';
     line += json::quote(key) + ":" + json::quote(value);
   }
   writeLine(line + "}}");
+}
+
+TrainLog TrainLog::continued(const std::string& path, int64_t firstStep,
+                             const std::string& runName,
+                             const std::map<std::string, std::string>& config) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return TrainLog(path, runName, config);
+  // The run line as the first run wrote it (that run's name and settings:
+  // the plot and any reader see one run), then its steps the checkpoint
+  // covers.
+  std::string oldName;
+  std::map<std::string, std::string> oldConfig;
+  const std::vector<StepRecord> steps = readTrainLog(path, &oldName, &oldConfig);
+  const std::string temporary = path + ".tmp";
+  {
+    TrainLog rewritten(temporary, "w");
+    if (!oldName.empty()) rewritten.writeRunLine(oldName, oldConfig);
+    for (const StepRecord& r : steps)
+      if (r.step < firstStep) rewritten.write(r);
+  }
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) failFile(path, "cannot replace it with " + quoted(temporary) + ": " + ec.message());
+  return TrainLog(path, "a");
 }
 
 void TrainLog::write(const StepRecord& r) {

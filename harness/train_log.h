@@ -46,12 +46,24 @@ class TrainLog {
   TrainLog(const std::string& path, const std::string& runName,
            const std::map<std::string, std::string>& config = {});
 
+  // The log of a resumed run: an existing `path` keeps its run line and the
+  // steps before `firstStep` (those after it were trained again, so their
+  // old lines go), rewritten under a temporary name and renamed, and new
+  // steps are appended; a missing `path` starts a new log as the
+  // constructor does. A file that is not a train log throws, naming it:
+  // never overwritten on a guess.
+  static TrainLog continued(const std::string& path, int64_t firstStep,
+                            const std::string& runName,
+                            const std::map<std::string, std::string>& config = {});
+
   // Appends the step's line and flushes it.
   void write(const StepRecord& record);
 
   const std::string& path() const { return path_; }
 
  private:
+  TrainLog(const std::string& path, const char* mode);
+  void writeRunLine(const std::string& runName, const std::map<std::string, std::string>& config);
   void writeLine(const std::string& line);
 
   struct Close {

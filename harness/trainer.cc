@@ -305,6 +305,14 @@ int64_t Trainer::load(const fs::path& stepDir) {
                                   want);
     }
   }
+  loadChanges_.clear();
+  const std::map<std::string, std::string> mine = describe();
+  for (const char* key :
+       {"batch", "seed", "micro_batches", "schedule", "codec", "decentralized"}) {
+    auto it = reader.meta().find(key);
+    const std::string have = it == reader.meta().end() ? "(none)" : it->second;
+    if (have != mine.at(key)) loadChanges_.push_back(std::string(key) + " " + have + " -> " + mine.at(key));
+  }
   auto stepsIt = reader.meta().find("adam_steps");
   if (stepsIt == reader.meta().end())
     throw CheckpointError(stepDir.string() + ": the index has no adam_steps");

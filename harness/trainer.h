@@ -86,6 +86,13 @@ class Trainer {
   // Throws CheckpointError naming the file, or std::invalid_argument when it
   // holds another model.
   int64_t load(const std::filesystem::path& stepDir);
+  // What the last load found this run doing differently from the run that
+  // wrote the checkpoint, beyond the mesh and ZeRO stage (which reshard
+  // exactly): "seed 1 -> 2" for the batch, seed, micro-batches,
+  // schedule, codec or decentralized averaging. Such a run goes on from the
+  // checkpoint's weights but not as the first run would have; empty when
+  // none differ.
+  const std::vector<std::string>& loadChanges() const { return loadChanges_; }
 
   // This rank's piece's parameters, whole (a collective gather at ZeRO 3).
   std::vector<float> pieceParams();
@@ -106,6 +113,7 @@ class Trainer {
 
   TrainerConfig config_;
   std::unique_ptr<Mesh> mesh_;
+  std::vector<std::string> loadChanges_;
   std::unique_ptr<Zero> zero_;  // the default
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<DataParallel> dp_;    // codec or decentralized data parallelism

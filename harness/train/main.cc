@@ -149,6 +149,17 @@ int train(TrainOptions o) {
       if (rank == 0 && !o.quiet)
         std::printf("gyre-train: resumed from %s at step %lld\n",
                     stepDirectory(o.checkpointDir, *step).c_str(), static_cast<long long>(first));
+      // Allowed (a larger batch later in a run is common practice), but the
+      // run no longer repeats the first one: say so, once.
+      if (rank == 0 && !trainer.loadChanges().empty()) {
+        std::string changes;
+        for (const std::string& c : trainer.loadChanges())
+          changes += (changes.empty() ? "" : ", ") + c;
+        std::fprintf(stderr,
+                     "gyre-train: note: this run's settings differ from the checkpoint's (%s); "
+                     "it continues from the checkpoint's weights, not as the first run would\n",
+                     changes.c_str());
+      }
       std::fflush(stdout);
     }
     std::unique_ptr<TrainLog> log;
@@ -158,7 +169,9 @@ int train(TrainOptions o) {
       char text[32];
       std::snprintf(text, sizeof text, "%.4f", entropy);
       described["unigram_entropy"] = text;
-      log = std::make_unique<TrainLog>(o.log, name, described);
+      // A resumed run continues its log: the steps the checkpoint covers stay.
+      log = std::make_unique<TrainLog>(o.resume ? TrainLog::continued(o.log, first, name, described)
+                                                : TrainLog(o.log, name, described));
     }
     plotted[0].name = name;
     const bool terminal = ::isatty(2);

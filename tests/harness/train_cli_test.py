@@ -157,6 +157,30 @@ class TrainCli(unittest.TestCase):
             self.assertEqual(loss, self.reference[step], "step %d" % step)
         self.assertTrue(os.path.exists(os.path.join(TMP, d, "step-20", "index.json")))
 
+    def test_resume_continues_its_log(self):
+        """--resume with the killed run's own log: the steps the checkpoint
+        covers stay, the rest follow, one run line: the whole run's log."""
+        d = self.copy_checkpoints("continued")
+        shutil.copy(os.path.join(TMP, "b.jsonl"), os.path.join(TMP, "continued.jsonl"))
+        status, out = train(SAVE_MESH + ["--checkpoint-dir", d, "--resume",
+                                         "--log", "continued.jsonl"])
+        self.assertEqual(status, 0, out)
+        self.assertNotIn("settings differ", out)
+        self.assertEqual(losses("continued.jsonl"), self.reference)
+        with open(os.path.join(TMP, "continued.jsonl")) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 1 + STEPS)
+        self.assertTrue(lines[0].startswith('{"run":'), lines[0])
+
+    def test_resume_with_another_seed_says_so(self):
+        d = self.copy_checkpoints("reseeded")
+        status, out = train(SAVE_MESH + ["--checkpoint-dir", d, "--resume", "--seed", "99",
+                                         "--log", "reseeded.jsonl"])
+        self.assertEqual(status, 0, out)
+        self.assertIn("settings differ from the checkpoint's (seed ", out)
+        self.assertIn(" -> 99)", out)
+        self.assertEqual(sorted(losses("reseeded.jsonl")), list(range(10, STEPS)))
+
     # 2. Resume on another mesh.
 
     def resume_other_mesh(self, name, mesh):

@@ -198,6 +198,40 @@ TEST_F(HarnessTrainLog, MalformedLinesNameTheFileAndLine) {
               {"line 1", "field 'run'"});
 }
 
+TEST_F(HarnessTrainLog, AResumedRunContinuesItsLog) {
+  const std::string path = file("run.jsonl");
+  {
+    TrainLog log(path, "dp2", {{"dp", "2"}});
+    for (int64_t s = 0; s < 12; ++s) log.write({s, 5.0 - 0.1 * s, 1e-3, 100, 1, 0, 0, 1});
+  }
+  // The checkpoint was taken after step 9: steps 10 and 11 are trained
+  // again, so their old lines go; the run line is the first run's.
+  {
+    TrainLog log = TrainLog::continued(path, 10, "dp4", {{"dp", "4"}});
+    log.write({10, 4.25, 1e-3, 100, 1, 0, 0, 1});
+  }
+  std::string name;
+  std::map<std::string, std::string> config;
+  const std::vector<StepRecord> steps = readTrainLog(path, &name, &config);
+  EXPECT_EQ(name, "dp2");
+  EXPECT_EQ(config, (std::map<std::string, std::string>{{"dp", "2"}}));
+  ASSERT_EQ(steps.size(), 11u);
+  for (int64_t s = 0; s < 10; ++s) EXPECT_EQ(steps[s].step, s);
+  EXPECT_EQ(steps[10].loss, 4.25);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  // No log yet: a new one, with this run's line.
+  const std::string fresh = file("fresh.jsonl");
+  { TrainLog::continued(fresh, 10, "tp2", {{"tp", "2"}}).write({10, 3, 1e-3, 1, 1, 0, 0, 1}); }
+  EXPECT_EQ(readTrainLog(fresh, &name).size(), 1u);
+  EXPECT_EQ(name, "tp2");
+
+  // Something that is not a train log is named and left as it was.
+  const std::string notes = writeText("notes.txt", "my notes\n");
+  expectError([&] { TrainLog::continued(notes, 10, "x"); }, {notes, "line 1"});
+  EXPECT_EQ(readText(notes), "my notes\n");
+}
+
 TEST_F(HarnessTrainLog, FilesThatCannotBeOpenedAreNamed) {
   const std::string missing = file("missing/run.jsonl");
   expectError([&] { TrainLog log(missing); }, {missing, "cannot open for writing"});
