@@ -10,3 +10,9 @@ gyre_test(shared_memory_test shared_memory_test.cc)
 gyre_test(alltoallv_blockwise_test alltoallv_blockwise_test.cc)
 # The executor's lanes: the order messages move in (stand-in connections).
 gyre_test(executor_test executor_test.cc)
+# DeepSpeed-Ulysses' exchanges: every shape and type both ways against a
+# one-rank reference, attention with sequence parallelism bit for bit, and
+# their errors (bad arguments, ranks that disagree on the layout).
+gyre_test(seq_exchange_test seq_exchange_test.cc)
+gyre_test(seq_attention_test seq_attention_test.cc)
+gyre_test(seq_exchange_errors_test seq_exchange_errors_test.cc)

@@ -448,6 +448,61 @@ GYRE_API gyreResult_t gyreAveragerLock(gyreAverager_t averager);
 GYRE_API gyreResult_t gyreAveragerUnlock(gyreAverager_t averager);
 GYRE_API gyreResult_t gyreAveragerStop(gyreAverager_t averager, uint64_t* rounds);
 
+/* ---- Sequence parallelism: DeepSpeed-Ulysses' exchanges
+ * (docs/sequence-parallel.md). The ranks of comm split a sequence (or a
+ * packed batch of sequences) of seqLen tokens: rank r holds tokens[r]
+ * consecutive tokens, in rank order, of every head: [tokens[r]][width]
+ * [headDim], where width counts the heads of the parts held (heads for
+ * queries, kvHeads each for keys and values), a token's parts in the order
+ * Q, K, V. Attention wants every token of a share of the heads:
+ * [seqLen][share][headDim], the tokens in rank order, the share's heads of
+ * each part in the order Q, K, V. gyreSeqToHeads goes there, gyreHeadsToSeq
+ * back.
+ * Query heads are dealt out in rank order as evenly as possible (the first
+ * heads % nranks ranks take one more; with fewer heads than ranks the rest
+ * take none). A rank holds the key/value heads its query heads use (grouped-
+ * query attention: heads / kvHeads consecutive query heads share one), so a
+ * key/value head that several ranks' query heads use is sent to each of
+ * them, and gyreHeadsToSeq adds those copies up into it, in rank order (what
+ * the keys' and values' gradients need; a head one rank holds is copied).
+ * gyreSeqHeads says which heads a rank holds. sendbuff and recvbuff must not
+ * overlap. Every rank must pass the same layout; ranks that do not fail by
+ * name, every one of them. ---- */
+typedef enum GYRE_ENUM_INT {
+  gyreSeqQ = 1,  /* queries, or anything with one head per query head (attention's output) */
+  gyreSeqK = 2,  /* keys */
+  gyreSeqV = 4,  /* values */
+  gyreSeqQKV = 7 /* all three, packed per token in that order */
+} gyreSeqPart_t;
+
+typedef struct {
+  int heads;            /* query heads, 1 to 4095 */
+  int kvHeads;          /* key/value heads, dividing heads; 0: as many as heads */
+  size_t headDim;       /* elements per head, 1 to 2^20 - 1 */
+  int parts;            /* the gyreSeqPart_t bits of what a token holds (OR'd) */
+  size_t seqLen;        /* tokens of the whole sequence */
+  const size_t* tokens; /* nranks counts (summing to seqLen; zeros allowed, each below 2^31),
+                           or NULL: seqLen / nranks each (then a multiple of nranks) */
+} gyreSeqLayout_t;
+
+/* The heads `rank` of nranks holds after gyreSeqToHeads: query heads
+ * [*qFirst, *qFirst + *qCount) and key/value heads [*kvFirst, *kvFirst +
+ * *kvCount). Its share's width is qCount, kvCount and kvCount for the parts
+ * held. Any pointer may be NULL; layout->tokens and seqLen are not read. */
+GYRE_API gyreResult_t gyreSeqHeads(const gyreSeqLayout_t* layout, int nranks, int rank, int* qFirst,
+                                   int* qCount, int* kvFirst, int* kvCount);
+/* sendbuff [tokens[rank]][width][headDim] -> recvbuff [seqLen][share][headDim]. */
+GYRE_API gyreResult_t gyreSeqToHeads(const void* sendbuff, void* recvbuff, const gyreSeqLayout_t* layout,
+                                     gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+/* sendbuff [seqLen][share][headDim] -> recvbuff [tokens[rank]][width][headDim]; key/value
+ * heads held by several ranks are summed (in rank order, as gyreAllReduce's sum adds). */
+GYRE_API gyreResult_t gyreHeadsToSeq(const void* sendbuff, void* recvbuff, const gyreSeqLayout_t* layout,
+                                     gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+GYRE_API gyreResult_t gyreIseqToHeads(const void* sendbuff, void* recvbuff, const gyreSeqLayout_t* layout,
+                                      gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
+GYRE_API gyreResult_t gyreIheadsToSeq(const void* sendbuff, void* recvbuff, const gyreSeqLayout_t* layout,
+                                      gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
+
 /* ---- Communicator split: ranks giving the same color form a child
  * communicator, ordered by key (then by parent rank), with no new
  * rendezvous. GYRE_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL).

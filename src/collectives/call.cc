@@ -1,5 +1,7 @@
 #include "collectives/call.h"
 
+#include "collectives/seq_layout.h"
+
 namespace gyre::collectives {
 
 namespace {
@@ -24,6 +26,8 @@ const char* opKindName(OpKind k) {
     case OpKind::SendRecv: return "send/recv";
     case OpKind::CommSplit: return "commsplit";
     case OpKind::PeerAverage: return "peeraverage";
+    case OpKind::SeqToHeads: return "seqtoheads";
+    case OpKind::HeadsToSeq: return "headstoseq";
   }
   return "unknown operation";
 }
@@ -62,6 +66,9 @@ std::string describeCall(const CallDesc& d, int receiver, bool expected) {
   }
   s = std::string(opKindName(d.kind)) + " #" + std::to_string(d.seq) + " (";
   if (d.kind == OpKind::Barrier || d.kind == OpKind::CommSplit) return s.substr(0, s.size() - 2);
+  if (isSeqExchange(d.kind))
+    return s + type + ", " + describeSeqLayout(d.count) +
+           (d.root >= 0 ? ", a block of " + std::to_string(d.root) + " tokens" : std::string()) + ")";
   s += d.kind == OpKind::AllToAllv ? std::string("per-peer counts") : std::to_string(d.count) + " x " + type;
   if (d.kind == OpKind::AllToAllv) s += std::string(" of ") + type;
   if (d.kind == OpKind::AllReduce || d.kind == OpKind::Reduce || d.kind == OpKind::ReduceScatter)

@@ -33,7 +33,13 @@ enum class OpKind : uint8_t {
   // Decentralized averaging with a few peers (peer_average.h): redop holds
   // the peer selection, root the step's low 31 bits.
   PeerAverage,
+  // DeepSpeed-Ulysses' exchanges (seq_exchange.h): count is the layout's
+  // code (seq_layout.h), and each message's root the tokens of its block.
+  SeqToHeads,
+  HeadsToSeq,
 };
+
+inline bool isSeqExchange(OpKind k) { return k == OpKind::SeqToHeads || k == OpKind::HeadsToSeq; }
 
 const char* opKindName(OpKind k);
 
@@ -67,6 +73,16 @@ static_assert(sizeof(CallTag) == sizeof(transport::MessageTag));
 // the codec.
 constexpr int kCodecShift = 1;
 inline kernels::Codec codecOf(const CallTag& t) { return static_cast<kernels::Codec>((t.flags >> kCodecShift) & 7); }
+// A message's block count (Step::blockCount) in its tag: in count for
+// AllToAllv, in root for the sequence exchanges, whose count names their
+// layout.
+inline void setBlockCount(CallTag& t, uint64_t n) {
+  if (isSeqExchange(static_cast<OpKind>(t.op))) {
+    t.root = static_cast<int32_t>(n);
+  } else {
+    t.count = n;
+  }
+}
 inline transport::MessageTag toWire(const CallTag& t) { return std::bit_cast<transport::MessageTag>(t); }
 inline CallTag fromWire(const transport::MessageTag& t) { return std::bit_cast<CallTag>(t); }
 

@@ -9,6 +9,8 @@
 
 #include "base/error.h"
 #include "collectives/call.h"
+#include "collectives/seq_layout.h"
+#include "collectives/view.h"
 
 namespace gyre::collectives {
 
@@ -95,6 +97,7 @@ class Runner {
   // clearer error; returns when it has nothing to add.
   void explain(const Step& s, const transport::MessageMismatch& m) const {
     const CallTag got = fromWire(m.got), want = fromWire(m.expected);
+    explainTokens(got, want, m.peer());
     if (got.call != want.call || got.op != want.op || got.dtype != want.dtype || got.redop != want.redop ||
         got.root != want.root)
       return;  // another call altogether: the communicator names both
@@ -104,7 +107,8 @@ class Runner {
     const std::string call = std::string(opKindName(static_cast<OpKind>(want.op))) + " #" + std::to_string(want.call);
     const std::string type = kernels::dtypeName(static_cast<kernels::DType>(want.dtype));
     const char* const same = "; every rank must make the same calls in the same order";
-    const bool block = s.blockCount != kNoBlock;
+    // (A sequence exchange's count is its layout: the communicator names both.)
+    const bool block = s.blockCount != kNoBlock && !isSeqExchange(static_cast<OpKind>(want.op));
     if (block && got.count != want.count) {
       throw transport::ConnectionError(
           gyreInvalidUsage, m.peer(),
@@ -135,11 +139,37 @@ class Runner {
     }
   }
 
+  // A sequence exchange's ranks that agree on everything but the tokens
+  // (whose fingerprint is in the layout's code, seq_layout.h). Throws naming
+  // the entry where this block's count differs (seq to heads: a block has
+  // its sender's tokens; heads to seq: its receiver's); returns otherwise.
+  void explainTokens(const CallTag& got, const CallTag& want, int peer) const {
+    if (!isSeqExchange(static_cast<OpKind>(want.op)) || got.op != want.op || got.call != want.call ||
+        got.dtype != want.dtype || plan_.rank < 0)
+      return;
+    if (got.count != want.count && !seqTokensDiffer(got.count, want.count)) return;
+    if (got.count == want.count && got.root == want.root) return;
+    const bool toHeads = static_cast<OpKind>(want.op) == OpKind::SeqToHeads;
+    const std::string p = std::to_string(peer), me = std::to_string(plan_.rank);
+    const std::string call = std::string(opKindName(static_cast<OpKind>(want.op))) + " #" + std::to_string(want.call);
+    const char* const same = ": every rank must pass the same layout (tokens and seqLen)";
+    if (got.root != want.root)
+      throw transport::ConnectionError(gyreInvalidUsage, peer,
+                                       "rank " + p + " and rank " + me + " disagree on the layout's tokens[" +
+                                           (toHeads ? p : me) + "] in " + call + " (" + std::to_string(got.root) +
+                                           " on rank " + p + ", " + std::to_string(want.root) + " on rank " + me +
+                                           ")" + same);
+    throw transport::ConnectionError(gyreInvalidUsage, peer,
+                                     "rank " + p + " and rank " + me + " pass different layout->tokens in " + call +
+                                         " (this block's count, " + std::to_string(got.root) +
+                                         ", agrees; another rank's does not)" + same);
+  }
+
   // The plan's tag, with the block's count (AllToAllv) and the flag of an
   // address message.
   CallTag tagOf(const Step& s) const {
     CallTag t = plan_.tags[s.tag];
-    if (s.blockCount != kNoBlock) t.count = s.blockCount;
+    if (s.blockCount != kNoBlock) setBlockCount(t, s.blockCount);
     if (s.prim == Prim::SendAddresses || s.prim == Prim::RecvAddresses) t.flags |= kAddressesFlag;
     return t;
   }
@@ -192,10 +222,11 @@ class Runner {
     if (args_.inputArrival) awaitInput(s);
     if (args_.engine) deviceStepBegins(s);
     const size_t bytes = s.count * args_.elemSize;
+    const transport::MessageTag tag = toWire(tagOf(s));
+    if ((s.srcView || s.dstView) && s.count) return tryViewStep(s, l, tag);
     const void* src = pointer(s.src, s.srcOffset);
     void* dst = pointer(s.dst, s.dstOffset);
     const uint32_t divisor = s.finalReduce ? args_.divisor : 1;
-    const transport::MessageTag tag = toWire(tagOf(s));
     switch (s.prim) {
       case Prim::Copy:
         if (args_.engine && divisor == 1) {
@@ -391,6 +422,69 @@ class Runner {
     throwError(gyreInternalError, "unknown plan step");
   }
 
+  // A step whose source or destination is a view (plan.h): its message is
+  // gathered straight into the transport's buffer, or scattered straight
+  // out of it (the buffer form, whatever kDirectIO prefers: a socket would
+  // read or write only one run of the caller's memory).
+  Outcome tryViewStep(const Step& s, LaneState& l, const transport::MessageTag& tag) {
+    const size_t bytes = s.count * args_.elemSize;
+    switch (s.prim) {
+      case Prim::Copy:
+        if (s.srcView) {
+          gather(s, static_cast<char*>(pointer(s.dst, s.dstOffset)));
+        } else {
+          scatter(s, static_cast<const char*>(pointer(s.src, s.srcOffset)));
+        }
+        return Outcome::Done;
+      case Prim::Reduce: {  // dst (the view) = dst (+) src, dst on the left: replicas added in plan order
+        const char* src = static_cast<const char*>(pointer(s.src, s.srcOffset));
+        forEachViewRun(viewOf(s.dstView), s.dstOffset, s.count, [&](BufId b, size_t at, size_t pos, size_t len) {
+          kernels::ReduceTask t;
+          t.dtype = args_.dtype;
+          t.op = args_.op;
+          t.out0 = pointer(b, at);
+          t.a = t.out0;
+          t.b = src + pos * args_.elemSize;
+          t.count = len;
+          kernels::run(t);
+        });
+        return Outcome::Done;
+      }
+      case Prim::Send: {
+        Connection& out = ctx_.connection(s.sendPeer);
+        void* room = out.trySendBuffer(bytes);
+        if (!room) return blocked(l, out, Waiting::ForRoom);
+        gather(s, static_cast<char*>(room));
+        out.sendCommit(bytes, tag);
+        return Outcome::Done;
+      }
+      case Prim::Recv: {
+        Connection& in = ctx_.connection(s.recvPeer);
+        const void* data = in.tryRecvBuffer(bytes, tag);
+        if (!data) return blocked(l, in, Waiting::ForData);
+        scatter(s, static_cast<const char*>(data));
+        in.recvRelease(bytes);
+        return Outcome::Done;
+      }
+      default:
+        break;
+    }
+    throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " has a view on a step that takes none");
+  }
+  const View& viewOf(uint16_t v) const { return plan_.views[v - 1u]; }
+  // The step's viewed source into `to`, in packed order.
+  void gather(const Step& s, char* to) const {
+    forEachViewRun(viewOf(s.srcView), s.srcOffset, s.count, [&](BufId b, size_t at, size_t pos, size_t len) {
+      kernels::copy(to + pos * args_.elemSize, pointer(b, at), len * args_.elemSize);
+    });
+  }
+  // `from`, in packed order, into the step's viewed destination.
+  void scatter(const Step& s, const char* from) const {
+    forEachViewRun(viewOf(s.dstView), s.dstOffset, s.count, [&](BufId b, size_t at, size_t pos, size_t len) {
+      kernels::copy(pointer(b, at), from + pos * args_.elemSize, len * args_.elemSize);
+    });
+  }
+
   // A device call (CallArgs::engine) runs only the single-copy plans' steps:
   // local copies and reductions, reads, addresses and empty notices. Before
   // a step sends anything, the device work enqueued so far must have run:
@@ -562,6 +656,8 @@ class Runner {
     size_t need = 0;
     if (s.prim == Prim::SendAddresses || s.dst == BufId::Input) {
       need = ~size_t{0};
+    } else if (s.srcView) {
+      need = viewSpan(viewOf(s.srcView), BufId::Input, s.srcOffset, s.count).second * args_.elemSize;
     } else if (s.src == BufId::Input && s.count) {
       need = (s.srcOffset + s.count) * args_.elemSize;
     }
@@ -580,9 +676,16 @@ class Runner {
       default:
         break;
     }
-    if (s.dst != BufId::Output || s.count == 0) return {0, 0};
+    size_t lo = s.dstOffset * args_.elemSize, hi = lo + s.count * args_.elemSize;
+    if (s.dstView) {
+      const auto [first, end] = viewSpan(viewOf(s.dstView), BufId::Output, s.dstOffset, s.count);
+      lo = first * args_.elemSize;
+      hi = end * args_.elemSize;
+      if (lo == hi) return {0, 0};
+    } else if (s.dst != BufId::Output || s.count == 0) {
+      return {0, 0};
+    }
     const std::vector<size_t>& ends = args_.outputDeparture->pieceEnds();
-    const size_t lo = s.dstOffset * args_.elemSize, hi = lo + s.count * args_.elemSize;
     const size_t first = std::upper_bound(ends.begin(), ends.end(), lo) - ends.begin();
     const size_t last = std::lower_bound(ends.begin(), ends.end(), hi) - ends.begin();
     return {first, std::min(last + 1, ends.size())};

@@ -64,6 +64,32 @@ inline BufId extraBuffer(uint16_t i) { return static_cast<BufId>(kFirstExtraBuff
 // Step::blockCount of a message that is no AllToAllv block's.
 constexpr uint64_t kNoBlock = ~uint64_t{0};
 
+// A block that is not one run of elements: `rows` rows, each the
+// concatenation of its segments, segment j of row i at element
+// base + i * stride of buffer buf (the sequence exchanges' per-peer slices
+// of every token's heads, seq_exchange.cc). A step whose source or
+// destination is a view counts its offset in that packed order, and the
+// executor gathers into, or scatters from, the message's own buffer (a
+// shared-memory slot, a socket's staging): one copy, as a contiguous block's
+// message costs, with no packing pass of its own.
+struct ViewSegment {
+  BufId buf = BufId::Input;
+  size_t base = 0, stride = 0, len = 0;  // elements
+};
+constexpr size_t kMaxViewSegments = 6;
+struct View {
+  size_t rows = 0;
+  size_t rowLen = 0;  // the segments' lengths, summed
+  uint8_t segments = 0;
+  ViewSegment seg[kMaxViewSegments];
+  // A segment of len 0 is left out.
+  void add(BufId buf, size_t base, size_t stride, size_t len) {
+    if (len == 0) return;
+    seg[segments++] = ViewSegment{buf, base, stride, len};
+    rowLen += len;
+  }
+};
+
 struct Step {
   Prim prim = Prim::Copy;
   BufId src = BufId::Input;
@@ -84,6 +110,10 @@ struct Step {
   // expects a different count fails at the block's first message, however
   // the block is cut into pieces, and can name both counts.
   uint64_t blockCount = kNoBlock;
+  // 1 + the index in Plan::views of the view the source (Send, Copy) or the
+  // destination (Recv, Copy, Reduce) is, whose offset then counts in its
+  // packed order; 0: a run of elements of src or dst.
+  uint16_t srcView = 0, dstView = 0;
   // Codec steps: the message's wire format, whether a decode adds into dst,
   // and the residual an Encode keeps (from element remoteOffset of it).
   kernels::Codec codec = kernels::Codec::None;
@@ -105,6 +135,7 @@ struct Plan {
   std::vector<Step> steps;
   std::vector<Lane> lanes;  // empty: one lane of all steps
   std::vector<CallTag> tags;
+  std::vector<View> views;  // Step::srcView, dstView
   size_t scratchElems = 0;
   // The call's input and output buffers in elements (planCall sets them):
   // what this rank registers for peers that read it, which they may not
@@ -118,6 +149,7 @@ struct Plan {
     peers.clear();
     steps.clear();  // keeps capacity: no allocation in steady state
     lanes.clear();
+    views.clear();
     scratchElems = 0;
     inputElems = outputElems = 0;
   }
@@ -128,6 +160,11 @@ struct Plan {
   }
   void closeLane() {
     if (!lanes.empty()) lanes.back().end = static_cast<uint32_t>(steps.size());
+  }
+  // Keeps v; returns what Step::srcView or dstView name it by.
+  uint16_t addView(const View& v) {
+    views.push_back(v);
+    return static_cast<uint16_t>(views.size());
   }
   void addPeer(int p) {
     for (int q : peers)

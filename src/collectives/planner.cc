@@ -12,6 +12,7 @@
 #include "collectives/more_algorithms.h"
 #include "collectives/peer_average.h"
 #include "collectives/rooted.h"
+#include "collectives/seq_exchange.h"
 #include "collectives/steps.h"
 #include "collectives/tuner.h"
 
@@ -241,6 +242,10 @@ const char* planCall(const CallRequest& req, PlanEnv& env, const AlgoOverrides& 
   if (forced) *forced = false;
   if (req.desc.kind == OpKind::PeerAverage) {  // one plan: its peers are the call's
     buildPeerAverage(req, env, plan);
+    return plan.algorithm;
+  }
+  if (isSeqExchange(req.desc.kind)) {  // one plan, whatever the rank count (its extents its own)
+    buildSeqExchange(req, env, plan);
     return plan.algorithm;
   }
   if (req.desc.codec) {  // one plan for each compressed operation

@@ -61,6 +61,8 @@ class PlanEnv {
   ~PlanEnv() = default;
 };
 
+struct SeqLayout;  // seq_layout.h
+
 // One call, as the planner sees it.
 struct CallRequest {
   CallDesc desc;
@@ -71,6 +73,8 @@ struct CallRequest {
   const size_t* sendDispls = nullptr;
   const size_t* recvCounts = nullptr;
   const size_t* recvDispls = nullptr;
+  // A sequence exchange (seq_exchange.h): its layout, tokens included.
+  const SeqLayout* seq = nullptr;
   // Pipelined chains: the piece size the tuner chose (0: the link's largest
   // message). Set by the planner.
   size_t pieceBytes = 0;

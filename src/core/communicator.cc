@@ -588,6 +588,7 @@ void Communicator::logChoice(const collectives::CallRequest& req, const char* al
   size_t bytes = req.bytes();
   if (req.sendCounts)  // AllToAllv: everything this rank sends
     bytes = collectives::CallRequest::totalCount(req.sendCounts, nranks_) * req.elemSize;
+  if (req.seq) bytes = plan_.inputElems * req.elemSize;  // a sequence exchange: its input
   const int sizeClass = collectives::sizeClassOf(bytes);
   const unsigned key = static_cast<unsigned>(req.desc.kind) * 128 + static_cast<unsigned>(sizeClass);
   if (!loggedChoices_.insert(key).second) return;
@@ -603,7 +604,7 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
   opSeq_ = req.desc.seq;
   try {
     collectives::OnlineTuner::Pick pick;
-    if (online_ && !prefer && !req.desc.codec && !overrides_.find(req.desc.kind, req.bytes()))
+    if (online_ && !prefer && !req.desc.codec && !req.seq && !overrides_.find(req.desc.kind, req.bytes()))
       pick = online_->pick(req, *this);
     if (prefer) pick.algo = prefer;  // (pick.candidate stays -1: not a trial)
     // A loop of identical calls (the common case) reuses the last plan: only

@@ -230,11 +230,14 @@ class Communicator final : public collectives::ExecContext, public collectives::
     // which its plan follows; a loop of calls with the same arrays (fixed
     // shapes, the Ulysses exchange) reuses it like any other call.
     std::vector<size_t> vcounts;  // 4 x nranks, or empty
+    // A sequence exchange: its layout's tokens (the rest of it is desc.count).
+    std::vector<size_t> seqTokens;
     bool matches(const collectives::CallRequest& r) const {
       if (!valid || desc.kind != r.desc.kind || desc.count != r.desc.count || desc.dtype != r.desc.dtype ||
           desc.redop != r.desc.redop || desc.root != r.desc.root || desc.codec != r.desc.codec ||
           elemSize != r.elemSize || inPlace != r.inPlace)
         return false;
+      if (r.seq) return seqTokens == r.seq->tokens;
       if (!r.sendCounts) return vcounts.empty();
       if (vcounts.empty()) return false;
       const size_t n = vcounts.size() / 4, bytes = n * sizeof(size_t);
@@ -249,6 +252,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
       elemSize = r.elemSize;
       inPlace = r.inPlace;
       vcounts.clear();
+      seqTokens.clear();
+      if (r.seq) seqTokens = r.seq->tokens;
       if (r.sendCounts)
         for (const size_t* a : {r.sendCounts, r.sendDispls, r.recvCounts, r.recvDispls})
           vcounts.insert(vcounts.end(), a, a + n);

@@ -262,6 +262,7 @@ void Communicator::executeCollective(Operation& op) {
     }
   }
   if (!req.inPlace) args.outputDeparture = op.outputDeparture;  // (in place, its gates open at the end)
+  if (collectives::isSeqExchange(op.kind)) req.seq = &op.seq;
   if (op.kind == OpKind::AllToAllv) {
     const size_t n = static_cast<size_t>(nranks_);
     req.sendCounts = op.vcounts.data();
@@ -275,6 +276,7 @@ void Communicator::executeCollective(Operation& op) {
     outElems = op.count * nranks_;
   if (op.kind == OpKind::AllToAllv)  // its count is 0: the blocks say how much arrives
     outElems = collectives::CallRequest::totalCount(req.recvCounts, nranks_);
+  if (req.seq) outElems = op.recvBytes / req.elemSize;  // (its count is its layout's code)
   args.streamOutput = outElems * req.elemSize >= kernels::streamingThresholdBytes();
   if (op.count == 0 && op.kind != OpKind::Barrier && op.kind != OpKind::AllToAllv) return;
   if (op.codec) {

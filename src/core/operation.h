@@ -12,6 +12,7 @@
 
 #include "collectives/plan.h"
 #include "collectives/planner.h"
+#include "collectives/seq_layout.h"
 #include "device/staging_pool.h"
 #include "gyre/gyre.h"
 
@@ -101,6 +102,7 @@ struct Operation {
   uint8_t codec = 0;
   float* residuals[3] = {nullptr, nullptr, nullptr};
   std::vector<size_t> vcounts;  // AllToAllv: sendcounts, sdispls, recvcounts, rdispls (n each)
+  collectives::SeqLayout seq;   // the sequence exchanges (count: its code), tokens copied
   std::shared_ptr<RequestState> request;  // nonblocking calls only
   // The bytes the call reads from sendbuff and writes to recvbuff (their
   // extents: classification and device staging use them).

@@ -1,0 +1,170 @@
+#include "collectives/seq_exchange.h"
+
+#include <array>
+#include <vector>
+
+#include "collectives/seq_layout.h"
+#include "collectives/steps.h"
+
+namespace gyre::collectives {
+
+namespace {
+
+constexpr size_t kNoSlot = ~size_t{0};
+
+// The lowest rank holding key/value head h: its copy is the one placed.
+int firstHolder(const std::vector<HeadShare>& shares, uint32_t h) {
+  for (size_t q = 0; q < shares.size(); ++q)
+    if (shares[q].kvCount && h >= shares[q].kvFirst && h < shares[q].kvFirst + shares[q].kvCount)
+      return static_cast<int>(q);
+  return -1;
+}
+
+// A copy of a key/value head to add into this rank's tokens (heads to seq):
+// where it waits in scratch, and which head of the token it joins.
+struct Added {
+  size_t slot;
+  size_t head;
+};
+
+}  // namespace
+
+void buildSeqExchange(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  const SeqLayout& l = *req.seq;
+  const bool toHeads = req.desc.kind == OpKind::SeqToHeads;
+  plan.reset("pairwise");
+  const int n = env.nranks(), me = env.rank();
+  plan.rank = me;
+  const size_t dim = l.headDim, width = tokenHeads(l);
+  std::vector<HeadShare> share(static_cast<size_t>(n));
+  std::vector<size_t> first(static_cast<size_t>(n) + 1, 0);  // each rank's first token
+  for (int r = 0; r < n; ++r) {
+    share[r] = headShare(l, n, r);
+    first[r + 1] = first[r] + l.tokens[r];
+  }
+  const size_t mine = l.tokens[me], myWidth = shareHeads(l, share[me]);
+  auto blockElems = [&](size_t tokens, int q) { return tokens * shareHeads(l, share[q]) * dim; };
+  for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
+  const size_t chunk = n > 1 ? pairwisePieceElems(req, env, plan.peers) : 1;  // connects them
+
+  // Heads to seq: every copy of a key/value head but its first holder's is
+  // added, so it lands in a scratch slot of this rank's tokens first.
+  std::vector<std::array<size_t, 2>> slotOf(static_cast<size_t>(n),
+                                            {kNoSlot, kNoSlot});  // by q: k, v
+  std::vector<Added> added;
+  if (!toHeads) {
+    for (SeqPart p : {kSeqK, kSeqV}) {
+      if (!(l.parts & p)) continue;
+      for (int q = 0; q < n; ++q) {
+        if (!share[q].kvCount || firstHolder(share, share[q].kvFirst) == q) continue;
+        slotOf[q][p == kSeqK ? 0 : 1] = added.size();
+        added.push_back(Added{added.size(), partOffset(l, p) + share[q].kvFirst});
+      }
+    }
+  }
+  plan.scratchElems = added.size() * mine * dim;
+
+  // q's heads of each part in this rank's tokens, in q's order (the head
+  // side's): the sequence side of the block between this rank and q.
+  auto seqSide = [&](int q) {
+    const BufId buf = toHeads ? BufId::Input : BufId::Output;
+    const size_t stride = width * dim;
+    View v;
+    v.rows = mine;
+    if (l.parts & kSeqQ)
+      v.add(buf, (partOffset(l, kSeqQ) + share[q].qFirst) * dim, stride, share[q].qCount * dim);
+    for (SeqPart p : {kSeqK, kSeqV}) {
+      if (!(l.parts & p)) continue;
+      size_t head = partOffset(l, p) + share[q].kvFirst, count = share[q].kvCount;
+      if (const size_t slot = slotOf[q][p == kSeqK ? 0 : 1]; slot != kNoSlot) {
+        v.add(BufId::Scratch, slot * mine * dim, dim, dim);
+        ++head;
+        --count;
+      }
+      v.add(buf, head * dim, stride, count * dim);
+    }
+    return v;
+  };
+
+  if (toHeads) {
+    plan.inputElems = mine * width * dim;
+    plan.outputElems = first[n] * myWidth * dim;
+    plan.beginLane();  // sends: q's heads of our tokens, gathered
+    for (int k = 1; k < n; ++k) {
+      const int to = (me + k) % n;
+      const uint16_t view = plan.addView(seqSide(to));
+      forPieces(
+          blockElems(mine, to), chunk,
+          [&](size_t off, size_t len) {
+            Step& s = add(plan, Prim::Send, BufId::Input, off, BufId::Output, 0, len, to);
+            s.srcView = view;
+            s.blockCount = mine;
+          },
+          true);
+    }
+    // Our own heads of our tokens, while the sends are on their way.
+    if (mine && myWidth)
+      add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, first[me] * myWidth * dim,
+          mine * myWidth * dim)
+          .srcView = plan.addView(seqSide(me));
+    plan.beginLane();  // receives: each rank's tokens of our heads, in place
+    for (int k = 1; k < n; ++k) {
+      const int src = (me - k + n) % n;
+      const size_t at = first[src] * myWidth * dim;
+      forPieces(
+          blockElems(l.tokens[src], me), chunk,
+          [&](size_t off, size_t len) {
+            add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, at + off, len, -1, src)
+                .blockCount = l.tokens[src];
+          },
+          true);
+    }
+    plan.closeLane();
+    return;
+  }
+
+  plan.inputElems = first[n] * myWidth * dim;
+  plan.outputElems = mine * width * dim;
+  plan.beginLane();  // sends: our heads of each rank's tokens, as they lie
+  for (int k = 1; k < n; ++k) {
+    const int to = (me + k) % n;
+    const size_t at = first[to] * myWidth * dim;
+    forPieces(
+        blockElems(l.tokens[to], me), chunk,
+        [&](size_t off, size_t len) {
+          add(plan, Prim::Send, BufId::Input, at + off, BufId::Output, 0, len, to).blockCount =
+              l.tokens[to];
+        },
+        true);
+  }
+  if (mine && myWidth)
+    add(plan, Prim::Copy, BufId::Input, first[me] * myWidth * dim, BufId::Output, 0,
+        mine * myWidth * dim)
+        .dstView = plan.addView(seqSide(me));
+  plan.beginLane();  // receives: each rank's heads of our tokens, scattered
+  for (int k = 1; k < n; ++k) {
+    const int src = (me - k + n) % n;
+    const uint16_t view = plan.addView(seqSide(src));
+    forPieces(
+        blockElems(mine, src), chunk,
+        [&](size_t off, size_t len) {
+          Step& s = add(plan, Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, src);
+          s.dstView = view;
+          s.blockCount = mine;
+        },
+        true);
+  }
+  plan.closeLane();
+  // The epilogue: the other holders' copies added, rank after rank (slots
+  // are numbered by part, then by holder).
+  if (!mine) return;
+  for (const Added& a : added) {
+    View head;
+    head.rows = mine;
+    head.add(BufId::Output, a.head * dim, width * dim, dim);
+    add(plan, Prim::Reduce, BufId::Scratch, a.slot * mine * dim, BufId::Output, 0, mine * dim)
+        .dstView = plan.addView(head);
+  }
+}
+
+}  // namespace gyre::collectives
