@@ -202,6 +202,10 @@ double patternValue(size_t i, uint64_t seed, gyreDataType_t t) {
 
 }  // namespace
 
+double patternAt(size_t i, gyreDataType_t t, uint64_t seed) { return patternValue(i, seed, t); }
+
+void storeElement(void* buf, size_t i, gyreDataType_t t, double v) { store(buf, i, t, v); }
+
 void fillPattern(void* buf, size_t count, gyreDataType_t t, uint64_t seed) {
   for (size_t i = 0; i < count; ++i) store(buf, i, t, patternValue(i, seed, t));
 }

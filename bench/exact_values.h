@@ -29,6 +29,11 @@ size_t countWrong(const void* buf, size_t count, gyreDataType_t t, gyreRedOp_t o
 void fillPattern(void* buf, size_t count, gyreDataType_t t, uint64_t seed);
 size_t countPatternWrong(const void* buf, size_t count, gyreDataType_t t, uint64_t seed, std::string* firstBad);
 
+// The value fillPattern(.., seed) puts at element i; v stored as element i
+// of t stores it (checks that build their expected elements one at a time).
+double patternAt(size_t i, gyreDataType_t t, uint64_t seed);
+void storeElement(void* buf, size_t i, gyreDataType_t t, double v);
+
 // Every element of buf (count of t) = value (as t stores it).
 void fillConstant(void* buf, size_t count, gyreDataType_t t, double value);
 

@@ -354,6 +354,27 @@ TEST(Layout, EveryCollectiveRunsAndChecksClean) {
   }
 }
 
+// The sequence exchanges: a layout whose heads do not divide among the ranks,
+// with grouped-query key/value heads that several ranks hold (summed on the
+// way back), every type, over shared memory and TCP; the layout in the
+// header; and what --parts and --kv-heads refuse.
+TEST(Layout, SequenceExchangesRunAndCheckClean) {
+  for (const char* c : {"seqtoheads", "headstoseq"})
+    for (const char* t : {"shm", "tcp"}) {
+      Outcome o = bench({{c, "--ranks", "3", "-b", "1K", "-e", "64K", "-f", "8", "-n", "1", "-w", "0", "-d", "all",
+                          "--heads", "8", "--kv-heads", "2", "--head-dim", "4", "--parts", "qkv", "--transport", t}});
+      EXPECT_EQ(o.exitCode, 0) << c << ": " << o.describe();
+      EXPECT_TRUE(contains(o.out, "# Out of bounds values : 0 OK")) << c << ": " << o.out;
+      EXPECT_TRUE(contains(o.out, "layout: heads 8, kv heads 2, head dim 4, parts qkv")) << c << ": " << o.out;
+    }
+  Outcome parts = bench({{"seqtoheads", "--parts", "vq"}});
+  EXPECT_EQ(parts.exitCode, 2);
+  EXPECT_TRUE(contains(parts.err, "--parts takes q, k, v, kv, qk, qv or qkv, not 'vq'")) << parts.err;
+  Outcome kv = bench({{"headstoseq", "--heads", "8", "--kv-heads", "3"}});
+  EXPECT_EQ(kv.exitCode, 2);
+  EXPECT_TRUE(contains(kv.err, "--kv-heads must divide --heads")) << kv.err;
+}
+
 // -R 1: buffers from gyreMemAllocHost, which the direct algorithms (the tuner's
 // choice once GYRE_MAPPED_BUFFERS=1 is implied) map and copy from; up to
 // 256 KiB so that the larger rows take the direct path.

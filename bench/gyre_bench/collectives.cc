@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "bench/exact_values.h"
+#include "bench/gyre_bench/sequence.h"
 
 namespace gyre::bench {
 
@@ -246,6 +247,10 @@ const Collective kCollectives[] = {
     {"barrier", false, false, false, one, shapeSame, placeApart, fillNothing, runBarrier, wrongNothing, nullptr},
     {"peeraverage", false, false, true, one, shapeSame, placeSame, fillPeerAverage, runPeerAverage, wrongPeerAverage,
      nullptr},
+    {"seqtoheads", false, false, false, gatherFactor, shapeSeqToHeads, placeApart, fillSeqToHeads, runSeqToHeads,
+     wrongSeqToHeads, nullptr},
+    {"headstoseq", false, false, false, gatherFactor, shapeHeadsToSeq, placeApart, fillHeadsToSeq, runHeadsToSeq,
+     wrongHeadsToSeq, nullptr},
 };
 
 }  // namespace

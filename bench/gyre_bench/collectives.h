@@ -26,6 +26,7 @@ struct Call {
   gyreStream_t stream = nullptr;    // --device cuda: the stream the calls are enqueued on
   std::vector<size_t> sc, sd, rc, rd;  // alltoallv
   uint64_t step = 0;                   // peeraverage: the next call's step
+  size_t tokens = 0;                   // seqtoheads, headstoseq: every rank's tokens
 };
 
 // What a collective's compressed form (--codec) adds. Its results are

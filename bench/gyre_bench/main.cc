@@ -42,6 +42,7 @@
 #include "bench/gyre_bench/rank_cards.h"
 #include "bench/gyre_bench/report.h"
 #include "bench/gyre_bench/row_timeout.h"
+#include "bench/gyre_bench/sequence.h"
 #include "bench/gyre_bench/stats.h"
 #include "bench/gyre_bench/table.h"
 #include "gyre/gyre.h"
@@ -306,6 +307,7 @@ RunSettings settingsOf(const Options& o, int nranks, const std::vector<RankCard>
   s.average = static_cast<int>(o.average), s.averageName = aggregateName(o.average);
   s.timeout = o.timeoutSec, s.percentiles = o.percentiles, s.skew = o.skew;
   s.codec = codecName(o.codec);
+  if (o.collective == "seqtoheads" || o.collective == "headstoseq") s.seqLayout = describeSeqOptions(o);
   return s;
 }
 

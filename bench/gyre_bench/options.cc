@@ -34,6 +34,9 @@ const char* const kUsage =
     "  --transport shm|tcp     force a transport (default: shm within a host, tcp across)\n"
     "  --algo NAME             force an algorithm (default: the tuner's choice)\n"
     "  --skew K                alltoallv: each rank sends its next rank K times as much\n"
+    "  --heads H, --kv-heads K, --head-dim D, --parts q|k|v|kv|qkv\n"
+    "                          seqtoheads, headstoseq: the layout (default 32 heads, kv heads as many,\n"
+    "                          head dim 128, q); a row is size / (width x D) tokens per rank\n"
     "  --codec none|fp16|bf16|int8|onebit\n"
     "                          allreduce, allgather, reducescatter compressed on the wire\n"
     "                          (-d float, half or bfloat16; -o sum or avg). Inputs get fractions;\n"
@@ -160,6 +163,15 @@ size_t parseBytes(const std::string& s) {
   return static_cast<size_t>(v);
 }
 
+static int parseParts(const std::string& v) {
+  int parts = 0;
+  size_t at = 0;  // q, k, v in that order, each at most once
+  for (auto [letter, bit] : {std::pair{'q', gyreSeqQ}, {'k', gyreSeqK}, {'v', gyreSeqV}})
+    if (at < v.size() && v[at] == letter) parts |= bit, ++at;
+  if (!parts || at != v.size()) usage("--parts takes q, k, v, kv, qk, qv or qkv, not '" + v + "'");
+  return parts;
+}
+
 const char* typeName(gyreDataType_t t) {
   return t == gyreFloat32 ? "float" : t == gyreFloat16 ? "half" : t == gyreFloat64 ? "double" : test::dtypeLabel(t);
 }
@@ -206,6 +218,10 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "-o") parseOps(o, next());
     else if (a == "--ranks") o.spawn = parseInt(a, next(), 1, 4096);
     else if (a == "--skew") o.skew = parseInt(a, next(), 1);
+    else if (a == "--heads") o.seqHeads = parseInt(a, next(), 1, 4095);
+    else if (a == "--kv-heads") o.seqKvHeads = parseInt(a, next(), 0, 4095);
+    else if (a == "--head-dim") o.seqHeadDim = static_cast<size_t>(parseInt(a, next(), 1, (1 << 20) - 1));
+    else if (a == "--parts") o.seqParts = parseParts(next());
     else if (a == "--transport") o.transport = next();
     else if (a == "--algo") o.algo = next();
     else if (a == "--device") o.device = next();
@@ -232,6 +248,7 @@ Options parseOptions(int argc, char** argv) {
   if (o.transport != "" && o.transport != "shm" && o.transport != "tcp") usage("--transport takes shm or tcp");
   if (o.device != "host" && o.device != "cuda") usage("--device takes host or cuda");
   checkCodec(o);
+  if (o.seqKvHeads && o.seqHeads % o.seqKvHeads) usage("--kv-heads must divide --heads");
   if (o.device == "cuda" && o.registered) usage("-R 1 is for host buffers; --device cuda allocates device memory");
   std::string why;
   if (!o.plotPath.empty() && !plotPathUsable(o.plotPath, why)) usage(why);

@@ -1,5 +1,6 @@
 // gyre-bench's command line: nccl-tests' flags and meanings (short and long
-// forms), plus gyre's own (--ranks, --bind, --transport, --algo, --skew) and
+// forms), plus gyre's own (--ranks, --bind, --transport, --algo, --skew,
+// the sequence exchanges' --heads, --kv-heads, --head-dim, --parts) and
 // the result files (--json, --csv, --plot, --label, --percentiles), and
 // --codec (the compressed collectives, their error and bytes sent).
 #pragma once
@@ -47,6 +48,10 @@ struct Options {
   // --peers: peeraverage's selection (gyrePeerAverage).
   gyrePeers_t peers = gyrePeersRing;
   int skew = 1;        // alltoallv: each rank sends its next rank this many times more
+  // seqtoheads, headstoseq: the layout (gyreSeqLayout_t; sequence.h).
+  int seqHeads = 32, seqKvHeads = 0;  // 0: as many as heads
+  size_t seqHeadDim = 128;
+  int seqParts = gyreSeqQ;
   std::string jsonPath, csvPath, plotPath, label;
 };
 

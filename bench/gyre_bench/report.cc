@@ -58,8 +58,9 @@ std::string settingsJson(const RunSettings& s) {
   add("averageName", quote(s.averageName));
   add("timeout", std::to_string(s.timeout));
   add("percentiles", boolean(s.percentiles));
-  add("skew", std::to_string(s.skew), !lossy(s));
+  add("skew", std::to_string(s.skew), !lossy(s) && s.seqLayout.empty());
   if (lossy(s)) add("codec", quote(s.codec), true);
+  if (!s.seqLayout.empty()) add("seqLayout", quote(s.seqLayout), true);
   return j + "  }";
 }
 
@@ -176,6 +177,7 @@ bool fromJson(const std::string& text, Report& out, std::string& error) {
   t.percentiles = s["percentiles"].kind == json::Value::Bool && s["percentiles"].boolean;
   t.skew = static_cast<int>(s["skew"].num(1));
   t.codec = s["codec"].str("none");
+  t.seqLayout = s["seqLayout"].str();
   for (const json::Value& v : rows.array) {
     Row w;
     if (v["size"].kind != json::Value::Number) return error = "a row without \"size\"", false;

@@ -32,7 +32,8 @@
 // row "wireBytes" and "plainBytes" (bytes a rank sends per call, compressed
 // and not), each cell "maxerr" and "rmserr" (relative errors; null when not
 // checked), and "wrong" counts results that are not finite. Without it the
-// document is exactly as above.
+// document is exactly as above. seqtoheads and headstoseq add "seqLayout":
+// "heads 32, kv heads 32, head dim 128, parts q".
 #pragma once
 
 #include <cstddef>
@@ -58,6 +59,7 @@ struct RunSettings {
   bool percentiles = false;
   int skew = 1;
   std::string codec = "none";  // --codec; "none": the plain calls
+  std::string seqLayout;       // seqtoheads, headstoseq: the layout's flags; else empty
 };
 
 // One placement (out of place or in place) of one row.

@@ -64,6 +64,7 @@ std::string tableHeader(const RunSettings& s, const std::vector<RankInfo>& ranks
   for (const RankInfo& r : ranks) h += fmt("#  Rank %2d Pid %7ld on %s\n", r.rank, r.pid, r.host.c_str());
   h += "#\n# transports: " + s.transports + "   algorithm: " + s.algorithm;
   if (s.collective == "alltoallv") h += "   skew: " + std::to_string(s.skew);
+  if (!s.seqLayout.empty()) h += "   layout: " + s.seqLayout;
   if (!s.label.empty()) h += "   label: " + s.label;
   const bool codec = s.codec != "none";
   if (codec) h += "   codec: " + s.codec + "\n" + codecLegend(s.codec);
