@@ -4,7 +4,7 @@ import ctypes
 import threading
 import weakref
 
-from . import _calls
+from . import _calls, _sequence
 from ._decentralized import Averager, Decentralized, host_model
 from ._device import CallBuffers, stream_handle
 from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
@@ -338,6 +338,44 @@ class Comm:
         us = ctypes.c_double()
         check(lib.gyreEstimate(self._ESTIMATE_CALLS.index(call), count, code, group, self._handle(), ctypes.byref(us)))
         return us.value
+
+    # ---- sequence parallelism (DeepSpeed-Ulysses; docs/sequence-parallel.md) ----
+
+    def seq_heads(self, heads, *, kv_heads=None, rank=None):
+        """The heads `rank` (default: this one) holds after seq_to_heads: a named tuple
+        (q_first, q_count, kv_first, kv_count). Query heads are dealt out as evenly as
+        possible (the first heads % size ranks take one more); key/value heads follow the
+        query heads that use them (several ranks may hold one)."""
+        layout = _sequence.Layout(heads, kv_heads, "q")
+        return layout.share(self.size, self.rank if rank is None else c_int(rank, "rank"))
+
+    def seq_to_heads(self, x, heads, *, kv_heads=None, parts="q", tokens=None, head_dim=None, out=None,
+                     dtype=None, stream=None):
+        """This rank's tokens of every head, x of shape [tokens, width, head_dim] (width: heads
+        for q, kv_heads each for k and v, in the order q, k, v), to every token of this rank's
+        heads: out of shape [seq_len, share, head_dim], the tokens in rank order. parts: "q",
+        "k", "v", "kv", "qkv" ... (what each token holds); tokens: every rank's token count
+        (None: all hold as many as x). head_dim defaults to x's last axis."""
+        return self._call(_sequence.exchange, self, True, x, heads, kv_heads, parts, tokens, head_dim, out, dtype,
+                          stream=stream)
+
+    def heads_to_seq(self, x, heads, *, kv_heads=None, parts="q", tokens=None, head_dim=None, out=None,
+                     dtype=None, stream=None):
+        """The reverse of seq_to_heads: x [seq_len, share, head_dim] to out [tokens, width,
+        head_dim]. A key/value head several ranks hold comes back as the sum of their copies,
+        added in rank order."""
+        return self._call(_sequence.exchange, self, False, x, heads, kv_heads, parts, tokens, head_dim, out, dtype,
+                          stream=stream)
+
+    def iseq_to_heads(self, x, heads, *, kv_heads=None, parts="q", tokens=None, head_dim=None, out=None,
+                      dtype=None):
+        return self._call(_sequence.exchange, self, True, x, heads, kv_heads, parts, tokens, head_dim, out, dtype,
+                          nonblocking=True)
+
+    def iheads_to_seq(self, x, heads, *, kv_heads=None, parts="q", tokens=None, head_dim=None, out=None,
+                      dtype=None):
+        return self._call(_sequence.exchange, self, False, x, heads, kv_heads, parts, tokens, head_dim, out, dtype,
+                          nonblocking=True)
 
     def send(self, x, peer, *, dtype=None, stream=None):
         """Blocks until x has been handed over to peer (which calls recv)."""

@@ -78,6 +78,18 @@ SPLIT_NOCOLOR = -1
 COMPRESSOR_ERROR_FEEDBACK = 0x1
 
 
+class SeqLayout(ctypes.Structure):
+    """gyreSeqLayout_t."""
+    _fields_ = [
+        ("heads", ctypes.c_int),
+        ("kvHeads", ctypes.c_int),
+        ("headDim", ctypes.c_size_t),
+        ("parts", ctypes.c_int),
+        ("seqLen", ctypes.c_size_t),
+        ("tokens", ctypes.POINTER(ctypes.c_size_t)),
+    ]
+
+
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
@@ -146,6 +158,11 @@ _PROTOTYPES = {
     "gyreAveragerLock": [_vp],
     "gyreAveragerUnlock": [_vp],
     "gyreAveragerStop": [_vp, ctypes.POINTER(ctypes.c_uint64)],
+    "gyreSeqHeads": [ctypes.POINTER(SeqLayout), _c_int, _c_int, _pint, _pint, _pint, _pint],
+    "gyreSeqToHeads": [_vp, _vp, ctypes.POINTER(SeqLayout), _c_int, _comm, _vp],
+    "gyreHeadsToSeq": [_vp, _vp, ctypes.POINTER(SeqLayout), _c_int, _comm, _vp],
+    "gyreIseqToHeads": [_vp, _vp, ctypes.POINTER(SeqLayout), _c_int, _comm, _preq],
+    "gyreIheadsToSeq": [_vp, _vp, ctypes.POINTER(SeqLayout), _c_int, _comm, _preq],
     "gyreCommSplit": [_comm, _c_int, _c_int, _pcomm, ctypes.POINTER(Config)],
     "gyreEstimate": [_c_int, _c_size, _c_int, _c_int, _comm, ctypes.POINTER(ctypes.c_double)],
     "gyreGetErrorString": [_c_int],
