@@ -131,6 +131,15 @@ void copy(void* dst, const void* src, size_t bytes, bool streamDst) {
   std::memcpy(dst, src, bytes);
 }
 
+void copyRun(void* dst, const void* src, size_t bytes, bool streamDst) {
+  if (streamDst) return detail::streamCopyNoFence(dst, src, bytes);
+  copy(dst, src, bytes);
+}
+
+void copyRunsDone(bool streamDst) {
+  if (streamDst) detail::storeFence();
+}
+
 size_t streamingThresholdBytes() { return detail::streamingFootprint() / 2; }
 
 void copy2(void* dst0, void* dst1, const void* src, size_t bytes) {

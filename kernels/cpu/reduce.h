@@ -71,6 +71,13 @@ void run(const ReduceTask& task);
 // streamDst: as ReduceTask::streamOut0, whatever the size.
 void copy(void* dst, const void* src, size_t bytes, bool streamDst = false);
 
+// A gather or scatter: many runs, each copied by copyRun, then copyRunsDone
+// once. With streamDst the runs are written with non-temporal stores and
+// fenced once at the end, not once per run (a strided view's runs are a few
+// hundred bytes to a few KiB: a fence each would cost as much as the copy).
+void copyRun(void* dst, const void* src, size_t bytes, bool streamDst);
+void copyRunsDone(bool streamDst);
+
 // True where a `rep movsb` copy crawls: the destination starts 1-63 bytes
 // past the source, counted modulo 4 KiB. On AMD Zen (the dev host) both
 // glibc's memcpy (which uses rep movsb from 2 KiB to several MiB) and the

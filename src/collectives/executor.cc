@@ -429,9 +429,9 @@ class Runner {
   Outcome tryViewStep(const Step& s, LaneState& l, const transport::MessageTag& tag) {
     const size_t bytes = s.count * args_.elemSize;
     switch (s.prim) {
-      case Prim::Copy:
+      case Prim::Copy:  // (this rank's own block)
         if (s.srcView) {
-          gather(s, static_cast<char*>(pointer(s.dst, s.dstOffset)));
+          gather(s, static_cast<char*>(pointer(s.dst, s.dstOffset)), s.dst == BufId::Output && args_.streamOutput);
         } else {
           scatter(s, static_cast<const char*>(pointer(s.src, s.srcOffset)));
         }
@@ -454,7 +454,7 @@ class Runner {
         Connection& out = ctx_.connection(s.sendPeer);
         void* room = out.trySendBuffer(bytes);
         if (!room) return blocked(l, out, Waiting::ForRoom);
-        gather(s, static_cast<char*>(room));
+        gather(s, static_cast<char*>(room), false);  // (the peer reads the slot next: cached stores)
         out.sendCommit(bytes, tag);
         return Outcome::Done;
       }
@@ -472,17 +472,22 @@ class Runner {
     throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " has a view on a step that takes none");
   }
   const View& viewOf(uint16_t v) const { return plan_.views[v - 1u]; }
-  // The step's viewed source into `to`, in packed order.
-  void gather(const Step& s, char* to) const {
+  // The step's viewed source into `to`, in packed order; stream: as
+  // kernels::copy's streamDst.
+  void gather(const Step& s, char* to, bool stream) const {
     forEachViewRun(viewOf(s.srcView), s.srcOffset, s.count, [&](BufId b, size_t at, size_t pos, size_t len) {
-      kernels::copy(to + pos * args_.elemSize, pointer(b, at), len * args_.elemSize);
+      kernels::copyRun(to + pos * args_.elemSize, pointer(b, at), len * args_.elemSize, stream);
     });
+    kernels::copyRunsDone(stream);
   }
-  // `from`, in packed order, into the step's viewed destination.
+  // `from`, in packed order, into the step's viewed destination; a large
+  // output is streamed past the cache, as a contiguous receive's is.
   void scatter(const Step& s, const char* from) const {
+    const bool stream = args_.streamOutput;
     forEachViewRun(viewOf(s.dstView), s.dstOffset, s.count, [&](BufId b, size_t at, size_t pos, size_t len) {
-      kernels::copy(pointer(b, at), from + pos * args_.elemSize, len * args_.elemSize);
+      kernels::copyRun(pointer(b, at), from + pos * args_.elemSize, len * args_.elemSize, stream && b == BufId::Output);
     });
+    kernels::copyRunsDone(stream);
   }
 
   // A device call (CallArgs::engine) runs only the single-copy plans' steps:

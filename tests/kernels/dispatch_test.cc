@@ -214,6 +214,27 @@ TEST(PublicApi, RepMovsbCrawlsOneToSixtyThreeBytesPastTheSourceModuloAPage) {
   }
 }
 
+// copyRun / copyRunsDone: a strided view's scatter, each run landing in
+// place and nothing between the runs touched, streamed or not, at every
+// alignment of the runs and lengths on both sides of a 64-byte block.
+TEST(PublicApi, CopyRunsScatterEveryRunAndNothingBetween) {
+  for (bool stream : {false, true})
+    for (size_t run : {1, 15, 16, 63, 64, 65, 100, 512, 4099})
+      for (size_t misalign : {0, 3, 8}) {
+        SCOPED_TRACE(::testing::Message() << run << "-byte runs at +" << misalign << (stream ? ", streamed" : ""));
+        const size_t runs = 7, stride = run + 29;
+        std::vector<unsigned char> src(runs * run), dst(misalign + runs * stride + 64, 0xa5);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+        for (size_t r = 0; r < runs; ++r) copyRun(dst.data() + misalign + r * stride, src.data() + r * run, run, stream);
+        copyRunsDone(stream);
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= misalign && (i - misalign) % stride < run && (i - misalign) / stride < runs;
+          const unsigned char want = inside ? src[(i - misalign) / stride * run + (i - misalign) % stride] : 0xa5;
+          ASSERT_EQ(dst[i], want) << "byte " << i;
+        }
+      }
+}
+
 TEST(PublicApi, CopiesOntoTheSourceAreNoOps) {
   std::vector<unsigned char> src(300), other(300, 0);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i);
