@@ -32,7 +32,16 @@ struct LaneState {
   uint8_t phase = 0;     // how far the current step has got (multi-part steps)
   bool partial = false;  // a part of the current step was done since the last report
   WaitItem blocked{nullptr, Waiting::ForData};
+  // A viewed step's runs of memory, for a connection that moves them itself
+  // (kGatherIO): kept while the step is under way, as the transport may.
+  std::vector<iovec> runs;
 };
+
+// A view whose runs average at least this many bytes is sent and received
+// as runs where the connection moves them itself (kGatherIO); smaller runs
+// are packed, as one copy in cache costs less than a system call's entry
+// per run. (Attention's heads are 64-256 elements: 128 bytes and up.)
+constexpr size_t kMinRunBytes = 256;
 
 class Runner {
  public:
@@ -452,6 +461,10 @@ class Runner {
       }
       case Prim::Send: {
         Connection& out = ctx_.connection(s.sendPeer);
+        if (movesRuns(out, viewOf(s.srcView))) {
+          if (l.phase == 0) runsOf(viewOf(s.srcView), s.srcOffset, s.count, l), l.phase = 1;
+          return out.trySendRunsFrom(l.runs, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
+        }
         void* room = out.trySendBuffer(bytes);
         if (!room) return blocked(l, out, Waiting::ForRoom);
         gather(s, static_cast<char*>(room), false);  // (the peer reads the slot next: cached stores)
@@ -460,6 +473,10 @@ class Runner {
       }
       case Prim::Recv: {
         Connection& in = ctx_.connection(s.recvPeer);
+        if (movesRuns(in, viewOf(s.dstView))) {
+          if (l.phase == 0) runsOf(viewOf(s.dstView), s.dstOffset, s.count, l), l.phase = 1;
+          return in.tryRecvRunsInto(l.runs, bytes, tag) ? Outcome::Done : blocked(l, in, Waiting::ForData);
+        }
         const void* data = in.tryRecvBuffer(bytes, tag);
         if (!data) return blocked(l, in, Waiting::ForData);
         scatter(s, static_cast<const char*>(data));
@@ -472,6 +489,16 @@ class Runner {
     throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " has a view on a step that takes none");
   }
   const View& viewOf(uint16_t v) const { return plan_.views[v - 1u]; }
+  bool movesRuns(const Connection& c, const View& v) const {
+    return c.can(transport::kGatherIO) && v.rowLen * args_.elemSize >= kMinRunBytes * v.segments;
+  }
+  // The runs of the view's packed range [off, off + count), into l.runs.
+  void runsOf(const View& v, size_t off, size_t count, LaneState& l) const {
+    l.runs.clear();
+    forEachViewRun(v, off, count, [&](BufId b, size_t at, size_t, size_t len) {
+      l.runs.push_back(iovec{pointer(b, at), len * args_.elemSize});
+    });
+  }
   // The step's viewed source into `to`, in packed order; stream: as
   // kernels::copy's streamDst.
   void gather(const Step& s, char* to, bool stream) const {

@@ -33,6 +33,11 @@ enum Capability : Capabilities {
   // Connection::put: a one-sided copy into a range the peer registered
   // (process_vm_writev; RDMA write later).
   kPeerWrite = 1u << 6,
+  // trySendRunsFrom and tryRecvRunsInto move a message that is several runs
+  // of the caller's memory (a strided slice) straight from and into them,
+  // as kDirectIO's forms do one run (sockets' sendmsg and readv of an
+  // iovec). Without it those forms pack through the buffer form.
+  kGatherIO = 1u << 7,
 };
 
 }  // namespace gyre::transport

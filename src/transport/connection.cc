@@ -1,3 +1,4 @@
+#include <cstring>
 #include <string>
 
 #include "transport/transport.h"
@@ -35,6 +36,28 @@ void Connection::checkAccess(const RemoteKey& key, uint64_t offset, size_t bytes
           : std::string("a one-sided ") + what + " of " + std::to_string(bytes) + " bytes at offset " +
                 std::to_string(offset) + " of rank " + std::to_string(peer()) + "'s buffer is outside the " +
                 std::to_string(key.bytes) + " bytes it registered: is its buffer as large as this call needs?");
+}
+
+bool Connection::trySendRunsFrom(std::span<const iovec> runs, size_t bytes, const MessageTag& tag) {
+  auto* at = static_cast<unsigned char*>(trySendBuffer(bytes));
+  if (!at) return false;
+  for (const iovec& r : runs) {
+    if (r.iov_len) std::memcpy(at, r.iov_base, r.iov_len);
+    at += r.iov_len;
+  }
+  sendCommit(bytes, tag);
+  return true;
+}
+
+bool Connection::tryRecvRunsInto(std::span<const iovec> runs, size_t bytes, const MessageTag& tag) {
+  const auto* at = static_cast<const unsigned char*>(tryRecvBuffer(bytes, tag));
+  if (!at) return false;
+  for (const iovec& r : runs) {
+    if (r.iov_len) std::memcpy(r.iov_base, at, r.iov_len);
+    at += r.iov_len;
+  }
+  recvRelease(bytes);
+  return true;
 }
 
 Request Connection::isend(const void* src, size_t bytes, const MessageTag& tag) {

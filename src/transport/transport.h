@@ -8,6 +8,8 @@
 // it (futex for shared memory, poll for sockets).
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -107,6 +109,14 @@ class Connection {
   virtual void recvRelease(size_t bytes) = 0;
   // Receives the next message into dst. Resumable like trySendFrom.
   virtual bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) = 0;
+
+  // --- messages in several runs of caller memory (a strided slice) ---
+  // The message is the runs' concatenation (`bytes` in all). Resumable like
+  // trySendFrom, with the same runs (the same array: a transport may keep
+  // pointing at it) until it returns true. With kGatherIO the transport
+  // moves the runs itself; the defaults copy them through the buffer form.
+  virtual bool trySendRunsFrom(std::span<const iovec> runs, size_t bytes, const MessageTag& tag);
+  virtual bool tryRecvRunsInto(std::span<const iovec> runs, size_t bytes, const MessageTag& tag);
 
   // --- memory (memory.h): one-sided access to registered ranges ---
   // Registers [p, p + bytes) of this process's memory for this peer; the

@@ -46,6 +46,39 @@ size_t vectoredIo(int fd, bool writing, iovec* iov, int n, int peerRank, const s
   }
 }
 
+// The most iovec entries of a message's payload one sendmsg or readv takes
+// (the rest goes in the next): far below IOV_MAX, and a strided slice's runs
+// are rarely smaller than a few hundred bytes.
+constexpr int kMaxRunsPerCall = 128;
+
+// The iovecs of bytes [from, from + len) of a message in caller memory or
+// staging: one for a single run (data), else the slices of the runs that
+// cover them, at most `max` (the call then moves fewer bytes). Returns how
+// many it wrote into out.
+int payloadSlices(uint8_t* data, const iovec* runs, size_t nruns, size_t from, size_t len,
+                  iovec* out, int max) {
+  if (!runs) {
+    out[0] = {data + from, len};
+    return 1;
+  }
+  int n = 0;
+  size_t at = 0;  // where run i starts in the message
+  for (size_t i = 0; i < nruns && len && n < max; at += runs[i].iov_len, ++i) {
+    if (from >= at + runs[i].iov_len) continue;
+    const size_t within = from - at, take = std::min(runs[i].iov_len - within, len);
+    out[n++] = {static_cast<uint8_t*>(runs[i].iov_base) + within, take};
+    from += take;
+    len -= take;
+  }
+  return n;
+}
+
+size_t bytesIn(const iovec* iov, int n) {
+  size_t b = 0;
+  for (int i = 0; i < n; ++i) b += iov[i].iov_len;
+  return b;
+}
+
 }  // namespace
 
 TcpConnection::TcpConnection(TcpTransport& transport, int peer, std::string peerName,
@@ -125,12 +158,21 @@ void TcpConnection::sendCommit(size_t bytes, const MessageTag& tag) {
 }
 
 bool TcpConnection::trySendFrom(const void* src, size_t bytes, const MessageTag& tag) {
+  return trySendDirect(OutMsg{static_cast<const uint8_t*>(src), bytes, -1, tag});
+}
+
+bool TcpConnection::trySendRunsFrom(std::span<const iovec> runs, size_t bytes,
+                                    const MessageTag& tag) {
+  return trySendDirect(OutMsg{nullptr, bytes, -1, tag, runs.data(), runs.size()});
+}
+
+bool TcpConnection::trySendDirect(const OutMsg& msg) {
   if (!directSendActive_) {
     if (outTail_ - outHead_ >= uint64_t(queueSlots_)) {
       pumpSend();
       if (outTail_ - outHead_ >= uint64_t(queueSlots_)) return false;
     }
-    outQ_[outTail_ % queueSlots_] = OutMsg{static_cast<const uint8_t*>(src), bytes, -1, tag};
+    outQ_[outTail_ % queueSlots_] = msg;
     directSendMsg_ = outTail_++;
     directSendActive_ = true;
   }
@@ -150,19 +192,24 @@ bool TcpConnection::pumpSend() {
       size_t off, len;
       partRange(m.bytes, k, off, len);
       if (lane.done == 0) lane.header = PartHeader{kPartMagic, uint32_t(k), m.bytes, m.tag};
-      iovec iov[2];
+      iovec iov[1 + kMaxRunsPerCall];
       int n = 0;
       if (lane.done < sizeof(PartHeader))
         iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done,
                     sizeof(PartHeader) - lane.done};
       size_t payloadDone = lane.done > sizeof(PartHeader) ? lane.done - sizeof(PartHeader) : 0;
       if (len > payloadDone)
-        iov[n++] = {const_cast<uint8_t*>(m.data) + off + payloadDone, len - payloadDone};
+        n += payloadSlices(const_cast<uint8_t*>(m.data), m.runs, m.nruns, off + payloadDone,
+                           len - payloadDone, iov + n, kMaxRunsPerCall);
+      const size_t asked = bytesIn(iov, n);
       size_t w = vectoredIo(lanes_[k].fd(), true, iov, n, peer_, peerName_);
       if (w == 0) break;
       moved = true;
       lane.done += w;
-      if (lane.done < sizeof(PartHeader) + len) break;  // the kernel took part of it
+      if (lane.done < sizeof(PartHeader) + len) {
+        if (w < asked) break;  // the kernel took part of it
+        continue;              // it took every run offered: the next ones
+      }
       lane.done = 0;
       ++lane.msg;
     }
@@ -217,19 +264,32 @@ void TcpConnection::recvRelease(size_t) {
 }
 
 bool TcpConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) {
-  if (inTail_ == inHead_) {
-    // Nobody has read this message yet: it can land in place.
-    inQ_[inTail_ % queueSlots_] = InMsg{static_cast<uint8_t*>(dst), bytes, true, true, -1, 0, tag};
-    ++inTail_;
-  }
+  return tryRecvDirect(InMsg{static_cast<uint8_t*>(dst), bytes, true, true, -1, 0, tag});
+}
+
+bool TcpConnection::tryRecvRunsInto(std::span<const iovec> runs, size_t bytes,
+                                    const MessageTag& tag) {
+  return tryRecvDirect(InMsg{nullptr, bytes, true, true, -1, 0, tag, runs.data(), runs.size()});
+}
+
+bool TcpConnection::tryRecvDirect(const InMsg& want) {
+  // Nobody has read this message yet: it can land in place.
+  if (inTail_ == inHead_) inQ_[inTail_++ % queueSlots_] = want;
   InMsg& m = inQ_[inHead_ % queueSlots_];
-  claim(m, bytes, tag);
+  claim(m, want.bytes, want.tag);
   if (m.lanesDone < int(lanes_.size())) pumpRecv();
   if (m.lanesDone < int(lanes_.size())) return false;
-  if (m.staging >= 0) {
-    copy_.copy(dst, m.dst, bytes, false);  // it came early, into staging
+  if (m.staging >= 0) {  // it came early, into staging
+    if (!want.runs) {
+      copy_.copy(want.dst, m.dst, want.bytes, false);
+    } else {
+      const uint8_t* from = m.dst;
+      for (size_t i = 0; i < want.nruns; from += want.runs[i++].iov_len)
+        if (want.runs[i].iov_len)
+          copy_.copy(want.runs[i].iov_base, from, want.runs[i].iov_len, false);
+    }
     inFree_.push_back(m.staging);
-  } else if (m.dst != dst) {
+  } else if (m.dst != want.dst || m.runs != want.runs) {
     throwError(gyreInternalError, "tcp: resumed receive with a different buffer");
   }
   ++inHead_;
@@ -242,14 +302,14 @@ bool TcpConnection::pumpLaneIn(int k) {
   while (lane.msg < inTail_) {
     InMsg& m = inQ_[lane.msg % queueSlots_];
     if (lane.done < sizeof(PartHeader)) {
-      iovec iov[2];
+      iovec iov[1 + kMaxRunsPerCall];
       int n = 0;
       iov[n++] = {reinterpret_cast<uint8_t*>(&lane.header) + lane.done,
                   sizeof(PartHeader) - lane.done};
       size_t off = 0, len = 0;
       if (m.sizeKnown) {  // read the header and the payload in one call
         partRange(m.bytes, k, off, len);
-        if (len) iov[n++] = {m.dst + off, len};
+        if (len) n += payloadSlices(m.dst, m.runs, m.nruns, off, len, iov + n, kMaxRunsPerCall);
       }
       // A peer that has sent all it will send may close, and exit, while
       // this rank still works with others and reads ahead here only to
@@ -280,8 +340,10 @@ bool TcpConnection::pumpLaneIn(int k) {
       partRange(m.bytes, k, off, len);
       size_t got = lane.done - sizeof(PartHeader);
       if (got < len) {
-        iovec iov{m.dst + off + got, len - got};
-        size_t r = vectoredIo(lanes_[k].fd(), false, &iov, 1, peer_, peerName_);
+        iovec iov[kMaxRunsPerCall];
+        const int n =
+            payloadSlices(m.dst, m.runs, m.nruns, off + got, len - got, iov, kMaxRunsPerCall);
+        size_t r = vectoredIo(lanes_[k].fd(), false, iov, n, peer_, peerName_);
         if (r == 0) break;
         moved = true;
         lane.done += r;
@@ -330,7 +392,8 @@ void TcpConnection::pollInterest(std::vector<pollfd>& fds) const {
   for (size_t k = 0; k < lanes_.size(); ++k) {
     short ev = 0;
     if (laneOut_[k].msg < outTail_) ev |= POLLOUT;
-    if (laneIn_[k].msg < inTail_ && !peerEnded_) ev |= POLLIN;  // an ended stream is always readable
+    if (laneIn_[k].msg < inTail_ && !peerEnded_)
+      ev |= POLLIN;  // an ended stream is always readable
     if (ev) fds.push_back(pollfd{lanes_[k].fd(), ev, 0});
   }
 }

@@ -37,6 +37,10 @@ class TcpConnection final : public Connection {
   const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
+  // Several runs of caller memory, each part's written or read with one
+  // sendmsg or readv of its runs' slices (kGatherIO).
+  bool trySendRunsFrom(std::span<const iovec> runs, size_t bytes, const MessageTag& tag) override;
+  bool tryRecvRunsInto(std::span<const iovec> runs, size_t bytes, const MessageTag& tag) override;
   ProgressResult progress(bool readAhead) override;
   // Bytes in a lane's socket, or a message read ahead into staging.
   bool hasUnreadData() const override;
@@ -53,11 +57,15 @@ class TcpConnection final : public Connection {
     uint64_t totalBytes;
     MessageTag tag;
   };
+  // A message in caller memory is one run (data, dst) or several (runs:
+  // the caller's array, which it keeps until the message is done).
   struct OutMsg {
     const uint8_t* data = nullptr;
     size_t bytes = 0;
     int staging = -1;  // -1: caller memory
     MessageTag tag;
+    const iovec* runs = nullptr;
+    size_t nruns = 0;
   };
   struct InMsg {
     uint8_t* dst = nullptr;
@@ -67,6 +75,8 @@ class TcpConnection final : public Connection {
     int staging = -1;
     int lanesDone = 0;
     MessageTag tag;          // expected when asked, else as received
+    const iovec* runs = nullptr;
+    size_t nruns = 0;
   };
   struct LaneOut {
     uint64_t msg = 0;
@@ -80,6 +90,13 @@ class TcpConnection final : public Connection {
   };
 
   void partRange(size_t total, int lane, size_t& offset, size_t& length) const;
+  // Queues a send from caller memory (trySendFrom, trySendRunsFrom) and
+  // moves it; true once the kernel has taken all of it.
+  bool trySendDirect(const OutMsg& m);
+  // Queues a receive into caller memory (tryRecvInto, tryRecvRunsInto) and
+  // moves it; true once it has all arrived (copied out of staging if it
+  // came before it was asked for).
+  bool tryRecvDirect(const InMsg& m);
   bool pumpSend();
   bool pumpRecv();
   bool pumpLaneIn(int lane);

@@ -324,6 +324,11 @@ ProgressResult UcxConnection::progress(bool readAhead) {
       advance(r);
     }
   }
+  // Staged sends that have completed are settled here, so that sendBlocked
+  // says whether output is still under way (a staged send's flag was
+  // otherwise cleared only when its buffer was next wanted, and a rank done
+  // with its own calls could not tell that a rendezvous still needs it).
+  for (Send& s : staged_) finished(s);
   res.sendBlocked = hasQueuedOutput();
   return res;
 }
