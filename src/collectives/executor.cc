@@ -488,7 +488,7 @@ class Runner {
     }
     throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " has a view on a step that takes none");
   }
-  const View& viewOf(uint16_t v) const { return plan_.views[v - 1u]; }
+  const View& viewOf(uint32_t v) const { return plan_.views[v - 1u]; }
   bool movesRuns(const Connection& c, const View& v) const {
     return c.can(transport::kGatherIO) && v.rowLen * args_.elemSize >= kMinRunBytes * v.segments;
   }

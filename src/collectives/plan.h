@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/error.h"
 #include "collectives/call.h"
 #include "kernels/cpu/codec.h"
 #include "kernels/cpu/reduce.h"
@@ -85,6 +86,7 @@ struct View {
   // A segment of len 0 is left out.
   void add(BufId buf, size_t base, size_t stride, size_t len) {
     if (len == 0) return;
+    if (segments == kMaxViewSegments) throwError(gyreInternalError, "a view of more than 6 segments");
     seg[segments++] = ViewSegment{buf, base, stride, len};
     rowLen += len;
   }
@@ -113,7 +115,7 @@ struct Step {
   // 1 + the index in Plan::views of the view the source (Send, Copy) or the
   // destination (Recv, Copy, Reduce) is, whose offset then counts in its
   // packed order; 0: a run of elements of src or dst.
-  uint16_t srcView = 0, dstView = 0;
+  uint32_t srcView = 0, dstView = 0;
   // Codec steps: the message's wire format, whether a decode adds into dst,
   // and the residual an Encode keeps (from element remoteOffset of it).
   kernels::Codec codec = kernels::Codec::None;
@@ -162,9 +164,9 @@ struct Plan {
     if (!lanes.empty()) lanes.back().end = static_cast<uint32_t>(steps.size());
   }
   // Keeps v; returns what Step::srcView or dstView name it by.
-  uint16_t addView(const View& v) {
+  uint32_t addView(const View& v) {
     views.push_back(v);
-    return static_cast<uint16_t>(views.size());
+    return static_cast<uint32_t>(views.size());
   }
   void addPeer(int p) {
     for (int q : peers)

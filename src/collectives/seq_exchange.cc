@@ -92,7 +92,7 @@ void buildSeqExchange(const CallRequest& req, PlanEnv& env, Plan& plan) {
     plan.beginLane();  // sends: q's heads of our tokens, gathered
     for (int k = 1; k < n; ++k) {
       const int to = (me + k) % n;
-      const uint16_t view = plan.addView(seqSide(to));
+      const uint32_t view = plan.addView(seqSide(to));
       forPieces(
           blockElems(mine, to), chunk,
           [&](size_t off, size_t len) {
@@ -144,7 +144,7 @@ void buildSeqExchange(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.beginLane();  // receives: each rank's heads of our tokens, scattered
   for (int k = 1; k < n; ++k) {
     const int src = (me - k + n) % n;
-    const uint16_t view = plan.addView(seqSide(src));
+    const uint32_t view = plan.addView(seqSide(src));
     forPieces(
         blockElems(mine, src), chunk,
         [&](size_t off, size_t len) {
