@@ -3,7 +3,7 @@
 // host's drift hits the three alike (docs/PERFORMANCE-sequence.md).
 //
 //   gyre-seq-ab --ranks N [--transport shm|tcp] [--heads 32] [--head-dim 128]
-//               [--sizes 64K,256K,1M,4M,16M,64M] [--rounds 21]
+//               [--sizes 64K,256K,1M,4M,16M,64M] [--rounds 21] [--huge-pages 1]
 //
 // Per size: a round times each of AllToAll, gyreSeqToHeads and
 // gyreHeadsToSeq over a few calls, in turn (the first of them rotating from
@@ -11,6 +11,11 @@
 // each one's median over the rounds, and the median over the rounds of each
 // exchange's time over the same round's AllToAll. float32, query heads only
 // (the heads divide among the ranks, so every row moves what AllToAll's does).
+// --huge-pages 1: the buffers in transparent huge pages (madvise), where the
+// kernel allows them: a strided slice of small runs touches a page for every
+// few runs, and each page is a TLB miss (a page walk, costlier in a VM).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +31,7 @@ namespace {
 
 struct Args {
   int ranks = 2, heads = 32, rounds = 21;
+  bool hugePages = false;
   size_t headDim = 128;
   std::string transport;
   std::vector<size_t> sizes = {64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
@@ -35,7 +41,7 @@ struct Args {
   std::fprintf(stderr,
                "gyre-seq-ab: %s\nusage: gyre-seq-ab --ranks N [--transport shm|tcp] [--heads H] "
                "[--head-dim D] "
-               "[--sizes 64K,1M,...] [--rounds R]\n",
+               "[--sizes 64K,1M,...] [--rounds R] [--huge-pages 1]\n",
                why.c_str());
   std::exit(2);
 }
@@ -69,6 +75,8 @@ Args parse(int argc, char** argv) {
       a.headDim = parseSize(v);
     else if (f == "--rounds")
       a.rounds = std::atoi(v.c_str());
+    else if (f == "--huge-pages")
+      a.hugePages = v == "1";
     else if (f == "--sizes") {
       a.sizes.clear();
       for (size_t at = 0; at <= v.size();) {
@@ -97,7 +105,16 @@ int rank(const Args& a, int me, gyreComm_t comm) {
   const size_t tokenBytes = size_t(a.heads) * a.headDim * sizeof(float);
   size_t most = 0;
   for (size_t s : a.sizes) most = std::max(most, s);
-  std::vector<float> in(most / sizeof(float) + 1, 1.0f), out(most / sizeof(float) + 1);
+  // Buffers of whole 2 MiB pages, so that madvise can make them huge ones.
+  const size_t bufBytes = (most + (2 << 20)) & ~size_t((2 << 20) - 1);
+  auto buffer = [&]() {
+    void* p = std::aligned_alloc(2 << 20, bufBytes);
+    if (a.hugePages) madvise(p, bufBytes, MADV_HUGEPAGE);
+    std::memset(p, 1, bufBytes);
+    return static_cast<float*>(p);
+  };
+  float* const in = buffer();
+  float* const out = buffer();
   const char* names[] = {"alltoall", "seqtoheads", "headstoseq"};
   if (me == 0) {
     std::printf(
@@ -117,11 +134,11 @@ int rank(const Args& a, int me, gyreComm_t comm) {
     auto call = [&](int op) {
       switch (op) {
         case 0:
-          return gyreAllToAll(in.data(), out.data(), elems / size_t(n), gyreFloat32, comm, nullptr);
+          return gyreAllToAll(in, out, elems / size_t(n), gyreFloat32, comm, nullptr);
         case 1:
-          return gyreSeqToHeads(in.data(), out.data(), &l, gyreFloat32, comm, nullptr);
+          return gyreSeqToHeads(in, out, &l, gyreFloat32, comm, nullptr);
         default:
-          return gyreHeadsToSeq(in.data(), out.data(), &l, gyreFloat32, comm, nullptr);
+          return gyreHeadsToSeq(in, out, &l, gyreFloat32, comm, nullptr);
       }
     };
     const int calls = callsFor(bytes);

@@ -123,6 +123,10 @@ std::vector<Shape> shapesFor(int n) {
       {"kv_alone_gqa", 2 * (n + 1), n + 1, 2, gyreSeqK | gyreSeqV, {}, 2},
       {"k_alone_varied_tokens", 4, 2, 3, gyreSeqK, varied},
       {"large_pieces", 2 * n + 1, 1, 64, gyreSeqQKV, {}, 700, true},
+      // Runs of 2 KiB and more: over TCP they go through sendmsg and readv
+      // as they lie (with a replicated key/value head's run into scratch).
+      {"wide_heads", 2 * n, 0, 512, gyreSeqQ, {}, 40, true},
+      {"wide_gqa_varied_tokens", 2 * (n + 1), n + 1, 512, gyreSeqQKV, varied, 0, true},
   };
 }
 

@@ -71,11 +71,12 @@ std::unique_ptr<bootstrap::Bootstrap> rendezvous(int rank, int n, const gyreUniq
 // The transports under test, made as the communicator makes them (small
 // buffers, so that the suite's messages fill them).
 // tightBuffers: the kernel's socket buffers at their smallest, so a message
-// cannot hide whole in them.
+// cannot hide whole in them. lanes: TCP's sockets per peer (each message cut
+// into one part per socket).
 // advertisedGid (verbs): the GID this rank tells its peers instead of its own.
 std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, bootstrap::Bootstrap& bs,
                                                     bool tightBuffers = false,
-                                                    const uint8_t* advertisedGid = nullptr) {
+                                                    const uint8_t* advertisedGid = nullptr, int lanes = 1) {
   const transport::MemoryCopy copy{kernels::copy, kernels::repMovsbCrawls};
   const Deadline d = Deadline::afterMs(kStepMs);
   std::vector<int> all;
@@ -130,14 +131,16 @@ std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, boo
   o.chunkBytes = 64 * 1024;
   o.memoryCopy = copy;
   if (tightBuffers) o.socketBufferBytes = 4096;
+  o.lanes = lanes;
   bs.openDataListener("", d);
   return std::make_unique<transport::TcpTransport>(bs, o);
 }
 
-Endpoint open(const std::string& kind, int rank, int n, const gyreUniqueId& id, bool tightBuffers = false) {
+Endpoint open(const std::string& kind, int rank, int n, const gyreUniqueId& id, bool tightBuffers = false,
+              int lanes = 1) {
   Endpoint e;
   e.bs = rendezvous(rank, n, id);
-  e.t = makeTransport(kind, *e.bs, tightBuffers);
+  e.t = makeTransport(kind, *e.bs, tightBuffers, nullptr, lanes);
   e.peer = 1 - rank;
   std::string why;
   if (!e.t->canConnect(e.peer, &why)) throw Error(gyreInternalError, "cannot connect: " + why);
@@ -332,6 +335,35 @@ TEST_P(Conformance, MessagesOfEverySizeArriveInOrderBothWays) {
     check.expect(wrong.empty(), wrong);
     check.expect(ok, "stuck after " + std::to_string(sent) + " sent and " + std::to_string(received) + " received");
     // Neither rank may leave while the other still reads from it.
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// The largest messages in every form against every form, cut into parts
+// over three sockets where the transport has them (TCP): a part starts in
+// the middle of a run.
+TEST_P(Conformance, LargestMessagesInEveryFormInParts) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open(kind, rank, n, id, false, 3);
+    const size_t bytes = e.conn->maxMessageBytes();
+    constexpr uint64_t kMessages = 27;  // every (send form, receive form) pair three times
+    Sender s{e, rank, {}, false, {}};
+    Receiver r{e, e.peer, {}, false, {}};
+    uint64_t sent = 0, received = 0;
+    std::string wrong;
+    const bool ok = until(e, [&] {
+      while (sent < kMessages && s.trySend(sent, bytes)) ++sent;
+      while (received < kMessages && wrong.empty() && r.tryRecv(received, bytes, &wrong)) ++received;
+      const bool drained = !e.conn->can(transport::kNeedsProgress) || !e.conn->progress(false).sendBlocked;
+      return (sent == kMessages && received == kMessages && drained) || !wrong.empty();
+    });
+    check.expect(wrong.empty(), wrong);
+    check.expect(ok, "stuck after " + std::to_string(sent) + " sent and " + std::to_string(received) + " received");
     e.bs->barrier(Deadline::afterMs(kStepMs));
     return check.failures();
   });

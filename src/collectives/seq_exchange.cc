@@ -1,5 +1,6 @@
 #include "collectives/seq_exchange.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -86,78 +87,76 @@ void buildSeqExchange(const CallRequest& req, PlanEnv& env, Plan& plan) {
     return v;
   };
 
-  if (toHeads) {
-    plan.inputElems = mine * width * dim;
-    plan.outputElems = first[n] * myWidth * dim;
-    plan.beginLane();  // sends: q's heads of our tokens, gathered
-    for (int k = 1; k < n; ++k) {
-      const int to = (me + k) % n;
-      const uint32_t view = plan.addView(seqSide(to));
-      forPieces(
-          blockElems(mine, to), chunk,
-          [&](size_t off, size_t len) {
-            Step& s = add(plan, Prim::Send, BufId::Input, off, BufId::Output, 0, len, to);
-            s.srcView = view;
-            s.blockCount = mine;
-          },
-          true);
+  // Lanes: one per peer each way, which the executor advances a message at
+  // a time, in turn: the pieces of every peer's block for the same tokens
+  // move close together in time, so each token's heads are read (or
+  // written) in one sweep rather than one slice of every token per peer
+  // (with runs of 1 KiB, a slice per peer read every page four times, far
+  // apart: 1.3-1.4x a contiguous AllToAll over 4 ranks). Our own block's
+  // pieces ride in the first send lane (a copy takes no turn). Each lane
+  // talks to one peer only, so none can hold up another.
+  const size_t ownElems = mine * myWidth * dim;
+  const uint32_t ownView = ownElems ? plan.addView(seqSide(me)) : 0;
+  size_t ownDone = 0;
+  auto ownPiece = [&](size_t upTo) {  // our block's pieces, up to element upTo
+    for (; ownDone < std::min(upTo, ownElems); ownDone += chunk) {
+      const size_t len = std::min(chunk, ownElems - ownDone);
+      if (toHeads) {
+        add(plan, Prim::Copy, BufId::Input, ownDone, BufId::Output,
+            first[me] * myWidth * dim + ownDone, len)
+            .srcView = ownView;
+      } else {
+        add(plan, Prim::Copy, BufId::Input, first[me] * myWidth * dim + ownDone, BufId::Output,
+            ownDone, len)
+            .dstView = ownView;
+      }
     }
-    // Our own heads of our tokens, while the sends are on their way.
-    if (mine && myWidth)
-      add(plan, Prim::Copy, BufId::Input, 0, BufId::Output, first[me] * myWidth * dim,
-          mine * myWidth * dim)
-          .srcView = plan.addView(seqSide(me));
-    plan.beginLane();  // receives: each rank's tokens of our heads, in place
-    for (int k = 1; k < n; ++k) {
-      const int src = (me - k + n) % n;
-      const size_t at = first[src] * myWidth * dim;
-      forPieces(
-          blockElems(l.tokens[src], me), chunk,
-          [&](size_t off, size_t len) {
-            add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, at + off, len, -1, src)
-                .blockCount = l.tokens[src];
-          },
-          true);
-    }
-    plan.closeLane();
-    return;
-  }
-
-  plan.inputElems = first[n] * myWidth * dim;
-  plan.outputElems = mine * width * dim;
-  plan.beginLane();  // sends: our heads of each rank's tokens, as they lie
+  };
+  plan.inputElems = toHeads ? mine * width * dim : first[n] * myWidth * dim;
+  plan.outputElems = toHeads ? first[n] * myWidth * dim : mine * width * dim;
   for (int k = 1; k < n; ++k) {
+    plan.beginLane();
     const int to = (me + k) % n;
-    const size_t at = first[to] * myWidth * dim;
+    // Seq to heads: q's heads of our tokens, gathered; heads to seq: our
+    // heads of q's tokens, as they lie.
+    const uint32_t view = toHeads ? plan.addView(seqSide(to)) : 0;
+    const size_t at = toHeads ? 0 : first[to] * myWidth * dim;
+    const size_t tokens = toHeads ? mine : l.tokens[to];
     forPieces(
-        blockElems(l.tokens[to], me), chunk,
+        blockElems(tokens, toHeads ? to : me), chunk,
         [&](size_t off, size_t len) {
-          add(plan, Prim::Send, BufId::Input, at + off, BufId::Output, 0, len, to).blockCount =
-              l.tokens[to];
+          Step& st = add(plan, Prim::Send, BufId::Input, at + off, BufId::Output, 0, len, to);
+          st.srcView = view;
+          st.blockCount = tokens;
+          if (k == 1) ownPiece(off + len);
         },
         true);
   }
-  if (mine && myWidth)
-    add(plan, Prim::Copy, BufId::Input, first[me] * myWidth * dim, BufId::Output, 0,
-        mine * myWidth * dim)
-        .dstView = plan.addView(seqSide(me));
-  plan.beginLane();  // receives: each rank's heads of our tokens, scattered
+  if (ownDone < ownElems) {
+    if (n == 1) plan.beginLane();
+    ownPiece(ownElems);
+  }
   for (int k = 1; k < n; ++k) {
+    plan.beginLane();
     const int src = (me - k + n) % n;
-    const uint32_t view = plan.addView(seqSide(src));
+    // Seq to heads: each rank's tokens of our heads, in place; heads to
+    // seq: its heads of our tokens, scattered.
+    const uint32_t view = toHeads ? 0 : plan.addView(seqSide(src));
+    const size_t at = toHeads ? first[src] * myWidth * dim : 0;
+    const size_t tokens = toHeads ? l.tokens[src] : mine;
     forPieces(
-        blockElems(mine, src), chunk,
+        blockElems(tokens, toHeads ? me : src), chunk,
         [&](size_t off, size_t len) {
-          Step& s = add(plan, Prim::Recv, BufId::Output, off, BufId::Output, off, len, -1, src);
-          s.dstView = view;
-          s.blockCount = mine;
+          Step& st = add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, at + off, len, -1, src);
+          st.dstView = view;
+          st.blockCount = tokens;
         },
         true);
   }
   plan.closeLane();
   // The epilogue: the other holders' copies added, rank after rank (slots
   // are numbered by part, then by holder).
-  if (!mine) return;
+  if (toHeads || !mine) return;
   for (const Added& a : added) {
     View head;
     head.rows = mine;

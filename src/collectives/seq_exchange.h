@@ -1,7 +1,8 @@
 // DeepSpeed-Ulysses' exchanges (gyreSeqToHeads, gyreHeadsToSeq;
-// docs/sequence-parallel.md), planned as pairwise AllToAll rounds over
-// strided slices: round k sends to rank + k and receives from rank - k, in
-// two lanes, as pairwise AllToAllv does.
+// docs/sequence-parallel.md), planned as an AllToAll over strided slices:
+// a lane per peer each way (sends to rank + k, receives from rank - k),
+// which the executor advances a piece at a time in turn, so that every
+// peer's slice of the same tokens moves close together in time.
 //
 // Seq to heads: rank r holds [tokens[r]][width][headDim]; peer q's block is
 // every one of r's tokens, q's heads of each part (q, k, v), a view of r's
