@@ -46,7 +46,10 @@ void buildSeqExchange(const CallRequest& req, PlanEnv& env, Plan& plan) {
   const size_t mine = l.tokens[me], myWidth = shareHeads(l, share[me]);
   auto blockElems = [&](size_t tokens, int q) { return tokens * shareHeads(l, share[q]) * dim; };
   for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
-  const size_t chunk = n > 1 ? pairwisePieceElems(req, env, plan.peers) : 1;  // connects them
+  // Pieces as pairwise AllToAll cuts them (connects the peers); one rank
+  // copies its block whole.
+  const size_t chunk = n > 1 ? pairwisePieceElems(req, env, plan.peers)
+                             : std::max<size_t>(1, l.tokens[0] * shareHeads(l, share[0]) * dim);
 
   // Heads to seq: every copy of a key/value head but its first holder's is
   // added, so it lands in a scratch slot of this rank's tokens first.
