@@ -7,40 +7,51 @@
 namespace gyre::harness {
 
 Mesh::Mesh(gyreComm_t world, const MeshShape& shape) : shape_(shape), world_(world) {
-  if (shape.dp < 1 || shape.tp < 1 || shape.pp < 1)
-    throw std::invalid_argument("Mesh: dp, tp and pp must be at least 1");
+  if (shape.dp < 1 || shape.tp < 1 || shape.pp < 1 || shape.sp < 1)
+    throw std::invalid_argument("Mesh: dp, sp, tp and pp must be at least 1");
   int ranks = 0;
   checkGyre(gyreCommUserRank(world, &rank_), "gyreCommUserRank", world);
   checkGyre(gyreCommCount(world, &ranks), "gyreCommCount", world);
-  if (ranks != shape.dp * shape.tp * shape.pp) {
-    throw std::invalid_argument("Mesh: " + describe() + " needs " +
-                                std::to_string(shape.dp * shape.tp * shape.pp) +
+  const int want = shape.dp * shape.sp * shape.tp * shape.pp;
+  if (ranks != want) {
+    throw std::invalid_argument("Mesh: " + describe() + " needs " + std::to_string(want) +
                                 " ranks; the job has " + std::to_string(ranks));
   }
-  tpRank_ = rank_ % shape.tp;
-  dpRank_ = (rank_ / shape.tp) % shape.dp;
-  ppRank_ = rank_ / (shape.tp * shape.dp);
-  // Every rank makes every split in the same order: each is collective.
+  const int tp = shape.tp, sp = shape.sp, dp = shape.dp;
+  tpRank_ = rank_ % tp;
+  spRank_ = (rank_ / tp) % sp;
+  dpRank_ = (rank_ / (tp * sp)) % dp;
+  ppRank_ = rank_ / (tp * sp * dp);
+  // Every rank makes every split in the same order: each is collective. A
+  // color is the rank's place on the other axes, in mixed radix.
   auto split = [&](int color, int key, gyreComm_t* out, const char* what) {
     checkGyre(gyreCommSplit(world, color, key, out, nullptr), what, world);
   };
   try {
-    split(ppRank_ * shape.dp + dpRank_, tpRank_, &tp_,
+    split((ppRank_ * dp + dpRank_) * sp + spRank_, tpRank_, &tp_,
           "gyreCommSplit of the tensor-parallel group");
-    split(ppRank_ * shape.tp + tpRank_, dpRank_, &dp_, "gyreCommSplit of the data-parallel group");
-    split(dpRank_ * shape.tp + tpRank_, ppRank_, &pp_, "gyreCommSplit of the pipeline");
+    split((ppRank_ * sp + spRank_) * tp + tpRank_, dpRank_, &dp_,
+          "gyreCommSplit of the data-parallel group");
+    if (sp > 1) {
+      split((ppRank_ * dp + dpRank_) * tp + tpRank_, spRank_, &sp_,
+            "gyreCommSplit of the sequence-parallel group");
+      split(ppRank_ * tp + tpRank_, dataRank(), &data_,
+            "gyreCommSplit of the data x sequence-parallel group");
+    }
+    split((dpRank_ * sp + spRank_) * tp + tpRank_, ppRank_, &pp_, "gyreCommSplit of the pipeline");
     const bool ends = shape.pp > 1 && (firstStage() || lastStage());
-    split(ends ? dpRank_ * shape.tp + tpRank_ : GYRE_SPLIT_NOCOLOR, ppRank_, &tied_,
+    split(ends ? (dpRank_ * sp + spRank_) * tp + tpRank_ : GYRE_SPLIT_NOCOLOR, ppRank_, &tied_,
           "gyreCommSplit of the tied embedding's pair");
   } catch (...) {
-    for (gyreComm_t c : {tp_, dp_, pp_, tied_})
+    for (gyreComm_t c : {tp_, dp_, sp_, data_, pp_, tied_})
       if (c) gyreCommDestroy(c);
     throw;
   }
+  if (data_ == nullptr) data_ = dp_;
 }
 
 Mesh::~Mesh() {
-  for (gyreComm_t c : {tied_, pp_, dp_, tp_}) {
+  for (gyreComm_t c : {tied_, pp_, data_ == dp_ ? nullptr : data_, sp_, dp_, tp_}) {
     if (c == nullptr) continue;
     gyreCommFinalize(c);
     gyreCommDestroy(c);
@@ -48,12 +59,14 @@ Mesh::~Mesh() {
 }
 
 std::string Mesh::describe() const {
-  return "dp " + std::to_string(shape_.dp) + " x tp " + std::to_string(shape_.tp) + " x pp " +
-         std::to_string(shape_.pp);
+  return "dp " + std::to_string(shape_.dp) +
+         (shape_.sp > 1 ? " x sp " + std::to_string(shape_.sp) : std::string()) + " x tp " +
+         std::to_string(shape_.tp) + " x pp " + std::to_string(shape_.pp);
 }
 
 std::string Mesh::place() const {
-  return "rank " + std::to_string(rank_) + " = dp " + std::to_string(dpRank_) + ", tp " +
+  return "rank " + std::to_string(rank_) + " = dp " + std::to_string(dpRank_) +
+         (shape_.sp > 1 ? ", sp " + std::to_string(spRank_) : std::string()) + ", tp " +
          std::to_string(tpRank_) + ", pp " + std::to_string(ppRank_);
 }
 

@@ -163,6 +163,21 @@ void Gpt::zeroGrad() {
   if (!storage_) grads_.zero();
 }
 
+void Gpt::setSeqParallel(SeqParallel sp) {
+  const int localHeads = config_.heads / shard_.tpSize;
+  if (sp.size < 1 || sp.rank < 0 || sp.rank >= sp.size)
+    throw std::invalid_argument("Gpt: sequence-parallel rank " + std::to_string(sp.rank) +
+                                " of " + std::to_string(sp.size));
+  if (sp.size > 1 && (!sp.toHeads || !sp.toSeq))
+    throw std::invalid_argument("Gpt: sequence parallelism needs both exchanges");
+  if (sp.shareHeads < 0 || sp.shareHeads > localHeads)
+    throw std::invalid_argument("Gpt: a sequence-parallel share of " +
+                                std::to_string(sp.shareHeads) + " heads of " +
+                                std::to_string(localHeads));
+  if (sp.size == 1) sp.shareHeads = localHeads;
+  sp_ = std::move(sp);
+}
+
 void Gpt::reduceTp(float* data, size_t count) {
   if (shard_.tpSize == 1) return;
   if (!tpReduce_) throw std::logic_error("Gpt: tensor parallelism needs setTpReduce");
@@ -176,12 +191,16 @@ void Gpt::reduceTp(float* data, size_t count) {
 void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int T) {
   const int N = B * T, C = config_.dim, t = shard_.tpSize;
   const int Cl = C / t, Hl = 4 * C / t, NHl = config_.heads / t;
+  // Attention's side under sequence parallelism: whole sequences (Ts
+  // tokens) of this rank's share of the heads (Cs = share x head dim).
+  const bool sp = sp_.size > 1;
+  const int Ts = T * sp_.size, NHs = sp ? sp_.shareHeads : NHl, Cs = NHs * (C / config_.heads);
   const BlockOf<const float> p = block(acquireParams(l), l);
   a.ln1.resize({N, C});
   a.ln1Mean.resize({N});
   a.ln1Rstd.resize({N});
-  a.qkv.resize({N, 3 * Cl});
-  a.att.resize({B, NHl, T, T});
+  a.qkv.resize({B * Ts, 3 * Cs});
+  a.att.resize({B, NHs, Ts, Ts});
   a.attOut.resize({N, Cl});
   a.attProj.resize({N, C});
   a.res1.resize({N, C});
@@ -194,8 +213,17 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
   a.res2.resize({N, C});
 
   layerNormForward(a.ln1.data(), a.ln1Mean.data(), a.ln1Rstd.data(), x, p.ln1w, p.ln1b, N, C);
-  linearForward(a.qkv.data(), a.ln1.data(), p.qkvw, p.qkvb, N, C, 3 * Cl);
-  attentionForward(a.attOut.data(), a.att.data(), a.qkv.data(), B, T, Cl, NHl);
+  if (sp) {
+    Tensor qkv({N, 3 * Cl}), attOut({B * Ts, Cs});
+    linearForward(qkv.data(), a.ln1.data(), p.qkvw, p.qkvb, N, C, 3 * Cl);
+    sp_.toHeads(qkv.data(), a.qkv.data(), B, T, true);
+    if (NHs > 0)  // more ranks than heads leaves some ranks none
+      attentionForward(attOut.data(), a.att.data(), a.qkv.data(), B, Ts, Cs, NHs);
+    sp_.toSeq(attOut.data(), a.attOut.data(), B, T, false);
+  } else {
+    linearForward(a.qkv.data(), a.ln1.data(), p.qkvw, p.qkvb, N, C, 3 * Cl);
+    attentionForward(a.attOut.data(), a.att.data(), a.qkv.data(), B, T, Cl, NHl);
+  }
   linearForward(a.attProj.data(), a.attOut.data(), p.projw, nullptr, N, Cl, C);
   reduceTp(a.attProj.data(), a.attProj.size());
   addBias(a.attProj.data(), p.projb, N, C);
@@ -213,10 +241,11 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
 
 float Gpt::forward(Activations& a, const int* inputs, const int* targets, const float* input, int B,
                    int T) {
-  if (B <= 0 || T <= 0 || T > config_.maxSeq) {
-    throw std::invalid_argument("Gpt::forward: need B > 0 and 0 < T <= maxSeq (" +
-                                std::to_string(config_.maxSeq) + "), got B " + std::to_string(B) +
-                                ", T " + std::to_string(T));
+  if (B <= 0 || T <= 0 || static_cast<int64_t>(T) * sp_.size > config_.maxSeq) {
+    throw std::invalid_argument("Gpt::forward: need B > 0 and 0 < T x sequence-parallel ranks <= "
+                                "maxSeq (" + std::to_string(config_.maxSeq) + "), got B " +
+                                std::to_string(B) + ", T " + std::to_string(T) + " x " +
+                                std::to_string(sp_.size));
   }
   const int N = B * T, C = config_.dim, V = config_.vocab;
   if (shard_.embeddings ? inputs == nullptr : input == nullptr)
@@ -234,7 +263,9 @@ float Gpt::forward(Activations& a, const int* inputs, const int* targets, const 
   a.input.resize({N, C});
   if (shard_.embeddings) {
     const float* e = acquireParams(-1);
-    embeddingForward(a.input.data(), inputs, e, e + static_cast<size_t>(V) * C, B, T, C);
+    // A sequence-parallel rank's tokens sit at positions rank x T onwards.
+    const size_t position = static_cast<size_t>(sp_.rank) * T;
+    embeddingForward(a.input.data(), inputs, e, e + (V + position) * C, B, T, C);
     releaseParams(-1);
   } else {
     std::copy(input, input + static_cast<size_t>(N) * C, a.input.data());
@@ -295,6 +326,8 @@ void Gpt::blockBackward(int l, const float* x, const Activations::Block& a, cons
                         float* dx, int B, int T) {
   const int N = B * T, C = config_.dim, t = shard_.tpSize;
   const int Cl = C / t, Hl = 4 * C / t, NHl = config_.heads / t;
+  const bool sp = sp_.size > 1;
+  const int Ts = T * sp_.size, NHs = sp ? sp_.shareHeads : NHl, Cs = NHs * (C / config_.heads);
   const BlockOf<const float> p = block(acquireParams(l), l);
   const BlockOf<float> g = block(acquireGrads(l), l);
   // res2 = res1 + mlp(ln2(res1)): the MLP branch first.
@@ -312,7 +345,18 @@ void Gpt::blockBackward(int l, const float* x, const Activations::Block& a, cons
   Tensor dattOut({N, Cl}), dqkv({N, 3 * Cl}), dln1({N, C});
   linearBackward(dattOut.data(), g.projw, g.projb, dres1.data(), a.attOut.data(), p.projw, N, Cl,
                  C);
-  attentionBackward(dqkv.data(), dattOut.data(), a.qkv.data(), a.att.data(), B, T, Cl, NHl);
+  if (sp) {
+    // Attention's gradient on its side: the output's gradient to whole
+    // sequences of this rank's heads, and the qkv gradient back.
+    Tensor dattOutH({B * Ts, Cs}), dqkvH({B * Ts, 3 * Cs});
+    sp_.toHeads(dattOut.data(), dattOutH.data(), B, T, false);
+    if (NHs > 0)
+      attentionBackward(dqkvH.data(), dattOutH.data(), a.qkv.data(), a.att.data(), B, Ts, Cs,
+                        NHs);
+    sp_.toSeq(dqkvH.data(), dqkv.data(), B, T, true);
+  } else {
+    attentionBackward(dqkv.data(), dattOut.data(), a.qkv.data(), a.att.data(), B, T, Cl, NHl);
+  }
   linearBackward(dln1.data(), g.qkvw, g.qkvb, dqkv.data(), a.ln1.data(), p.qkvw, N, C, 3 * Cl);
   // The keys' bias has an exact gradient of 0 (adding the same q.b_k to
   // every score of a softmax's row changes nothing); what the sum above
@@ -352,7 +396,8 @@ void Gpt::backward(Activations& a, const float* dOutput, float* dInput, float lo
     dx = std::move(dinp);
   }
   if (shard_.embeddings) {
-    embeddingBackward(ge, ge + static_cast<size_t>(V) * C, dx.data(), a.inputs.data(), B, T, C);
+    const size_t position = static_cast<size_t>(sp_.rank) * T;
+    embeddingBackward(ge, ge + (V + position) * C, dx.data(), a.inputs.data(), B, T, C);
     releaseGrads(-1);
   } else {
     std::copy(dx.data(), dx.data() + dx.size(), dInput);

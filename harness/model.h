@@ -27,6 +27,8 @@ namespace gyre::harness {
 // model's own.
 struct Activations {
   struct Block {
+    // With sequence parallelism qkv and att hold every token of this rank's
+    // heads (attention's side), the rest this rank's tokens.
     Tensor ln1, ln1Mean, ln1Rstd, qkv, att, attOut, attProj, res1;
     Tensor ln2, ln2Mean, ln2Rstd, fc, fcGelu, fcProj, res2;
   };
@@ -99,6 +101,27 @@ class Gpt {
   using TpReduce = std::function<void(float* data, size_t count)>;
   void setTpReduce(TpReduce reduce) { tpReduce_ = std::move(reduce); }
 
+  // Sequence parallelism (DeepSpeed-Ulysses): `size` ranks split every
+  // sequence into consecutive runs of T tokens, rank `rank` holding tokens
+  // [rank * T, (rank + 1) * T) of each, for every layer but attention.
+  // Around attention, toHeads turns this rank's tokens of every (local) head
+  // into every token of its share of the heads, and toSeq back; attention
+  // then runs on whole sequences, so its result is the unsplit model's.
+  // forward's and backward's T is this rank's run. The parameters are
+  // whole on every rank; their gradients here are this rank's tokens'
+  // share, which the caller sums over the group (as over data parallelism).
+  struct SeqParallel {
+    int rank = 0, size = 1;
+    // in [B][T][parts x heads][headDim] -> out [B][T x size][parts x share]
+    // [headDim] (qkv: the parts Q, K, V, else one), share = shareHeads().
+    std::function<void(const float* in, float* out, int B, int T, bool qkv)> toHeads;
+    // The reverse: [B][T x size][parts x share][headDim] -> [B][T][parts x heads][headDim].
+    std::function<void(const float* in, float* out, int B, int T, bool qkv)> toSeq;
+    int shareHeads = 0;  // the heads this rank attends over
+  };
+  void setSeqParallel(SeqParallel sp);
+  const SeqParallel& seqParallel() const { return sp_; }
+
   // Forward of one micro-batch of B sequences of T tokens through this
   // piece: the first stage embeds `inputs`, the others read `input`
   // [B*T, C]; the last stage returns the mean next-token loss against
@@ -160,6 +183,7 @@ class Gpt {
   PartStorage* storage_ = nullptr;
   Tensor params_, grads_;
   TpReduce tpReduce_;
+  SeqParallel sp_;
   BackwardHook hook_;
   Activations own_;  // the whole-model calls' activations
 };

@@ -32,6 +32,18 @@ void validate(const TrainerConfig& c) {
         "compressed or decentralized data parallelism needs ZeRO 0, one pipeline stage and one "
         "micro-batch");
   }
+  if (c.mesh.sp > 1) {
+    if (c.seq % c.mesh.sp != 0) {
+      throw std::invalid_argument("sequences of " + std::to_string(c.seq) +
+                                  " tokens do not split into " + std::to_string(c.mesh.sp) +
+                                  " sequence-parallel runs");
+    }
+    // The sequence-parallel ranks must hold the same parameters bit for
+    // bit; compressed and decentralized averaging leave replicas apart.
+    if (averaging)
+      throw std::invalid_argument(
+          "sequence parallelism needs exact data parallelism (no --codec, no --decentralized)");
+  }
   if (c.batch % (c.mesh.dp * c.microBatches) != 0) {
     throw std::invalid_argument("a batch of " + std::to_string(c.batch) +
                                 " sequences does not split into " + std::to_string(c.mesh.dp) +
@@ -64,14 +76,16 @@ Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config
   if (config.codec != gyreCodecNone || config.decentralized) {
     model_ = std::make_unique<Gpt>(config.model, shard);
     model_->initialize(config.seed);
-    dp_ = std::make_unique<DataParallel>(mesh_->dp(), *model_,
+    dp_ = std::make_unique<DataParallel>(mesh_->data(), *model_,
                                          DpOptions{.bucketElems = config.bucketElems,
                                                    .codec = config.codec,
                                                    .decentralized = config.decentralized,
                                                    .peers = config.peers});
     adam_ = std::make_unique<AdamW>(decaySegments(model_->layout()), model_->size(), config.adam);
   } else {
-    zero_ = std::make_unique<Zero>(mesh_->dp(), gptLayout(config.model, shard), config.zero,
+    // The data and sequence-parallel ranks hold the same piece and train
+    // their own tokens: one group for the gradients and ZeRO's shards.
+    zero_ = std::make_unique<Zero>(mesh_->data(), gptLayout(config.model, shard), config.zero,
                                    config.adam, config.bucketElems);
     model_ = std::make_unique<Gpt>(config.model, shard, zero_.get());
     std::vector<float> initial(model_->size());
@@ -92,6 +106,7 @@ Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config
       tpSeconds_ += now() - start;
     });
   }
+  if (config.mesh.sp > 1) setUpSequenceParallel();
   // The pipeline leaves the tied embedding to this class: its gradients live
   // in ZeRO's arrays, summed after the data-parallel reduction.
   if (config.mesh.pp > 1)
@@ -99,6 +114,52 @@ Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::setUpSequenceParallel() {
+  const int size = config_.mesh.sp, heads = config_.model.heads / config_.mesh.tp;
+  const size_t headDim = static_cast<size_t>(config_.model.dim / config_.model.heads);
+  gyreComm_t comm = mesh_->sp();
+  int share = 0;
+  const gyreSeqLayout_t probe{heads, 0, headDim, gyreSeqQ, 0, nullptr};
+  checkGyre(gyreSeqHeads(&probe, size, mesh_->spRank(), nullptr, &share, nullptr, nullptr),
+            "gyreSeqHeads", comm);
+  // One exchange per sequence of the micro-batch, all launched, then waited.
+  auto exchange = [this, comm, size, heads, headDim, share](bool toHeads) {
+    return [=, this](const float* in, float* out, int B, int T, bool qkv) {
+      const double start = now();
+      const size_t parts = qkv ? 3 : 1;
+      const gyreSeqLayout_t layout{heads, 0, headDim, qkv ? gyreSeqQKV : gyreSeqQ,
+                                   static_cast<size_t>(T) * size, nullptr};
+      const size_t seqSide = static_cast<size_t>(T) * parts * heads * headDim;
+      const size_t headSide = static_cast<size_t>(T) * size * parts * share * headDim;
+      const size_t inStride = toHeads ? seqSide : headSide, outStride = toHeads ? headSide : seqSide;
+      std::vector<gyreRequest_t> requests;
+      gyreResult_t failed = gyreSuccess;
+      for (int b = 0; b < B && failed == gyreSuccess; ++b) {
+        gyreRequest_t r = nullptr;
+        failed = (toHeads ? gyreIseqToHeads : gyreIheadsToSeq)(
+            in + b * inStride, out + b * outStride, &layout, gyreFloat32, comm, &r);
+        if (failed == gyreSuccess) requests.push_back(r);
+      }
+      const char* what = toHeads ? "gyreIseqToHeads" : "gyreIheadsToSeq";
+      // Every launched exchange is waited for before any error leaves: none
+      // may still write into `out`.
+      gyreResult_t waited = gyreSuccess;
+      for (gyreRequest_t r : requests) {
+        const gyreResult_t w = gyreWait(r);
+        if (waited == gyreSuccess) waited = w;
+      }
+      checkGyre(failed, what, comm);
+      checkGyre(waited, what, comm);
+      tpSeconds_ += now() - start;
+    };
+  };
+  model_->setSeqParallel({.rank = mesh_->spRank(),
+                          .size = size,
+                          .toHeads = exchange(true),
+                          .toSeq = exchange(false),
+                          .shareHeads = share});
+}
 
 std::vector<FlatRange> Trainer::normRanges() const {
   std::vector<FlatRange> ranges;
@@ -114,11 +175,23 @@ std::vector<FlatRange> Trainer::normRanges() const {
 }
 
 float Trainer::forwardBackward(int64_t step, DataLoader& loader, StepReport& report) {
-  const int local = loader.localBatch(), M = config_.microBatches, T = config_.seq;
-  const int b = local / M;
-  inputs_.resize(static_cast<size_t>(local) * T);
+  const int local = loader.localBatch(), M = config_.microBatches, sp = config_.mesh.sp;
+  const int b = local / M, T = config_.seq / sp;  // T: this rank's run of each sequence
+  inputs_.resize(static_cast<size_t>(local) * config_.seq);
   targets_.resize(inputs_.size());
   loader.batch(step, inputs_, targets_);
+  if (sp > 1) {
+    // This sequence-parallel rank's run of every sequence: tokens
+    // [spRank x T, (spRank + 1) x T), packed row after row.
+    const size_t from = static_cast<size_t>(mesh_->spRank()) * T;
+    for (int row = 0; row < local; ++row) {
+      const size_t src = static_cast<size_t>(row) * config_.seq + from;
+      std::copy_n(inputs_.begin() + src, T, inputs_.begin() + static_cast<size_t>(row) * T);
+      std::copy_n(targets_.begin() + src, T, targets_.begin() + static_cast<size_t>(row) * T);
+    }
+    inputs_.resize(static_cast<size_t>(local) * T);
+    targets_.resize(inputs_.size());
+  }
   const double start = now();
   float loss = 0;
   if (pipeline_) {
@@ -203,6 +276,7 @@ StepReport Trainer::step(int64_t step, DataLoader& loader) {
 std::map<std::string, std::string> Trainer::describe() const {
   auto d = modelMeta(config_.model);
   d["dp"] = std::to_string(config_.mesh.dp);
+  d["sp"] = std::to_string(config_.mesh.sp);
   d["tp"] = std::to_string(config_.mesh.tp);
   d["pp"] = std::to_string(config_.mesh.pp);
   d["zero"] = std::to_string(config_.zero);
@@ -243,14 +317,14 @@ fs::path Trainer::save(const fs::path& dir, int64_t stepsDone) {
     v = zero_->shardV();
     steps = zero_->adamSteps();
   } else {
-    range = shardRange(model_->size(), mesh_->dpRank(), config_.mesh.dp);
+    range = shardRange(model_->size(), mesh_->dataRank(), mesh_->dataSize());
     std::span<const float> all = model_->params();
     if (config_.decentralized) {
       // The replicas differ: the checkpoint holds their average.
       averaged.assign(all.begin(), all.end());
       checkGyre(gyreAllReduce(averaged.data(), averaged.data(), averaged.size(), gyreFloat32,
-                              gyreAvg, mesh_->dp(), nullptr),
-                "gyreAllReduce of the replicas for the checkpoint", mesh_->dp());
+                              gyreAvg, mesh_->data(), nullptr),
+                "gyreAllReduce of the replicas for the checkpoint", mesh_->data());
       all = averaged;
     }
     params = all.subspan(range.begin, range.size());

@@ -104,6 +104,7 @@ class Trainer {
   std::map<std::string, std::string> describe() const;
 
  private:
+  void setUpSequenceParallel();
   // The flat ranges that count towards the global gradient norm on this
   // rank: every tensor once over the mesh (a tensor-parallel replica on tp
   // rank 0 only, the tied wte copy not at all).
@@ -120,7 +121,9 @@ class Trainer {
   std::unique_ptr<AdamW> adam_;         // with dp_
   std::unique_ptr<Pipeline> pipeline_;  // pp > 1
   std::vector<Activations> micro_;      // pp == 1: the micro-batches' activations
-  double tpSeconds_ = 0;                // time in tensor-parallel reductions this step
+  // Time this step in tensor-parallel reductions and sequence-parallel
+  // exchanges (inside forward and backward, never hidden).
+  double tpSeconds_ = 0;
   std::vector<int> inputs_, targets_;
 };
 

@@ -45,7 +45,7 @@ gyrePeers_t peersOf(const std::string& name) {
 TrainerConfig trainerConfig(const TrainOptions& o) {
   TrainerConfig c;
   c.model = {.vocab = 256, .maxSeq = o.seq, .layers = o.layers, .heads = o.heads, .dim = o.dim};
-  c.mesh = {.dp = o.dp, .tp = o.tp, .pp = o.pp};
+  c.mesh = {.dp = o.dp, .tp = o.tp, .pp = o.pp, .sp = o.sp};
   c.zero = o.zero;
   c.schedule = parseSchedule(o.schedule);
   c.microBatches = o.microBatches;

@@ -43,8 +43,8 @@ std::string oneOf(const std::string& flag, const std::string& value,
 }  // namespace
 
 std::string trainUsage() {
-  return "usage: gyre-train [--dp N] [--tp N] [--pp N] [--zero 0-3] [--codec "
-         "none|fp16|bf16|int8|onebit]\n"
+  return "usage: gyre-train [--dp N] [--sp N] [--tp N] [--pp N] [--zero 0-3]\n"
+         "                  [--codec none|fp16|bf16|int8|onebit]\n"
          "                  [--decentralized ring|shift_one|random] [--schedule gpipe|1f1b]\n"
          "                  [--micro-batches M] [--steps N] [--batch B] [--seq T] [--layers L]\n"
          "                  [--dim C] [--heads H] [--lr X] [--min-lr X] [--warmup N] [--clip X]\n"
@@ -52,7 +52,7 @@ std::string trainUsage() {
          "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
          "       gyre-train --plot FILE.svg|png LOG.jsonl [LOG.jsonl ...]   (draw earlier runs)\n"
-         "Run it under gyrerun, torchrun, mpirun or srun; dp x tp x pp must be the rank count.\n"
+         "Run it under gyrerun, torchrun, mpirun or srun; dp x sp x tp x pp must be the rank count.\n"
          "Testing aid: GYRE_TRAIN_KILL_AFTER_STEP=N in the environment ends every rank with\n"
          "status 137, as a crash would, right after step N and its checkpoint are done.\n";
 }
@@ -62,6 +62,7 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
   using Setter = std::function<void(const std::string& flag, const std::string& value)>;
   const std::map<std::string, Setter> valued = {
       {"--dp", [&](auto& f, auto& v) { o.dp = integer(f, v, 1, 4096); }},
+      {"--sp", [&](auto& f, auto& v) { o.sp = integer(f, v, 1, 4096); }},
       {"--tp", [&](auto& f, auto& v) { o.tp = integer(f, v, 1, 4096); }},
       {"--pp", [&](auto& f, auto& v) { o.pp = integer(f, v, 1, 4096); }},
       {"--zero", [&](auto& f, auto& v) { o.zero = integer(f, v, 0, 3); }},
@@ -128,6 +129,13 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
   if (o.heads % o.tp != 0)
     throw UsageError("--tp " + std::to_string(o.tp) + " does not divide --heads " +
                      std::to_string(o.heads));
+  if (o.seq % o.sp != 0)
+    throw UsageError("--sp " + std::to_string(o.sp) + " does not divide --seq " +
+                     std::to_string(o.seq) + " (each rank takes an equal run of every sequence)");
+  if (o.sp > 1 && (o.codec != "none" || !o.decentralized.empty()))
+    throw UsageError(
+        "--sp needs exact data parallelism: its ranks must hold the same parameters, which "
+        "--codec and --decentralized do not keep");
   if (o.pp > o.layers)
     throw UsageError("--pp " + std::to_string(o.pp) + " stages need at least as many --layers (" +
                      std::to_string(o.layers) + ")");
@@ -155,17 +163,18 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
 }
 
 void resolveMesh(TrainOptions& o, int ranks) {
+  const int others = o.sp * o.tp * o.pp;
+  const std::string named = (o.sp > 1 ? "--sp " + std::to_string(o.sp) + " x " : std::string()) +
+                            "--tp " + std::to_string(o.tp) + " x --pp " + std::to_string(o.pp);
   if (o.dp == 0) {
-    if (ranks % (o.tp * o.pp) != 0) {
-      throw UsageError("--tp " + std::to_string(o.tp) + " x --pp " + std::to_string(o.pp) +
-                       " does not divide the job's " + std::to_string(ranks) + " ranks");
+    if (ranks % others != 0) {
+      throw UsageError(named + " does not divide the job's " + std::to_string(ranks) + " ranks");
     }
-    o.dp = ranks / (o.tp * o.pp);
+    o.dp = ranks / others;
   }
-  if (o.dp * o.tp * o.pp != ranks) {
-    throw UsageError("--dp " + std::to_string(o.dp) + " x --tp " + std::to_string(o.tp) +
-                     " x --pp " + std::to_string(o.pp) + " is " +
-                     std::to_string(o.dp * o.tp * o.pp) + " ranks; the job has " +
+  if (o.dp * others != ranks) {
+    throw UsageError("--dp " + std::to_string(o.dp) + " x " + named + " is " +
+                     std::to_string(o.dp * others) + " ranks; the job has " +
                      std::to_string(ranks));
   }
   if (o.batch % (o.dp * o.microBatches) != 0) {

@@ -12,8 +12,9 @@
 namespace gyre::harness {
 
 struct TrainOptions {
-  // The mesh: dp x tp x pp must be the job's rank count.
-  int dp = 0;  // 0: whatever the job's ranks leave after tp and pp
+  // The mesh: dp x sp x tp x pp must be the job's rank count.
+  int dp = 0;  // 0: whatever the job's ranks leave after sp, tp and pp
+  int sp = 1;  // sequence parallelism (Ulysses): ranks splitting each sequence
   int tp = 1;
   int pp = 1;
   int zero = 0;                   // ZeRO stage 0..3 over the data-parallel ranks
@@ -53,7 +54,7 @@ class UsageError : public std::invalid_argument {
 TrainOptions parseTrainOptions(int argc, const char* const* argv);
 
 // Checks what needs the job's size: fills dp when 0; throws UsageError when
-// dp x tp x pp is not `ranks`, or the batch does not split.
+// dp x sp x tp x pp is not `ranks`, or the batch does not split.
 void resolveMesh(TrainOptions& options, int ranks);
 
 std::string trainUsage();

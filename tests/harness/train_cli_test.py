@@ -8,7 +8,7 @@ On a generated corpus and a small model, under gyrerun with 4 ranks:
 1. save, kill, resume on the same mesh: the resumed run's losses are the
    uninterrupted run's, bit for bit (GYRE_TRAIN_KILL_AFTER_STEP makes every
    rank _Exit(137) right after step 10 and its checkpoint);
-2. resume on another mesh (dp4, tp4, pp2 x dp2): within 1e-5 relative;
+2. resume on another mesh (dp4, tp4, pp2 x dp2, sp2 x dp2): within 1e-5 relative;
 3. damaged checkpoints (a truncated, corrupted or deleted shard, a deleted
    index, an empty directory, another model's index) are errors naming the
    file or the field, with a non-zero status and no step trained after them;
@@ -201,6 +201,9 @@ class TrainCli(unittest.TestCase):
     def test_resume_on_tp4(self):
         self.resume_other_mesh("tp4", ["--tp", "4"])
 
+    def test_resume_on_sp2_dp2(self):
+        self.resume_other_mesh("sp2_dp2", ["--sp", "2", "--dp", "2", "--zero", "2"])
+
     def test_resume_on_pp2_dp2(self):
         self.resume_other_mesh("pp2_dp2", ["--pp", "2", "--dp", "2", "--zero", "1"])
 
@@ -298,6 +301,8 @@ class TrainCli(unittest.TestCase):
             (["--plot", "run.pdf"], "--plot"),
             (["--lr"], "--lr needs a value"),
             (["--resume"], "--resume needs --checkpoint-dir"),
+            (["--sp", "3"], "--sp 3 does not divide --seq 64"),
+            (["--sp", "2", "--codec", "int8"], "--sp needs exact data parallelism"),
         ]
         for extra, flag in cases:
             base = ["--data", CORPUS] if "--data" not in extra else []

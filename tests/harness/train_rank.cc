@@ -1,9 +1,9 @@
 // One rank of the mesh tests, started by gyrerun (tests/harness/
 // CMakeLists.txt):
 //
-//   gyrerun -n R harness_train_rank --dp D --tp T --pp P [--zero Z]
+//   gyrerun -n R harness_train_rank --dp D [--sp S] --tp T --pp P [--zero Z]
 //       [--schedule gpipe|1f1b] [--micro M]
-//       [--resume-dp D2 --resume-tp T2 --resume-pp P2 --resume-zero Z2]
+//       [--resume-dp D2 --resume-sp S2 --resume-tp T2 --resume-pp P2 --resume-zero Z2]
 //
 // Each rank trains its piece of the model for 20 steps through Trainer
 // (harness/trainer.h) on a D x T x P mesh, and also trains the single-rank
@@ -92,6 +92,8 @@ int body(int argc, char** argv) {
     const int v = flag == "--schedule" ? 0 : std::stoi(argv[i + 1]);
     if (flag == "--dp")
       config.mesh.dp = v;
+    else if (flag == "--sp")
+      config.mesh.sp = v;
     else if (flag == "--tp")
       config.mesh.tp = v;
     else if (flag == "--pp")
@@ -114,6 +116,8 @@ int body(int argc, char** argv) {
     const int v = std::stoi(argv[i + 1]);
     if (flag == "--resume-dp")
       resumed.mesh.dp = v;
+    else if (flag == "--resume-sp")
+      resumed.mesh.sp = v;
     else if (flag == "--resume-tp")
       resumed.mesh.tp = v;
     else if (flag == "--resume-pp")
@@ -166,8 +170,8 @@ int body(int argc, char** argv) {
     const std::vector<float> piece = trainer.pieceParams();
     failures += checkTensors(trainer.model().layout(), trainer.model().shard(), piece,
                              ref.model.layout(), ref.model.params(), kTolerance, who, &worstParam);
-    // (c) the data-parallel replicas of this piece: the same bits.
-    failures += checkReplicas(trainer.mesh().dp(), piece, who);
+    // (c) the data- and sequence-parallel replicas of this piece: the same bits.
+    failures += checkReplicas(trainer.mesh().data(), piece, who);
     const ZeroMemory mem = trainer.memory();
     std::printf(
         "rank %d, %s (%s), zero %d, %d micro-batches: loss %.5f -> %.5f, worst relative "
@@ -185,7 +189,8 @@ int body(int argc, char** argv) {
                   static_cast<long long>(from), kSaveAt);
       ++failures;
     }
-    const bool sameMesh = resumed.mesh.dp == config.mesh.dp && resumed.mesh.tp == config.mesh.tp &&
+    const bool sameMesh = resumed.mesh.dp == config.mesh.dp && resumed.mesh.sp == config.mesh.sp &&
+                          resumed.mesh.tp == config.mesh.tp &&
                           resumed.mesh.pp == config.mesh.pp && resumed.zero == config.zero;
     DataLoader loader(openText(source, tokens), {.batch = kBatch,
                                                  .seq = kMeshSeq,
