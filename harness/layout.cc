@@ -27,6 +27,12 @@ void validate(const GptConfig& c, const ModelShard& s) {
                                 " ranks needs a head count divisible by it; the model has " +
                                 std::to_string(c.heads) + " heads");
   }
+  if (c.experts < 0 || (c.experts > 0 && (c.topK < 1 || c.topK > c.experts))) {
+    throw std::invalid_argument("GptConfig: top-" + std::to_string(c.topK) + " of " +
+                                std::to_string(c.experts) + " experts");
+  }
+  if (c.experts > 0 && s.tpSize > 1)
+    throw std::invalid_argument("a mixture of experts with tensor parallelism is not supported");
   const int last = shardLastLayer(c, s);
   if (s.firstLayer < 0 || s.firstLayer > last || last > c.layers) {
     throw std::invalid_argument("ModelShard: blocks [" + std::to_string(s.firstLayer) + ", " +
@@ -97,6 +103,15 @@ std::vector<ParamInfo> gptLayout(const GptConfig& c, const ModelShard& s) {
     add(h + "attn.proj.b", {C}, TpSplit::None, l);
     add(h + "ln2.w", {C}, TpSplit::None, l);
     add(h + "ln2.b", {C}, TpSplit::None, l);
+    if (c.experts > 0) {
+      const int E = c.experts;
+      add(h + "moe.gate.w", {E, C}, TpSplit::None, l);
+      add(h + "moe.fc.w", {E * 4 * C, C}, TpSplit::None, l);
+      add(h + "moe.fc.b", {E * 4 * C}, TpSplit::None, l);
+      add(h + "moe.proj.w", {E * C, 4 * C}, TpSplit::None, l);
+      add(h + "moe.proj.b", {E * C}, TpSplit::None, l);
+      continue;
+    }
     add(h + "mlp.fc.w", {4 * C, C}, TpSplit::Rows, l);
     add(h + "mlp.fc.b", {4 * C}, TpSplit::Rows, l);
     add(h + "mlp.proj.w", {C, 4 * C}, TpSplit::Columns, l);

@@ -23,6 +23,12 @@ struct GptConfig {
   int layers = 2;
   int heads = 4;
   int dim = 64;  // channels; a multiple of heads
+  // A mixture of experts in place of every block's MLP (harness/moe.h):
+  // 0 for the dense MLP.
+  int experts = 0;
+  int topK = 2;
+  float capacityFactor = 0.0f;  // per rank's batch; 0: no limit
+  float auxCoef = 0.01f;        // the load-balancing loss's weight
 };
 
 // The piece of the model one rank holds. Tensor parallelism (Megatron's)
@@ -75,7 +81,9 @@ struct ParamInfo {
 // The table of `shard`'s parameters in storage order: part -1 (wte, wpe),
 // then each block's twelve (h<l>.ln1.w, .ln1.b, .attn.qkv.w, .attn.qkv.b,
 // .attn.proj.w, .attn.proj.b, .ln2.w, .ln2.b, .mlp.fc.w, .mlp.fc.b,
-// .mlp.proj.w, .mlp.proj.b), then part `layers` (lnf.w, lnf.b, and on a last
+// .mlp.proj.w, .mlp.proj.b; with experts the MLP's four are .moe.gate.w
+// [E, C], .moe.fc.w [E*4C, C], .moe.fc.b [E*4C], .moe.proj.w [E*C, 4C] and
+// .moe.proj.b [E*C], expert e's rows the e-th of each), then part `layers` (lnf.w, lnf.b, and on a last
 // stage without the embeddings the tied copy of wte). A part is one range,
 // so a layer can be gathered, freed or reduced as a unit. Throws
 // std::invalid_argument naming what is wrong with the config or shard.

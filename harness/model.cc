@@ -12,7 +12,24 @@ namespace gyre::harness {
 
 namespace {
 
-constexpr int kBlockParams = 12;  // per block, in gptLayout's order
+// Tensors per block, in gptLayout's order: the dense MLP's four, or a
+// mixture of experts' five.
+int blockParams(const GptConfig& c) { return c.experts > 0 ? 13 : 12; }
+
+MoeConfig moeConfig(const GptConfig& c) {
+  return {.experts = c.experts, .topK = c.topK, .capacityFactor = c.capacityFactor,
+          .auxCoef = c.auxCoef};
+}
+
+// Expert e's four tensors inside the block's stacked ones.
+template <typename P, typename F>
+std::vector<P> expertsOf(F* fcw, F* fcb, F* projw, F* projb, int E, int C) {
+  std::vector<P> out;
+  const size_t H = 4 * static_cast<size_t>(C);
+  for (int e = 0; e < E; ++e)
+    out.push_back({fcw + e * H * C, fcb + e * H, projw + e * C * H, projb + e * static_cast<size_t>(C)});
+  return out;
+}
 
 bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -110,10 +127,14 @@ size_t Gpt::partSize(int part) const {
 template <typename F>
 Gpt::BlockOf<F> Gpt::block(F* part, int l) const {
   const ParamInfo* p =
-      &layout_[(shard_.embeddings ? 2 : 0) + kBlockParams * (l - shard_.firstLayer)];
+      &layout_[(shard_.embeddings ? 2 : 0) + blockParams(config_) * (l - shard_.firstLayer)];
   const size_t base = p[0].offset;
   auto at = [&](int k) { return part + (p[k].offset - base); };
-  return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11)};
+  if (config_.experts > 0)
+    return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(9), at(10), at(11), at(12),
+            at(8)};
+  return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11),
+          nullptr};
 }
 
 void Gpt::initialize(uint64_t seed) { initialize(seed, params()); }
@@ -207,8 +228,8 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
   a.ln2.resize({N, C});
   a.ln2Mean.resize({N});
   a.ln2Rstd.resize({N});
-  a.fc.resize({N, Hl});
-  a.fcGelu.resize({N, Hl});
+  a.fc.resize({config_.experts > 0 ? 0 : N, Hl});
+  a.fcGelu.resize({config_.experts > 0 ? 0 : N, Hl});
   a.fcProj.resize({N, C});
   a.res2.resize({N, C});
 
@@ -230,11 +251,19 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
   residualForward(a.res1.data(), x, a.attProj.data(), N * C);
   layerNormForward(a.ln2.data(), a.ln2Mean.data(), a.ln2Rstd.data(), a.res1.data(), p.ln2w, p.ln2b,
                    N, C);
-  linearForward(a.fc.data(), a.ln2.data(), p.fcw, p.fcb, N, C, Hl);
-  geluForward(a.fcGelu.data(), a.fc.data(), N * Hl);
-  linearForward(a.fcProj.data(), a.fcGelu.data(), p.mprojw, nullptr, N, Hl, C);
-  reduceTp(a.fcProj.data(), a.fcProj.size());
-  addBias(a.fcProj.data(), p.mprojb, N, C);
+  if (config_.experts > 0) {
+    moeForward(moeConfig(config_), a.ln2.data(), p.gatew,
+               expertsOf<ExpertParams>(p.fcw, p.fcb, p.mprojw, p.mprojb, config_.experts, C),
+               a.fcProj.data(), N, C, a.moe, a.moeRows);
+    moeCounts_.slots += static_cast<int64_t>(N) * config_.topK;
+    for (int d : a.moe.dropped) moeCounts_.dropped += d;
+  } else {
+    linearForward(a.fc.data(), a.ln2.data(), p.fcw, p.fcb, N, C, Hl);
+    geluForward(a.fcGelu.data(), a.fc.data(), N * Hl);
+    linearForward(a.fcProj.data(), a.fcGelu.data(), p.mprojw, nullptr, N, Hl, C);
+    reduceTp(a.fcProj.data(), a.fcProj.size());
+    addBias(a.fcProj.data(), p.mprojb, N, C);
+  }
   residualForward(a.res2.data(), a.res1.data(), a.fcProj.data(), N * C);
   releaseParams(l);
 }
@@ -271,11 +300,14 @@ float Gpt::forward(Activations& a, const int* inputs, const int* targets, const 
     std::copy(input, input + static_cast<size_t>(N) * C, a.input.data());
   }
   a.blocks.resize(lastLayer_ - shard_.firstLayer);
+  a.aux = 0;
   for (int l = shard_.firstLayer; l < lastLayer_; ++l)
     blockForward(
         l,
         l == shard_.firstLayer ? a.input.data() : a.blocks[l - shard_.firstLayer - 1].res2.data(),
         a.blocks[l - shard_.firstLayer], B, T);
+  if (config_.experts > 0)
+    for (const Activations::Block& b : a.blocks) a.aux += b.moe.auxLoss;
   a.loss = shard_.head ? headForward(a, output(a)) : 0.0f;
   return a.loss;
 }
@@ -331,11 +363,21 @@ void Gpt::blockBackward(int l, const float* x, const Activations::Block& a, cons
   const BlockOf<const float> p = block(acquireParams(l), l);
   const BlockOf<float> g = block(acquireGrads(l), l);
   // res2 = res1 + mlp(ln2(res1)): the MLP branch first.
-  Tensor dfcGelu({N, Hl}), dfc({N, Hl}), dln2({N, C});
-  linearBackward(dfcGelu.data(), g.mprojw, g.mprojb, dres2, a.fcGelu.data(), p.mprojw, N, Hl, C);
-  geluBackward(dfc.data(), a.fc.data(), dfcGelu.data(), N * Hl);
-  linearBackward(dln2.data(), g.fcw, g.fcb, dfc.data(), a.ln2.data(), p.fcw, N, C, Hl);
-  reduceTp(dln2.data(), dln2.size());  // each rank's units' share of ln2's gradient
+  Tensor dln2({N, C});
+  if (config_.experts > 0) {
+    const int E = config_.experts;
+    moeBackward(moeConfig(config_), a.ln2.data(), p.gatew,
+                expertsOf<ExpertParams>(p.fcw, p.fcb, p.mprojw, p.mprojb, E, C),
+                expertsOf<ExpertGrads>(g.fcw, g.fcb, g.mprojw, g.mprojb, E, C), a.moe, a.moeRows,
+                dres2, auxScale_, g.gatew, dln2.data(), C);
+  } else {
+    Tensor dfcGelu({N, Hl}), dfc({N, Hl});
+    linearBackward(dfcGelu.data(), g.mprojw, g.mprojb, dres2, a.fcGelu.data(), p.mprojw, N, Hl,
+                   C);
+    geluBackward(dfc.data(), a.fc.data(), dfcGelu.data(), N * Hl);
+    linearBackward(dln2.data(), g.fcw, g.fcb, dfc.data(), a.ln2.data(), p.fcw, N, C, Hl);
+    reduceTp(dln2.data(), dln2.size());  // each rank's units' share of ln2's gradient
+  }
   Tensor dres1({N, C});
   std::copy(dres2, dres2 + static_cast<size_t>(N) * C, dres1.data());  // the skip path
   layerNormBackward(dres1.data(), g.ln2w, g.ln2b, dln2.data(), a.res1.data(), p.ln2w,
@@ -379,6 +421,7 @@ void Gpt::backward(Activations& a, const float* dOutput, float* dInput, float lo
     throw std::invalid_argument(
         "Gpt::backward: a stage after the first writes its input's gradient");
   const int B = a.B, T = a.T, N = B * T, C = config_.dim, V = config_.vocab;
+  auxScale_ = lossScale;
   // The embeddings' gradients take the tied head's share first and the
   // embedding's last, so they stay open through the whole backward.
   float* ge = shard_.embeddings ? acquireGrads(-1) : nullptr;

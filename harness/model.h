@@ -15,9 +15,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "harness/layout.h"
+#include "harness/moe.h"
 #include "harness/tensor.h"
 
 namespace gyre::harness {
@@ -31,6 +33,10 @@ struct Activations {
     // heads (attention's side), the rest this rank's tokens.
     Tensor ln1, ln1Mean, ln1Rstd, qkv, att, attOut, attProj, res1;
     Tensor ln2, ln2Mean, ln2Rstd, fc, fcGelu, fcProj, res2;
+    // A mixture-of-experts block's routing and its experts' rows (fcProj
+    // then holds the layer's output).
+    MoeRouting moe;
+    ExpertActivations moeRows;
   };
   int B = 0, T = 0;
   std::vector<int> inputs, targets;
@@ -38,6 +44,10 @@ struct Activations {
   std::vector<Block> blocks;
   Tensor lnf, lnfMean, lnfRstd, logits, probs;
   float loss = 0;
+  // The mixture-of-experts blocks' load-balancing losses (auxCoef included),
+  // summed over this piece's blocks: added to the loss's gradient by
+  // backward, not to `loss`, which stays the next-token loss.
+  double aux = 0;
 };
 
 // Where a model's parameters and gradients are, part by part. The default
@@ -141,6 +151,14 @@ class Gpt {
   // model's own activations.
   float forward(const int* inputs, const int* targets, int B, int T);
   void backward();
+  // Mixture-of-experts slots routed and dropped by the forwards since the
+  // last call (every block of this piece), then reset.
+  struct MoeCounts {
+    int64_t slots = 0, dropped = 0;
+  };
+  MoeCounts takeMoeCounts() { return std::exchange(moeCounts_, {}); }
+  // What the whole-model forward kept (its aux, its blocks' routing).
+  const Activations& lastActivations() const { return own_; }
 
   // Called during backward each time a part's gradients are final (after
   // the storage's releaseGrads), in backwardParts() order, so that data
@@ -157,6 +175,7 @@ class Gpt {
   template <typename F>
   struct BlockOf {
     F *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *mprojw, *mprojb;
+    F* gatew;  // a mixture of experts' gate; fcw ... mprojb then hold every expert's, in turn
   };
   template <typename F>
   BlockOf<F> block(F* part, int l) const;
@@ -184,6 +203,8 @@ class Gpt {
   Tensor params_, grads_;
   TpReduce tpReduce_;
   SeqParallel sp_;
+  float auxScale_ = 1.0f;
+  MoeCounts moeCounts_;  // the load-balancing loss's share of this backward (its lossScale)
   BackwardHook hook_;
   Activations own_;  // the whole-model calls' activations
 };

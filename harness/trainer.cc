@@ -59,11 +59,14 @@ double allReduceSum(double x, gyreComm_t comm, const char* what) {
 
 // The model's shape as the checkpoint's metadata names it.
 std::map<std::string, std::string> modelMeta(const GptConfig& m) {
-  return {{"vocab", std::to_string(m.vocab)},
-          {"max_seq", std::to_string(m.maxSeq)},
-          {"layers", std::to_string(m.layers)},
-          {"dim", std::to_string(m.dim)},
-          {"heads", std::to_string(m.heads)}};
+  std::map<std::string, std::string> meta = {{"vocab", std::to_string(m.vocab)},
+                                              {"max_seq", std::to_string(m.maxSeq)},
+                                              {"layers", std::to_string(m.layers)},
+                                              {"dim", std::to_string(m.dim)},
+                                              {"heads", std::to_string(m.heads)}};
+  // A dense model's index has no "experts", as before mixtures existed.
+  if (m.experts > 0) meta["experts"] = std::to_string(m.experts);
+  return meta;
 }
 
 }  // namespace
@@ -252,6 +255,16 @@ StepReport Trainer::step(int64_t step, DataLoader& loader) {
     loss = dp_->averageLoss(loss);
   }
   report.comm += now() - reduceStart;
+  if (config_.model.experts > 0) {
+    // Each tp rank holds the same routing (tp is refused with experts), so
+    // the world's sum counts each pipeline stage's blocks once per dp x sp rank.
+    const Gpt::MoeCounts counts = model_->takeMoeCounts();
+    double both[2] = {static_cast<double>(counts.slots), static_cast<double>(counts.dropped)};
+    checkGyre(gyreAllReduce(both, both, 2, gyreFloat64, gyreSum, mesh_->world(), nullptr),
+              "gyreAllReduce of the experts' dropped slots", mesh_->world());
+    report.moeSlots = static_cast<int64_t>(both[0]);
+    report.moeDropped = static_cast<int64_t>(both[1]);
+  }
   const double optimizerStart = now();
   if (zero_) {
     report.gradNorm = zero_->step(report.lr, config_.clip);

@@ -60,6 +60,9 @@ struct StepReport {
                          // for the gradient reductions, pipeline transfers
   double optimizer = 0;  // clipping, AdamW and ZeRO's gathers
   double bubble = 0;     // the pipeline's measured bubble share (0 without one)
+  // A mixture of experts: slots the experts' capacity dropped this step over
+  // the whole mesh (every block, micro-batch and rank), and of how many.
+  int64_t moeDropped = 0, moeSlots = 0;
 };
 
 class Trainer {

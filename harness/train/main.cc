@@ -44,7 +44,15 @@ gyrePeers_t peersOf(const std::string& name) {
 
 TrainerConfig trainerConfig(const TrainOptions& o) {
   TrainerConfig c;
-  c.model = {.vocab = 256, .maxSeq = o.seq, .layers = o.layers, .heads = o.heads, .dim = o.dim};
+  c.model = {.vocab = 256,
+             .maxSeq = o.seq,
+             .layers = o.layers,
+             .heads = o.heads,
+             .dim = o.dim,
+             .experts = o.experts,
+             .topK = o.topK,
+             .capacityFactor = o.capacityFactor,
+             .auxCoef = o.auxCoef};
   c.mesh = {.dp = o.dp, .tp = o.tp, .pp = o.pp, .sp = o.sp};
   c.zero = o.zero;
   c.schedule = parseSchedule(o.schedule);
@@ -86,9 +94,12 @@ int drawOnly(const TrainOptions& o) {
 
 void progress(const StepReport& r, int64_t steps, bool terminal) {
   const double share = r.seconds > 0 ? 100.0 * r.comm / r.seconds : 0.0;
-  std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tokens/s  comm %.0f%%%s",
+  char experts[64] = "";
+  if (r.moeSlots > 0)
+    std::snprintf(experts, sizeof experts, "  dropped %.1f%%", 100.0 * r.moeDropped / r.moeSlots);
+  std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tokens/s  comm %.0f%%%s%s",
                terminal ? "\r" : "", static_cast<long long>(r.step + 1),
-               static_cast<long long>(steps), r.loss, r.tokens / r.seconds, share,
+               static_cast<long long>(steps), r.loss, r.tokens / r.seconds, share, experts,
                terminal ? "   " : "\n");
 }
 

@@ -47,7 +47,8 @@ std::string trainUsage() {
          "                  [--codec none|fp16|bf16|int8|onebit]\n"
          "                  [--decentralized ring|shift_one|random] [--schedule gpipe|1f1b]\n"
          "                  [--micro-batches M] [--steps N] [--batch B] [--seq T] [--layers L]\n"
-         "                  [--dim C] [--heads H] [--lr X] [--min-lr X] [--warmup N] [--clip X]\n"
+         "                  [--dim C] [--heads H] [--experts E] [--top-k K] [--capacity-factor X]\n"
+         "                  [--aux-coef X] [--lr X] [--min-lr X] [--warmup N] [--clip X]\n"
          "                  [--weight-decay X] [--seed S] --data TEXT [--checkpoint-dir DIR]\n"
          "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
@@ -85,6 +86,10 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
       {"--layers", [&](auto& f, auto& v) { o.layers = integer(f, v, 1, 1024); }},
       {"--dim", [&](auto& f, auto& v) { o.dim = integer(f, v, 1, 1 << 16); }},
       {"--heads", [&](auto& f, auto& v) { o.heads = integer(f, v, 1, 1024); }},
+      {"--experts", [&](auto& f, auto& v) { o.experts = integer(f, v, 0, 1024); }},
+      {"--top-k", [&](auto& f, auto& v) { o.topK = integer(f, v, 1, 1024); }},
+      {"--capacity-factor", [&](auto& f, auto& v) { o.capacityFactor = real(f, v, 0, 1e6); }},
+      {"--aux-coef", [&](auto& f, auto& v) { o.auxCoef = real(f, v, 0, 1e6); }},
       {"--seed", [&](auto& f, auto& v) { o.seed = integer(f, v, 0, (1LL << 62)); }},
       {"--lr", [&](auto& f, auto& v) { o.lr = real(f, v, 0, 10); }},
       {"--min-lr", [&](auto& f, auto& v) { o.minLr = real(f, v, 0, 10); }},
@@ -136,6 +141,11 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
     throw UsageError(
         "--sp needs exact data parallelism: its ranks must hold the same parameters, which "
         "--codec and --decentralized do not keep");
+  if (o.experts > 0 && o.topK > o.experts)
+    throw UsageError("--top-k " + std::to_string(o.topK) + " is more than --experts " +
+                     std::to_string(o.experts));
+  if (o.experts > 0 && o.tp > 1)
+    throw UsageError("--experts with --tp: a mixture of experts is not split by tensor parallelism");
   if (o.pp > o.layers)
     throw UsageError("--pp " + std::to_string(o.pp) + " stages need at least as many --layers (" +
                      std::to_string(o.layers) + ")");

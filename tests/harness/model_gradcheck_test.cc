@@ -103,6 +103,70 @@ TEST(HarnessModel, GradientOfEveryParameter) {
   }
 }
 
+// A mixture of experts in every block (harness/moe.h): the layout's
+// tensors, and every parameter's gradient of the next-token loss plus the
+// load-balancing losses against finite differences, capacity dropping
+// slots. Top-k is a step: elements whose step moves any block's routing
+// are left out (few).
+TEST(HarnessModel, MixtureOfExpertsGradientOfEveryParameter) {
+  GptConfig c = tinyConfig();
+  c.experts = 3;
+  c.topK = 2;
+  c.capacityFactor = 0.75f;  // 12 tokens x 2 / 3 x 0.75: 6 slots an expert
+  c.auxCoef = 0.3f;
+  Gpt model(c);
+  EXPECT_EQ(model.layout().size(), 2u + 13u * c.layers + 2u);
+  EXPECT_EQ(model.info("h1.moe.fc.w").shape, (std::vector<int>{3 * 32, 8}));
+  EXPECT_EQ(model.info("h0.moe.gate.w").shape, (std::vector<int>{3, 8}));
+  EXPECT_THROW(model.info("h0.mlp.fc.w"), std::invalid_argument);
+  Random rng(12);
+  for (const ParamInfo& p : model.layout()) {
+    const bool gain = p.name.ends_with("ln1.w") || p.name.ends_with("ln2.w") || p.name == "lnf.w";
+    for (float& w : model.param(p.name)) w = rng.normal(gain ? 1.0f : 0.0f, gain ? 0.2f : 0.4f);
+  }
+  const int B = 2, T = 6;
+  const std::vector<int> inputs = {0, 3, 5, 1, 1, 6, 2, 2, 4, 0, 6, 3};
+  const std::vector<int> targets = {3, 5, 1, 1, 6, 2, 2, 4, 0, 6, 3, 5};
+  auto routing = [&] {
+    std::vector<int> r;
+    for (const Activations::Block& b : model.lastActivations().blocks) {
+      r.insert(r.end(), b.moe.choice.begin(), b.moe.choice.end());
+      r.insert(r.end(), b.moe.row.begin(), b.moe.row.end());
+    }
+    return r;
+  };
+  model.zeroGrad();
+  model.forward(inputs.data(), targets.data(), B, T);
+  const std::vector<int> base = routing();
+  int dropped = 0;
+  for (const Activations::Block& b : model.lastActivations().blocks)
+    for (int d : b.moe.dropped) dropped += d;
+  EXPECT_GT(dropped, 0) << "the capacity should drop slots in this check";
+  EXPECT_GT(model.lastActivations().aux, 0.0);
+  model.backward();
+  const std::vector<float> analytic(model.grads().begin(), model.grads().end());
+  bool moved = false;
+  auto loss = [&] {
+    const double ce = model.forward(inputs.data(), targets.data(), B, T);
+    if (routing() != base) moved = true;
+    return ce + model.lastActivations().aux;
+  };
+  for (const ParamInfo& p : model.layout()) {
+    std::vector<float> a;
+    std::vector<double> n;
+    std::span<float> w = model.param(p.name);
+    for (size_t i = 0; i < w.size(); ++i) {
+      moved = false;
+      const double g = numericGradient(w.subspan(i, 1), loss)[0];
+      if (moved) continue;
+      a.push_back(analytic[p.offset + i]);
+      n.push_back(g);
+    }
+    EXPECT_GE(a.size(), p.size * 3 / 4) << p.name << ": too many steps moved a choice";
+    EXPECT_TRUE(gradientsAgree(a, n, 1e-2, 1e-4)) << p.name;
+  }
+}
+
 TEST(HarnessModel, GradientsAccumulateUntilZeroed) {
   Gpt model(tinyConfig());
   model.initialize(3);

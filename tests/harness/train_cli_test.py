@@ -293,6 +293,23 @@ class TrainCli(unittest.TestCase):
         # Both runs are in the legend under their logs' names.
         self.assertEqual(svg.count("dp 2 x tp 2 x pp 1, zero 1"), 2, svg[:3000])
 
+    def test_mixture_of_experts(self):
+        """--experts: every block's MLP a mixture of 4 experts (top 2) over dp 2 x pp 2,
+        the progress line saying what the capacity dropped; it learns, and its checkpoint
+        is refused by a dense run naming the difference."""
+        status, out = train(["--dp", "2", "--pp", "2", "--zero", "1", "--experts", "4",
+                             "--capacity-factor", "1", "--log", "moe.jsonl",
+                             "--checkpoint-dir", "moe"])
+        self.assertEqual(status, 0, out)
+        lines = [l for l in out.splitlines() if re.search(r"step \d+/%d " % STEPS, l)]
+        self.assertTrue(lines and all(re.search(r"dropped \d+\.\d%", l) for l in lines), out)
+        got = losses("moe.jsonl")
+        self.assertEqual(sorted(got), list(range(STEPS)))
+        self.assertLess(got[STEPS - 1], got[0] - 0.5)
+        status, out = train(["--dp", "4", "--checkpoint-dir", "moe", "--resume"])
+        self.assertNotEqual(status, 0, out)
+        self.assertIn("index.json", out)
+
     def test_bad_flags_exit_2_naming_the_flag(self):
         cases = [
             (["--steps", "ten"], "--steps"),
@@ -303,6 +320,8 @@ class TrainCli(unittest.TestCase):
             (["--resume"], "--resume needs --checkpoint-dir"),
             (["--sp", "3"], "--sp 3 does not divide --seq 64"),
             (["--sp", "2", "--codec", "int8"], "--sp needs exact data parallelism"),
+            (["--experts", "2", "--top-k", "3"], "--top-k 3 is more than --experts 2"),
+            (["--experts", "2", "--tp", "2"], "--experts with --tp"),
         ]
         for extra, flag in cases:
             base = ["--data", CORPUS] if "--data" not in extra else []

@@ -1,7 +1,7 @@
 // One rank of the mesh tests, started by gyrerun (tests/harness/
 // CMakeLists.txt):
 //
-//   gyrerun -n R harness_train_rank --dp D [--sp S] --tp T --pp P [--zero Z]
+//   gyrerun -n R harness_train_rank --dp D [--sp S] --tp T --pp P [--zero Z] [--experts E]
 //       [--schedule gpipe|1f1b] [--micro M]
 //       [--resume-dp D2 --resume-sp S2 --resume-tp T2 --resume-pp P2 --resume-zero Z2]
 //
@@ -47,9 +47,16 @@ namespace {
 // tests run a 4-block model on up to 8 ranks.
 constexpr int kMeshSeq = 16, kSaveAt = 10;
 
+// --experts E: every block a mixture of E experts (top 2). Without a
+// capacity and the load-balancing loss, which are functions of each rank's
+// own batch, the mesh's run is the single-rank one's up to rounding.
+int experts = 0;
+
 TrainerConfig baseConfig() {
   TrainerConfig c;
   c.model = {.vocab = 256, .maxSeq = kMeshSeq, .layers = 4, .heads = 4, .dim = 32};
+  c.model.experts = experts;
+  c.model.auxCoef = 0.0f;
   c.batch = kBatch;
   c.seq = kMeshSeq;
   c.seed = kSeed;
@@ -85,6 +92,8 @@ void trainReference(const fs::path& source, const fs::path& tokens, Reference& r
 }
 
 int body(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::string(argv[i]) == "--experts") experts = std::stoi(argv[i + 1]);
   TrainerConfig config = baseConfig(), resumed;
   bool resume = false;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -106,6 +115,8 @@ int body(int argc, char** argv) {
       config.schedule = parseSchedule(argv[i + 1]);
     else if (flag.starts_with("--resume-"))
       resume = true;
+    else if (flag == "--experts")
+      continue;  // read above
     else
       throw std::invalid_argument("unknown flag " + flag);
   }
