@@ -21,3 +21,18 @@ if(TARGET gyre-algo-sweep)
   add_dependencies(algo_sweep_test gyre-algo-sweep)
   gtest_discover_tests(algo_sweep_test TEST_PREFIX "bench_cli." DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endif()
+
+# gyre-ulysses-ab at a tiny size on 2 forked ranks, so it cannot rot: the
+# program checks one layer of each method exactly before timing and exits 1
+# on a wrong element. Query heads that do not divide, and key/value heads
+# fewer than the ranks (each rank gets a copy), over TCP and shared memory.
+if(TARGET gyre-ulysses-ab)
+  add_test(NAME bench_cli.ulysses_ab_smoke_tcp
+           COMMAND gyre-ulysses-ab --ranks 2 --transport tcp --seq 64,256 --heads 6 --kv-heads 2
+                   --head-dim 16 --dtype bf16 --rounds 2)
+  add_test(NAME bench_cli.ulysses_ab_smoke_shm
+           COMMAND gyre-ulysses-ab --ranks 2 --transport shm --seq 128 --heads 3 --kv-heads 1
+                   --head-dim 8 --dtype fp16 --rounds 2)
+  set_tests_properties(bench_cli.ulysses_ab_smoke_tcp bench_cli.ulysses_ab_smoke_shm
+                       PROPERTIES TIMEOUT 60)
+endif()
