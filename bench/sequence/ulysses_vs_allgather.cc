@@ -149,6 +149,22 @@ uint64_t txBytes(const std::string& iface) {
   return v;
 }
 
+// TCP segments this namespace has retransmitted so far (/proc/net/snmp, the
+// "Tcp:" value line's RetransSegs): where the shaped links' short queues
+// overflow, a method's time is lost there, not to the bytes.
+uint64_t retransmits(const std::string& iface) {
+  if (iface.empty()) return 0;
+  std::ifstream f("/proc/net/snmp");
+  std::string names, values, line;
+  while (std::getline(f, line))
+    if (line.rfind("Tcp:", 0) == 0) (names.empty() ? names : values) = line;
+  size_t column = 0, at = 0;
+  for (size_t i = names.find(' '); i != std::string::npos; i = names.find(' ', i + 1), ++column)
+    if (names.compare(i + 1, 11, "RetransSegs") == 0) break;
+  for (size_t c = 0; c <= column && at != std::string::npos; ++c) at = values.find(' ', at + 1);
+  return at == std::string::npos ? 0 : std::strtoull(values.c_str() + at + 1, nullptr, 10);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -182,9 +198,9 @@ int rank(const Args& a, gyreComm_t comm) {
         "%d ranks, %s, %s, %zu query heads, %zu key/value heads, head dim %zu; forward only, no "
         "compute; %d rounds of %d layer(s) per method; time: the slowest rank's mean per layer, "
         "median over rounds; bytes: per rank per layer, the formula's payload and (with --iface) "
-        "what the rank's link sent, mean over ranks\n\n"
-        "| S | method | payload sent (MiB) | link sent (MiB) | link / payload | time per layer "
-        "(ms) |\n|---:|---|---:|---:|---:|---:|\n",
+        "what the rank's link sent and the TCP segments it retransmitted, mean over ranks\n\n"
+        "| S | method | payload sent (MiB) | link sent (MiB) | link / payload | TCP retransmits | "
+        "time per layer (ms) |\n|---:|---|---:|---:|---:|---:|---:|\n",
         n, a.transport.empty() ? "transport from the environment" : a.transport.c_str(),
         a.dtype.c_str(), H, KV, d, a.rounds, a.calls);
   std::vector<std::string> ratioRows;
@@ -194,12 +210,16 @@ int rank(const Args& a, gyreComm_t comm) {
     const size_t share = size_t(qCount[me] + 2 * kvCount[me]);
     gyreSeqLayout_t qkv{a.heads, a.kvHeads, d, gyreSeqQKV, S, nullptr};
     gyreSeqLayout_t out{a.heads, a.kvHeads, d, gyreSeqQ, S, nullptr};
+    // The pattern's 251 values in the dtype's bits, looked up per element.
+    uint32_t bits[252];
+    for (unsigned v = 1; v <= 251; ++v) bits[v] = encode(v, a.dtype);
+    auto want = [&](size_t token, size_t slot, size_t e) { return bits[pattern(token, slot, e)]; };
     Buffer qkvIn(T * width * d, esz), heads(S * share * d, esz), attn(S * size_t(qCount[me]) * d, esz),
         back(T * H * d, esz), kvIn(T * 2 * KV * d, esz), kvAll(S * 2 * KV * d, esz);
     for (size_t t = 0; t < T; ++t)
       for (size_t s = 0; s < width; ++s)
         for (size_t e = 0; e < d; ++e) {
-          const uint32_t v = encode(pattern(t0 + t, s, e), a.dtype);
+          const uint32_t v = want(t0 + t, s, e);
           qkvIn.set((t * width + s) * d + e, v);
           if (s >= H) kvIn.set((t * 2 * KV + s - H) * d + e, v);
         }
@@ -224,7 +244,7 @@ int rank(const Args& a, gyreComm_t comm) {
                                          : H + KV + size_t(kvFirst[me]) + c - q - kv;
         for (size_t e = 0; e < d; ++e) {
           const uint32_t v = heads.get((t * share + c) * d + e);
-          bad += v != encode(pattern(t, slot, e), a.dtype);
+          bad += v != want(t, slot, e);
           if (c < q) attn.set((t * q + c) * d + e, v);
         }
       }
@@ -232,12 +252,12 @@ int rank(const Args& a, gyreComm_t comm) {
     for (size_t t = 0; t < T; ++t)
       for (size_t h = 0; h < H; ++h)
         for (size_t e = 0; e < d; ++e)
-          bad += back.get((t * H + h) * d + e) != encode(pattern(t0 + t, h, e), a.dtype);
+          bad += back.get((t * H + h) * d + e) != want(t0 + t, h, e);
     CHECK_GYRE(gyreAllGather(kvIn.data(), kvAll.data(), T * 2 * KV * d, dt, comm, nullptr));
     for (size_t t = 0; t < S; ++t)
       for (size_t j = 0; j < 2 * KV; ++j)
         for (size_t e = 0; e < d; ++e)
-          bad += kvAll.get((t * 2 * KV + j) * d + e) != encode(pattern(t, H + j, e), a.dtype);
+          bad += kvAll.get((t * 2 * KV + j) * d + e) != want(t, H + j, e);
     double badAll = double(bad);
     CHECK_GYRE(gyreAllReduce(&badAll, &badAll, 1, gyreFloat64, gyreSum, comm, nullptr));
     if (badAll != 0) {
@@ -259,12 +279,12 @@ int rank(const Args& a, gyreComm_t comm) {
     const double allgatherPayload = double(size_t(n - 1) * T * 2 * KV * d * esz);
 
     // Rounds: [round][method] times (us) and link bytes, method 0 ulysses.
-    std::vector<double> us(size_t(a.rounds) * 2), sent(size_t(a.rounds) * 2);
+    std::vector<double> us(size_t(a.rounds) * 2), sent(size_t(a.rounds) * 2), resent(size_t(a.rounds) * 2);
     for (int r = 0; r < a.rounds; ++r)
       for (int k = 0; k < 2; ++k) {
         const int m = (r + k) % 2;
         CHECK_GYRE(gyreBarrier(comm, nullptr));
-        const uint64_t before = txBytes(a.iface);
+        const uint64_t before = txBytes(a.iface), retransBefore = retransmits(a.iface);
         const auto start = std::chrono::steady_clock::now();
         for (int c = 0; c < a.calls; ++c)
           if (!(m == 0 ? ulysses() : allgather()))
@@ -278,15 +298,18 @@ int rank(const Args& a, gyreComm_t comm) {
         // arrived, so it has left its sender's link.
         CHECK_GYRE(gyreBarrier(comm, nullptr));
         sent[size_t(r) * 2 + m] = double(txBytes(a.iface) - before) / a.calls;
+        resent[size_t(r) * 2 + m] = double(retransmits(a.iface) - retransBefore) / a.calls;
       }
     CHECK_GYRE(gyreAllReduce(us.data(), us.data(), us.size(), gyreFloat64, gyreMax, comm, nullptr));
     CHECK_GYRE(gyreAllReduce(sent.data(), sent.data(), sent.size(), gyreFloat64, gyreSum, comm, nullptr));
+    CHECK_GYRE(gyreAllReduce(resent.data(), resent.data(), resent.size(), gyreFloat64, gyreSum, comm, nullptr));
     if (me != 0) continue;
-    std::vector<double> time[2], bytes[2], ratio;
+    std::vector<double> time[2], bytes[2], again[2], ratio;
     for (int r = 0; r < a.rounds; ++r) {
       for (int m = 0; m < 2; ++m) {
         time[m].push_back(us[size_t(r) * 2 + m]);
         bytes[m].push_back(sent[size_t(r) * 2 + m] / n);
+        again[m].push_back(resent[size_t(r) * 2 + m] / n);
       }
       ratio.push_back(us[size_t(r) * 2 + 1] / us[size_t(r) * 2]);
     }
@@ -294,13 +317,14 @@ int rank(const Args& a, gyreComm_t comm) {
     const char* names[2] = {"ulysses", "allgather"};
     const double payload[2] = {ulyssesPayload, allgatherPayload};
     for (int m = 0; m < 2; ++m) {
-      char link[64] = "-", per[64] = "-";
+      char link[64] = "-", per[64] = "-", re[64] = "-";
       if (!a.iface.empty()) {
         std::snprintf(link, sizeof link, "%.2f", median(bytes[m]) / mib);
         std::snprintf(per, sizeof per, "%.3f", median(bytes[m]) / payload[m]);
+        std::snprintf(re, sizeof re, "%.0f", median(again[m]));
       }
-      std::printf("| %zu | %s | %.2f | %s | %s | %.1f |\n", S, names[m], payload[m] / mib, link, per,
-                  median(time[m]) / 1e3);
+      std::printf("| %zu | %s | %.2f | %s | %s | %s | %.1f |\n", S, names[m], payload[m] / mib, link, per,
+                  re, median(time[m]) / 1e3);
     }
     std::sort(ratio.begin(), ratio.end());
     char row[256];
