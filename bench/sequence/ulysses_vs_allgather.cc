@@ -201,7 +201,7 @@ int rank(const Args& a, gyreComm_t comm) {
         "what the rank's link sent and the TCP segments it retransmitted, mean over ranks\n\n"
         "| S | method | payload sent (MiB) | link sent (MiB) | link / payload | TCP retransmits | "
         "time per layer (ms) |\n|---:|---|---:|---:|---:|---:|---:|\n",
-        n, a.transport.empty() ? "transport from the environment" : a.transport.c_str(),
+        n, std::getenv("GYRE_TRANSPORT") ? std::getenv("GYRE_TRANSPORT") : "transport auto",
         a.dtype.c_str(), H, KV, d, a.rounds, a.calls);
   std::vector<std::string> ratioRows;
   for (size_t S : a.seqs) {
