@@ -29,7 +29,7 @@ endif()
 if(TARGET gyre-ulysses-ab)
   add_test(NAME bench_cli.ulysses_ab_smoke_tcp
            COMMAND gyre-ulysses-ab --ranks 2 --transport tcp --seq 64,256 --heads 6 --kv-heads 2
-                   --head-dim 16 --dtype bf16 --rounds 2)
+                   --head-dim 16 --dtype bf16 --rounds 2 --alltoall 1)
   add_test(NAME bench_cli.ulysses_ab_smoke_shm
            COMMAND gyre-ulysses-ab --ranks 2 --transport shm --seq 128 --heads 3 --kv-heads 1
                    --head-dim 8 --dtype fp16 --rounds 2)

@@ -9,7 +9,9 @@
 # Environment: BUILD (build), HOSTS ("2 4"), RATES ("1gbit 100mbit"; "none":
 # unshaped), SEQ (4K,16K: tokens of the whole sequence), HEADS (16), KV_HEADS
 # (0: as many as HEADS), HEAD_DIM (128), DTYPE (bf16), ROUNDS (5), CALLS (1),
-# NICE (0; e.g. -10 runs the ranks ahead of the machine's other work).
+# NICE (0; e.g. -10 runs the ranks ahead of the machine's other work), ARGS
+# (more flags for gyre-ulysses-ab, e.g. "--alltoall 1"). The ranks inherit
+# the rest of the environment (GYRE_DEBUG=INFO names the algorithms).
 # Needs root.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +32,7 @@ run() {
       GYRE_SECRET="$secret" GYRE_TRANSPORT=tcp nice -n "${NICE:-0}" timeout 1800 \
       "$build/bench/gyre-ulysses-ab" --seq "${SEQ:-4K,16K}" --heads "${HEADS:-16}" \
       --kv-heads "${KV_HEADS:-0}" --head-dim "${HEAD_DIM:-128}" --dtype "${DTYPE:-bf16}" \
-      --rounds "${ROUNDS:-5}" --calls "${CALLS:-1}" --iface "$netns_if$r-$tag" >"$logs/run.$r" 2>&1 &
+      --rounds "${ROUNDS:-5}" --calls "${CALLS:-1}" --iface "$netns_if$r-$tag" ${ARGS:-} >"$logs/run.$r" 2>&1 &
     pids+=($!)
   done
   for r in "${!pids[@]}"; do wait "${pids[$r]}" || { cat "$logs/run.$r" >&2; return 1; }; done
@@ -46,7 +48,7 @@ for rate in $rates; do
       echo
       echo "$(date -u '+%F %T') UTC, $(git -C "$root" rev-parse --short HEAD), $(nproc) CPUs," \
         "SEQ=${SEQ:-4K,16K} HEADS=${HEADS:-16} KV_HEADS=${KV_HEADS:-0} HEAD_DIM=${HEAD_DIM:-128}" \
-        "DTYPE=${DTYPE:-bf16} ROUNDS=${ROUNDS:-5} CALLS=${CALLS:-1} NICE=${NICE:-0}; load average before $(cut -d' ' -f1-3 /proc/loadavg)"
+        "DTYPE=${DTYPE:-bf16} ROUNDS=${ROUNDS:-5} CALLS=${CALLS:-1} NICE=${NICE:-0} ARGS=${ARGS:-}; load average before $(cut -d' ' -f1-3 /proc/loadavg)"
       echo
     } | tee -a "$out.md"
     run "$nhosts" | tee -a "$out.md"

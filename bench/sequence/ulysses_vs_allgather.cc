@@ -9,7 +9,7 @@
 //
 //   gyre-ulysses-ab [--ranks N] [--transport shm|tcp] [--heads 16] [--kv-heads 0]
 //                   [--head-dim 128] [--dtype bf16|fp16|fp32] [--seq 4K,16K]
-//                   [--rounds 5] [--calls 1] [--iface NAME]
+//                   [--rounds 5] [--calls 1] [--iface NAME] [--alltoall 1]
 //
 // --ranks N forks N ranks here; without it each process is one rank of a
 // job started from the environment (GYRE_RANK, GYRE_WORLD_SIZE, GYRE_COMM_ID:
@@ -18,6 +18,10 @@
 // (/sys/class/net/NAME/statistics/tx_bytes, which `ip netns exec` shows for
 // the rank's own namespace) around each method's calls, so the bytes the
 // formulas predict are checked against what the link carried.
+// --alltoall 1 adds a control, "alltoall": two contiguous gyreAllToAll
+// calls of exactly Ulysses' bytes (heads must then divide evenly among the
+// ranks, key/value heads too), which tells the all-to-all pattern's cost on
+// the links apart from the strided exchanges'.
 //
 // Every round runs both methods (which goes first alternates), each over
 // --calls layers between two barriers (so one method's bytes cannot trail
@@ -42,6 +46,7 @@ namespace {
 
 struct Args {
   int ranks = 0, heads = 16, kvHeads = 0, rounds = 5, calls = 1;
+  bool control = false;  // --alltoall 1: a third method, the control
   size_t headDim = 128;
   std::string transport, dtype = "bf16", iface;
   std::vector<size_t> seqs = {4096, 16384};
@@ -51,7 +56,7 @@ struct Args {
   std::fprintf(stderr,
                "gyre-ulysses-ab: %s\nusage: gyre-ulysses-ab [--ranks N] [--transport shm|tcp] "
                "[--heads H] [--kv-heads KV] [--head-dim D] [--dtype bf16|fp16|fp32] "
-               "[--seq 4K,16K] [--rounds R] [--calls C] [--iface NAME]\n",
+               "[--seq 4K,16K] [--rounds R] [--calls C] [--iface NAME] [--alltoall 1]\n",
                why.c_str());
   std::exit(2);
 }
@@ -89,6 +94,8 @@ Args parse(int argc, char** argv) {
       a.calls = std::atoi(v.c_str());
     else if (f == "--iface")
       a.iface = v;
+    else if (f == "--alltoall")
+      a.control = v == "1";
     else if (f == "--seq") {
       a.seqs.clear();
       for (size_t at = 0; at <= v.size();) {
@@ -193,6 +200,12 @@ int rank(const Args& a, gyreComm_t comm) {
   for (int r = 0; r < n; ++r)
     if (gyreSeqHeads(&probe, n, r, &qFirst[r], &qCount[r], &kvFirst[r], &kvCount[r]) != gyreSuccess)
       return std::fprintf(stderr, "gyreSeqHeads: %s\n", gyreGetLastError(nullptr)), 1;
+  const bool even = a.heads % n == 0 && a.kvHeads % n == 0;
+  if (a.control && !even) {
+    if (me == 0) std::fprintf(stderr, "--alltoall 1 needs heads and kv-heads that divide among %d ranks\n", n);
+    return 2;
+  }
+  const int methods = a.control ? 3 : 2;
   if (me == 0)
     std::printf(
         "%d ranks, %s, %s, %zu query heads, %zu key/value heads, head dim %zu; forward only, no "
@@ -203,7 +216,7 @@ int rank(const Args& a, gyreComm_t comm) {
         "time per layer (ms) |\n|---:|---|---:|---:|---:|---:|---:|\n",
         n, std::getenv("GYRE_TRANSPORT") ? std::getenv("GYRE_TRANSPORT") : "transport auto",
         a.dtype.c_str(), H, KV, d, a.rounds, a.calls);
-  std::vector<std::string> ratioRows;
+  std::vector<std::string> ratioRows, controlRows;
   for (size_t S : a.seqs) {
     if (S % size_t(n)) return std::fprintf(stderr, "S=%zu is not a multiple of %d\n", S, n), 1;
     const size_t T = S / size_t(n), t0 = T * size_t(me);  // my tokens [t0, t0 + T)
@@ -226,6 +239,13 @@ int rank(const Args& a, gyreComm_t comm) {
     auto ulysses = [&]() {
       if (gyreSeqToHeads(qkvIn.data(), heads.data(), &qkv, dt, comm, nullptr) != gyreSuccess) return false;
       return gyreHeadsToSeq(attn.data(), back.data(), &out, dt, comm, nullptr) == gyreSuccess;
+    };
+    // The control: Ulysses' blocks, each peer's contiguous (the same
+    // buffers, so the same bytes; the result is not a head split).
+    auto alltoall = [&]() {
+      if (gyreAllToAll(qkvIn.data(), heads.data(), T * width * d / size_t(n), dt, comm, nullptr) != gyreSuccess)
+        return false;
+      return gyreAllToAll(attn.data(), back.data(), T * H * d / size_t(n), dt, comm, nullptr) == gyreSuccess;
     };
     auto allgather = [&]() {
       return gyreAllGather(kvIn.data(), kvAll.data(), T * 2 * KV * d, dt, comm, nullptr) == gyreSuccess;
@@ -278,45 +298,48 @@ int rank(const Args& a, gyreComm_t comm) {
     ulyssesPayload /= n;
     const double allgatherPayload = double(size_t(n - 1) * T * 2 * KV * d * esz);
 
-    // Rounds: [round][method] times (us) and link bytes, method 0 ulysses.
-    std::vector<double> us(size_t(a.rounds) * 2), sent(size_t(a.rounds) * 2), resent(size_t(a.rounds) * 2);
+    // Rounds: [round][method] times (us) and link bytes; methods 0 ulysses,
+    // 1 allgather, 2 the alltoall control.
+    const size_t M = size_t(methods);
+    std::vector<double> us(size_t(a.rounds) * M), sent(size_t(a.rounds) * M), resent(size_t(a.rounds) * M);
     for (int r = 0; r < a.rounds; ++r)
-      for (int k = 0; k < 2; ++k) {
-        const int m = (r + k) % 2;
+      for (int k = 0; k < methods; ++k) {
+        const int m = (r + k) % methods;
         CHECK_GYRE(gyreBarrier(comm, nullptr));
         const uint64_t before = txBytes(a.iface), retransBefore = retransmits(a.iface);
         const auto start = std::chrono::steady_clock::now();
         for (int c = 0; c < a.calls; ++c)
-          if (!(m == 0 ? ulysses() : allgather()))
-            return std::fprintf(stderr, "rank %d: %s: %s\n", me, m ? "allgather" : "ulysses",
+          if (!(m == 0 ? ulysses() : m == 1 ? allgather() : alltoall()))
+            return std::fprintf(stderr, "rank %d: method %d: %s\n", me, m,
                                 gyreGetLastError(comm)),
                    1;
-        us[size_t(r) * 2 + m] =
+        us[size_t(r) * M + m] =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
             a.calls;
         // Once every rank is past the barrier, every byte of the layer has
         // arrived, so it has left its sender's link.
         CHECK_GYRE(gyreBarrier(comm, nullptr));
-        sent[size_t(r) * 2 + m] = double(txBytes(a.iface) - before) / a.calls;
-        resent[size_t(r) * 2 + m] = double(retransmits(a.iface) - retransBefore) / a.calls;
+        sent[size_t(r) * M + m] = double(txBytes(a.iface) - before) / a.calls;
+        resent[size_t(r) * M + m] = double(retransmits(a.iface) - retransBefore) / a.calls;
       }
     CHECK_GYRE(gyreAllReduce(us.data(), us.data(), us.size(), gyreFloat64, gyreMax, comm, nullptr));
     CHECK_GYRE(gyreAllReduce(sent.data(), sent.data(), sent.size(), gyreFloat64, gyreSum, comm, nullptr));
     CHECK_GYRE(gyreAllReduce(resent.data(), resent.data(), resent.size(), gyreFloat64, gyreSum, comm, nullptr));
     if (me != 0) continue;
-    std::vector<double> time[2], bytes[2], again[2], ratio;
+    std::vector<double> time[3], bytes[3], again[3], ratio, controlRatio;
     for (int r = 0; r < a.rounds; ++r) {
-      for (int m = 0; m < 2; ++m) {
-        time[m].push_back(us[size_t(r) * 2 + m]);
-        bytes[m].push_back(sent[size_t(r) * 2 + m] / n);
-        again[m].push_back(resent[size_t(r) * 2 + m] / n);
+      for (int m = 0; m < methods; ++m) {
+        time[m].push_back(us[size_t(r) * M + m]);
+        bytes[m].push_back(sent[size_t(r) * M + m] / n);
+        again[m].push_back(resent[size_t(r) * M + m] / n);
       }
-      ratio.push_back(us[size_t(r) * 2 + 1] / us[size_t(r) * 2]);
+      ratio.push_back(us[size_t(r) * M + 1] / us[size_t(r) * M]);
+      if (a.control) controlRatio.push_back(us[size_t(r) * M + 2] / us[size_t(r) * M]);
     }
     const double mib = 1024.0 * 1024.0;
-    const char* names[2] = {"ulysses", "allgather"};
-    const double payload[2] = {ulyssesPayload, allgatherPayload};
-    for (int m = 0; m < 2; ++m) {
+    const char* names[3] = {"ulysses", "allgather", "alltoall"};
+    const double payload[3] = {ulyssesPayload, allgatherPayload, ulyssesPayload};
+    for (int m = 0; m < methods; ++m) {
       char link[64] = "-", per[64] = "-", re[64] = "-";
       if (!a.iface.empty()) {
         std::snprintf(link, sizeof link, "%.2f", median(bytes[m]) / mib);
@@ -334,6 +357,12 @@ int rank(const Args& a, gyreComm_t comm) {
                                   : std::to_string(median(bytes[1]) / median(bytes[0])).substr(0, 5).c_str(),
                   median(ratio), ratio.front(), ratio.back());
     ratioRows.push_back(row);
+    if (a.control) {
+      std::sort(controlRatio.begin(), controlRatio.end());
+      std::snprintf(row, sizeof row, "| %zu | %.3f | %.3f-%.3f |", S, median(controlRatio),
+                    controlRatio.front(), controlRatio.back());
+      controlRows.push_back(row);
+    }
     std::fflush(stdout);
   }
   if (me == 0) {
@@ -341,6 +370,11 @@ int rank(const Args& a, gyreComm_t comm) {
         "\nallgather / ulysses per layer (time ratio: median and range of the per-round ratios)\n\n"
         "| S | payload ratio | link bytes ratio | time ratio | range |\n|---:|---:|---:|---:|---:|\n");
     for (const std::string& r : ratioRows) std::printf("%s\n", r.c_str());
+    if (a.control) {
+      std::printf("\nthe control: AllToAll of Ulysses' bytes over Ulysses' time\n\n"
+                  "| S | time ratio | range |\n|---:|---:|---:|\n");
+      for (const std::string& r : controlRows) std::printf("%s\n", r.c_str());
+    }
   }
   return 0;
 }
