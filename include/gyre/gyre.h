@@ -503,6 +503,79 @@ GYRE_API gyreResult_t gyreIseqToHeads(const void* sendbuff, void* recvbuff, cons
 GYRE_API gyreResult_t gyreIheadsToSeq(const void* sendbuff, void* recvbuff, const gyreSeqLayout_t* layout,
                                       gyreDataType_t datatype, gyreComm_t comm, gyreRequest_t* request);
 
+/* ---- Mixture of experts: expert dispatch and combine (docs/moe.md).
+ * Each rank has `tokens` tokens of `hidden` elements ([tokens][hidden]) and,
+ * per token, k expert ids in slot order (int32 [tokens][k]; -1: no expert
+ * for that slot) among `experts` experts. Expert e lives on rank
+ * expertRank[e] (NULL: experts / nranks consecutive experts per rank, in
+ * rank order); a rank's local experts are those mapped to it, by id.
+ * capacity: the most slots one expert takes from one source rank per call
+ * (0: no limit). Over it, slot-0 choices go first in token order, then
+ * slot 1, ...; the rest are dropped, counted per expert on the sender
+ * (gyreMoeSendCounts) and in total per local expert on the receiver
+ * (gyreMoeRecvCounts), and a dropped slot's combine output is zero.
+ * A routing is made from the choices (locally: nothing is sent) and then
+ * serves the dispatch, the combine and both of their backward passes.
+ * Dispatch output, on the experts' rank: for each local expert, its rows
+ * contiguous, grouped by source rank in rank order, each source's in its
+ * priority order. Its size is known once the counts are: call
+ * gyreMoeExchangeCounts first (then gyreMoeRecvCounts says the rows), or
+ * size recvbuff for the most that can come (with a capacity: local experts
+ * x nranks x capacity rows) and dispatch at once: the counts then travel
+ * just ahead of the rows. Every rank must pass the same experts, k,
+ * expert map, capacity, hidden and datatype; ranks that do not fail by
+ * name, every one of them. Host memory; stream must be NULL (or
+ * GYRE_STREAM_LEGACY). A routing is used by one call at a time: wait for a
+ * nonblocking call before the next call with its routing. ---- */
+typedef struct gyreMoeRouting* gyreMoeRouting_t;
+#define GYRE_MOE_PER_SLOT 0x1 /* dispatch: sendbuff is [tokens][k][hidden], a row per slot */
+
+GYRE_API gyreResult_t gyreMoeRoutingCreate(gyreMoeRouting_t* routing, const int32_t* choices, size_t tokens,
+                                           int k, int experts, const int* expertRank, size_t capacity,
+                                           gyreComm_t comm);
+GYRE_API gyreResult_t gyreMoeRoutingDestroy(gyreMoeRouting_t routing);
+/* Collective: every rank learns how many rows each of its experts gets
+ * from each rank (what a dispatch would send first). */
+GYRE_API gyreResult_t gyreMoeExchangeCounts(gyreMoeRouting_t routing, gyreComm_t comm);
+/* This rank's slots, by expert (experts entries each; either may be NULL):
+ * kept (sent to the expert's rank) and dropped for capacity. */
+GYRE_API gyreResult_t gyreMoeSendCounts(gyreMoeRouting_t routing, size_t* sent, size_t* dropped);
+/* This rank's experts (*localExperts of them; ids, if not NULL, by id). */
+GYRE_API gyreResult_t gyreMoeLocalExperts(gyreMoeRouting_t routing, int* localExperts, int* ids);
+/* Once the counts are known (gyreMoeExchangeCounts, or a dispatch):
+ * rows[l * nranks + q], the rows local expert l gets from rank q; dropped[l],
+ * the slots the ranks dropped for it; *totalRows, the dispatch's output
+ * rows. Any pointer may be NULL. gyreInvalidUsage before. */
+GYRE_API gyreResult_t gyreMoeRecvCounts(gyreMoeRouting_t routing, size_t* rows, size_t* dropped,
+                                        size_t* totalRows);
+/* sendbuff [tokens][hidden] (flags GYRE_MOE_PER_SLOT: [tokens][k][hidden])
+ * -> recvbuff [recvRows][hidden], the rows in dispatch order; recvRows is
+ * what recvbuff holds. With the counts known it must hold them all; with
+ * the counts unknown they travel ahead, and a recvbuff found too small is
+ * gyreInvalidArgument on this rank only, after the exchange (its counts are
+ * then known: dispatch again). */
+GYRE_API gyreResult_t gyreMoeDispatch(const void* sendbuff, void* recvbuff, size_t recvRows, size_t hidden,
+                                      gyreDataType_t datatype, int flags, gyreMoeRouting_t routing,
+                                      gyreComm_t comm, gyreStream_t stream);
+/* The reverse: sendbuff [sendRows][hidden], the experts' rows in dispatch
+ * order (sendRows: the dispatch's total), back to their tokens. weights
+ * (float [tokens][k]) NULL: recvbuff [tokens][k][hidden], each slot's row
+ * (zero where dropped or without an expert). Otherwise recvbuff
+ * [tokens][hidden] = the sum over kept slots, in slot order, of weight x
+ * row, as fused multiply-adds in float (double for gyreFloat64), rounded
+ * once; floating types only. The backward of dispatch is this combine
+ * (weights of 1 sum a token's slots' gradients); the backward of a
+ * weighted combine is a GYRE_MOE_PER_SLOT dispatch of weight x gradient. */
+GYRE_API gyreResult_t gyreMoeCombine(const void* sendbuff, size_t sendRows, void* recvbuff, const float* weights,
+                                     size_t hidden, gyreDataType_t datatype, gyreMoeRouting_t routing,
+                                     gyreComm_t comm, gyreStream_t stream);
+GYRE_API gyreResult_t gyreImoeDispatch(const void* sendbuff, void* recvbuff, size_t recvRows, size_t hidden,
+                                       gyreDataType_t datatype, int flags, gyreMoeRouting_t routing,
+                                       gyreComm_t comm, gyreRequest_t* request);
+GYRE_API gyreResult_t gyreImoeCombine(const void* sendbuff, size_t sendRows, void* recvbuff,
+                                      const float* weights, size_t hidden, gyreDataType_t datatype,
+                                      gyreMoeRouting_t routing, gyreComm_t comm, gyreRequest_t* request);
+
 /* ---- Communicator split: ranks giving the same color form a child
  * communicator, ordered by key (then by parent rank), with no new
  * rendezvous. GYRE_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL).

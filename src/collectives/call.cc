@@ -1,5 +1,6 @@
 #include "collectives/call.h"
 
+#include "collectives/moe_route.h"
 #include "collectives/seq_layout.h"
 
 namespace gyre::collectives {
@@ -28,6 +29,9 @@ const char* opKindName(OpKind k) {
     case OpKind::PeerAverage: return "peeraverage";
     case OpKind::SeqToHeads: return "seqtoheads";
     case OpKind::HeadsToSeq: return "headstoseq";
+    case OpKind::MoeCounts: return "moe-counts";
+    case OpKind::MoeDispatch: return "moe-dispatch";
+    case OpKind::MoeCombine: return "moe-combine";
   }
   return "unknown operation";
 }
@@ -69,6 +73,12 @@ std::string describeCall(const CallDesc& d, int receiver, bool expected) {
   if (isSeqExchange(d.kind))
     return s + type + ", " + describeSeqLayout(d.count) +
            (d.root >= 0 ? ", a block of " + std::to_string(d.root) + " tokens" : std::string()) + ")";
+  if (isMoeExchange(d.kind))
+    return s + (d.kind == OpKind::MoeCounts ? std::string("uint64") : std::string(type)) + ", " +
+           describeMoeShape(d.count) + (d.redop ? ", counts ahead of rows" : "") +
+           (d.root >= 0 ? ", a block of " + std::to_string(d.root) + (d.kind == OpKind::MoeCounts ? " counts" : " rows")
+                        : std::string()) +
+           ")";
   s += d.kind == OpKind::AllToAllv ? std::string("per-peer counts") : std::to_string(d.count) + " x " + type;
   if (d.kind == OpKind::AllToAllv) s += std::string(" of ") + type;
   if (d.kind == OpKind::AllReduce || d.kind == OpKind::Reduce || d.kind == OpKind::ReduceScatter)

@@ -37,9 +37,20 @@ enum class OpKind : uint8_t {
   // code (seq_layout.h), and each message's root the tokens of its block.
   SeqToHeads,
   HeadsToSeq,
+  // Mixture-of-experts exchanges (moe_exchange.h): count is the routing's
+  // shape code (moe_route.h), and each message's root the rows (or count
+  // entries) of its block.
+  MoeCounts,
+  MoeDispatch,
+  MoeCombine,
 };
 
 inline bool isSeqExchange(OpKind k) { return k == OpKind::SeqToHeads || k == OpKind::HeadsToSeq; }
+inline bool isMoeExchange(OpKind k) {
+  return k == OpKind::MoeCounts || k == OpKind::MoeDispatch || k == OpKind::MoeCombine;
+}
+// Whether a call's tag count names its shape (and a block's count goes in root).
+inline bool countIsShape(OpKind k) { return isSeqExchange(k) || isMoeExchange(k); }
 
 const char* opKindName(OpKind k);
 
@@ -77,7 +88,7 @@ inline kernels::Codec codecOf(const CallTag& t) { return static_cast<kernels::Co
 // AllToAllv, in root for the sequence exchanges, whose count names their
 // layout.
 inline void setBlockCount(CallTag& t, uint64_t n) {
-  if (isSeqExchange(static_cast<OpKind>(t.op))) {
+  if (countIsShape(static_cast<OpKind>(t.op))) {
     t.root = static_cast<int32_t>(n);
   } else {
     t.count = n;

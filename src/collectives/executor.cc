@@ -80,6 +80,16 @@ class Runner {
   bool advance(LaneState& l, bool oneMessage) {
     bool moved = false;
     while (l.next < l.end) {
+      if (plan_.steps[l.next].prim == Prim::Resolve) {
+        // (the resolver appends to the plan: no reference to a step is held across it)
+        if (!args_.resolver) throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " resolves without a resolver");
+        const Step s = plan_.steps[l.next];
+        const LaneResolver::Range r = args_.resolver->resolve(s);
+        l.next = r.begin;
+        l.end = r.end;
+        moved = true;
+        continue;
+      }
       Outcome o = Outcome::Blocked;
       try {
         o = tryStep(plan_.steps[l.next], l);
@@ -121,7 +131,7 @@ class Runner {
     const std::string type = kernels::dtypeName(static_cast<kernels::DType>(want.dtype));
     const char* const same = "; every rank must make the same calls in the same order";
     // (A sequence exchange's count is its layout: the communicator names both.)
-    const bool block = s.blockCount != kNoBlock && !isSeqExchange(static_cast<OpKind>(want.op));
+    const bool block = s.blockCount != kNoBlock && !countIsShape(static_cast<OpKind>(want.op));
     if (block && got.count != want.count) {
       throw transport::ConnectionError(
           gyreInvalidUsage, m.peer(),
@@ -208,6 +218,7 @@ class Runner {
       case Prim::Widen:
       case Prim::Divide:
       case Prim::Await:
+      case Prim::Resolve:
         return true;
       default:
         return false;
@@ -413,6 +424,8 @@ class Runner {
         // Another lane's step: nothing to wait on here, the lanes that block
         // it are what the executor waits for.
         return stepDone(s.count) ? Outcome::Done : blocked(l, nullptr, Waiting::ForData);
+      case Prim::Resolve:  // (advance takes it before any step runs)
+        throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + ": a Resolve step ran as a step");
       case Prim::ReadReduce: {
         Connection& peer = ctx_.connection(s.recvPeer);
         const transport::RemoteKey& key = remoteKey(s);
@@ -856,15 +869,17 @@ void execute(const Plan& plan, const CallArgs& args, ExecContext& ctx) {
     lanes[i].next = plan.lanes[i].begin;
     lanes[i].end = plan.lanes[i].end;
   }
+  // (Steps a resolver appends while the lanes run are no epilogue's.)
+  const auto planned = static_cast<uint32_t>(plan.steps.size());
   runner.setLanes(lanes, nlanes);
   runLanes(runner, lanes, nlanes, ctx);
   runner.lanesFinished();
   // Steps after the last lane are an epilogue: done once every lane is
   // (an AllToAllv's "done" messages, after both its sends and its reads).
-  if (plan.lanes.back().end < plan.steps.size()) {
+  if (plan.lanes.back().end < planned) {
     LaneState epilogue;
     epilogue.next = plan.lanes.back().end;
-    epilogue.end = static_cast<uint32_t>(plan.steps.size());
+    epilogue.end = planned;
     runLanes(runner, &epilogue, 1, ctx);
   }
 }

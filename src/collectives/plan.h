@@ -50,6 +50,10 @@ enum class Prim : uint8_t {
   Widen,       // dst (float32 in Scratch) = src as float32 (accumulate: dst += it)
   Divide,      // dst (float32 in Scratch) /= the average's divisor
   Await,       // waits until plan.steps[count], in another lane, is done
+  // The rest of this lane is known only now (CallArgs::resolver): a
+  // receive whose size came in the lane's last message (the pipelined MoE
+  // dispatch, moe_exchange.h).
+  Resolve,
 };
 
 // Which error-feedback residual an Encode step keeps (CallArgs::residuals).
@@ -232,6 +236,20 @@ class DeviceEngine {
   ~DeviceEngine() = default;
 };
 
+// Makes the rest of a lane when it reaches a Resolve step: appends its
+// steps to the plan (which it owns) and says where they are. The lane goes
+// on with them; they belong to no other lane, nor to the epilogue.
+class LaneResolver {
+ public:
+  struct Range {
+    uint32_t begin = 0, end = 0;
+  };
+  virtual Range resolve(const Step& s) = 0;
+
+ protected:
+  ~LaneResolver() = default;
+};
+
 // What one call operates on.
 struct CallArgs {
   const void* input = nullptr;
@@ -254,6 +272,8 @@ struct CallArgs {
   // Set: input, output and scratch are device memory, registered with peers
   // as such, and moved by the device (DeviceEngine).
   DeviceEngine* engine = nullptr;
+  // Set for a plan with Resolve steps.
+  LaneResolver* resolver = nullptr;
   // A codec plan's values: the caller's type (float32, float16, bfloat16;
   // dtype is Uint8 and elemSize 1), and its error-feedback residuals
   // (float32; null: none kept): Input's indexed like the input's values,

@@ -143,6 +143,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   ProxyEngine& engineFor(int device);
   void executeCollective(Operation& op);
   void executePointToPoint(std::span<Operation> ops);
+  // The mixture-of-experts exchanges (communicator_moe.cc).
+  void executeMoe(Operation& op);
   // For PreMulSum: sendbuff scaled into a buffer of ours; returns it.
   const void* premultiplied(const Operation& op, size_t elems);
 
@@ -333,7 +335,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   bool waitForData_ = true;     // for data (else for room)
   bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
-  int64_t lastReportPollNs_ = INT64_MIN / 2;  // checkReports' latest poll of the network
+  int64_t lastReportPollNs_ = INT64_MIN / 2;
+  std::vector<char> moePacked_;  // an MoE call's packed rows, kept for the next call  // checkReports' latest poll of the network
   int device_ = -1;      // the GPU current when it was made (-1: none; gyreCommDevice)
   std::unique_ptr<device::StagingPool> staging_;  // made by the first call on a stream
   // By GPU: the proxy's streams, scratch and bounce buffers of direct device

@@ -173,6 +173,8 @@ void Communicator::runGroupMembers(std::vector<Operation>& ops) {
 void Communicator::execute(Operation& op) {
   if (op.kind == OpKind::SendRecv) {
     executePointToPoint(std::span<Operation>(&op, 1));
+  } else if (collectives::isMoeExchange(op.kind)) {
+    executeMoe(op);
   } else {
     executeCollective(op);
   }

@@ -12,6 +12,7 @@
 
 #include "collectives/plan.h"
 #include "collectives/planner.h"
+#include "collectives/moe_route.h"
 #include "collectives/seq_layout.h"
 #include "device/staging_pool.h"
 #include "gyre/gyre.h"
@@ -103,6 +104,16 @@ struct Operation {
   float* residuals[3] = {nullptr, nullptr, nullptr};
   std::vector<size_t> vcounts;  // AllToAllv: sendcounts, sdispls, recvcounts, rdispls (n each)
   collectives::SeqLayout seq;   // the sequence exchanges (count: its code), tokens copied
+  // A mixture-of-experts exchange (docs/moe.md; count: its shape code): the
+  // routing, shared with the caller's handle (a dispatch whose counts were
+  // not known yet writes them into it), the rows' elements, a dispatch's
+  // per-slot input and the rows its output holds, a combine's weights.
+  std::shared_ptr<collectives::MoeRoute> moe;
+  size_t moeHidden = 0;
+  size_t moeRows = 0;
+  bool moePerSlot = false;
+  bool moeCountsKnown = false;  // when the call was made: the counts travel ahead of the rows otherwise
+  const float* moeWeights = nullptr;
   std::shared_ptr<RequestState> request;  // nonblocking calls only
   // The bytes the call reads from sendbuff and writes to recvbuff (their
   // extents: classification and device staging use them).
