@@ -19,3 +19,4 @@ gyre_test(seq_exchange_errors_test seq_exchange_errors_test.cc)
 # Mixture-of-experts dispatch and combine: every case and type against a
 # one-rank reference, and their errors (bad arguments, ranks that disagree).
 gyre_test(moe_exchange_test moe_exchange_test.cc)
+gyre_test(moe_exchange_errors_test moe_exchange_errors_test.cc)
