@@ -4,7 +4,7 @@ import ctypes
 import threading
 import weakref
 
-from . import _calls, _sequence
+from . import _calls, _moe, _sequence
 from ._decentralized import Averager, Decentralized, host_model
 from ._device import CallBuffers, stream_handle
 from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
@@ -376,6 +376,24 @@ class Comm:
                       dtype=None):
         return self._call(_sequence.exchange, self, False, x, heads, kv_heads, parts, tokens, head_dim, out, dtype,
                           nonblocking=True)
+
+    # ---- mixture of experts (docs/moe.md) ----
+
+    def moe_routing(self, choices, experts, *, expert_rank=None, capacity=0):
+        """A routing of this rank's tokens: choices [tokens, k] expert ids (-1: none) among
+        `experts`; expert_rank[e] is expert e's rank (None: experts / size per rank, in order);
+        capacity: the most slots an expert takes from one rank (0: no limit; slot 0 first)."""
+        return _moe.MoeRouting(self, choices, experts, expert_rank, capacity)
+
+    def moe_dispatch(self, x, routing, *, out=None, rows=None, per_slot=False, dtype=None):
+        """Each kept slot's token row to its expert's rank: returns the rows this rank's experts
+        get, [rows, hidden], by local expert, then source rank, each source's slot 0 first."""
+        return _moe.dispatch(self, x, routing, out, rows, per_slot, dtype)
+
+    def moe_combine(self, y, routing, *, weights=None, out=None, dtype=None):
+        """The experts' rows (dispatch order) back to their tokens: weighted sum [tokens, hidden]
+        with weights, else each slot's row [tokens, k, hidden]."""
+        return _moe.combine(self, y, routing, weights, out, dtype)
 
     def send(self, x, peer, *, dtype=None, stream=None):
         """Blocks until x has been handed over to peer (which calls recv)."""
