@@ -85,6 +85,10 @@ class Runner {
         if (!args_.resolver) throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " resolves without a resolver");
         const Step s = plan_.steps[l.next];
         const LaneResolver::Range r = args_.resolver->resolve(s);
+        if (!r.ready) {  // (other lanes' receives will make it so: nothing of its own to wait on)
+          l.blocked = WaitItem{nullptr, Waiting::ForData};
+          return moved;
+        }
         l.next = r.begin;
         l.end = r.end;
         moved = true;

@@ -93,20 +93,23 @@ void buildMoeRows(const MoeRoute& r, bool dispatch, size_t hidden, const CallReq
   plan.closeLane();
 }
 
-MoePipelinedDispatch::MoePipelinedDispatch(MoeRoute& r, size_t hidden, const CallRequest& req, PlanEnv& env,
-                                           Plan& plan)
-    : r_(r), plan_(plan), hidden_(hidden), elemSize_(req.elemSize) {
+MoePipelinedDispatch::MoePipelinedDispatch(MoeRoute& r, size_t hidden, size_t outputRows, const CallRequest& req,
+                                           PlanEnv& env, Plan& plan, std::vector<std::vector<char>>& staging)
+    : r_(r), plan_(plan), hidden_(hidden), elemSize_(req.elemSize), outputRows_(outputRows), staging_(staging) {
   plan.reset("pairwise-counts-ahead");
   const int n = env.nranks(), me = env.rank();
   const size_t nn = static_cast<size_t>(n);
   plan.rank = me;
   for (int k = 1; k < n; ++k) plan.addPeer((me + k) % n);
   chunk_ = n > 1 ? pairwisePieceElems(req, env, plan.peers) : 1;
-  staging_.assign(nn, {});
+  if (staging_.size() < nn) staging_.resize(nn);
   extra_.assign(2 + nn, nullptr);
   extra_[0] = r.countsOut.data();
   extra_[1] = r.countsIn.data();
+  arrived_.assign(nn, false);
+  waiting_ = nn - 1;
   plan.inputElems = r.packedRows() * hidden;
+  plan.outputElems = outputRows * hidden;
   // Counts are uint64, counted here in the call's elements (whose size
   // divides 8).
   const size_t perCount = sizeof(uint64_t) / elemSize_, mine = 2 * r.localCount();
@@ -136,15 +139,36 @@ MoePipelinedDispatch::MoePipelinedDispatch(MoeRoute& r, size_t hidden, const Cal
 
 LaneResolver::Range MoePipelinedDispatch::resolve(const Step& s) {
   const size_t q = static_cast<size_t>(s.recvPeer), nn = static_cast<size_t>(r_.nranks), local = r_.localCount();
-  const uint64_t* counts = &r_.countsIn[q * 2 * local];
+  if (!arrived_[q]) {
+    arrived_[q] = true;
+    --waiting_;
+  }
+  if (waiting_) return Range{};
+  if (!settled_) {  // every count is in: where every row goes
+    settleReceived(r_);
+    direct_ = r_.recvTotal <= outputRows_;
+    settled_ = true;
+  }
+  const auto begin = static_cast<uint32_t>(plan_.steps.size());
+  if (direct_) {
+    for (size_t l = 0; l < local; ++l) {
+      const size_t rows = r_.recvRows[l * nn + q], at = r_.recvFirst[l * nn + q];
+      forPieces(rows * hidden_, chunk_, [&](size_t off, size_t len) {
+        setBlock(add(plan_, Prim::Recv, BufId::Output, 0, BufId::Output, at * hidden_ + off, len, -1,
+                     static_cast<int>(q)),
+                 rows);
+      });
+    }
+    return Range{true, begin, static_cast<uint32_t>(plan_.steps.size())};
+  }
+  // Too small an output: this source's rows, in its order, to staging.
   size_t total = 0;
-  for (size_t l = 0; l < local; ++l) total += counts[2 * l];
+  for (size_t l = 0; l < local; ++l) total += r_.recvRows[l * nn + q];
   staging_[q].resize(total * hidden_ * elemSize_);
   extra_[2 + q] = staging_[q].data();
-  const auto begin = static_cast<uint32_t>(plan_.steps.size());
   size_t at = 0;
   for (size_t l = 0; l < local; ++l) {
-    const size_t rows = counts[2 * l];
+    const size_t rows = r_.recvRows[l * nn + q];
     forPieces(rows * hidden_, chunk_, [&](size_t off, size_t len) {
       setBlock(add(plan_, Prim::Recv, BufId::Output, 0, extraBuffer(static_cast<uint16_t>(2 + q)),
                    at * hidden_ + off, len, -1, static_cast<int>(q)),
@@ -152,8 +176,7 @@ LaneResolver::Range MoePipelinedDispatch::resolve(const Step& s) {
     });
     at += rows;
   }
-  (void)nn;
-  return Range{begin, static_cast<uint32_t>(plan_.steps.size())};
+  return Range{true, begin, static_cast<uint32_t>(plan_.steps.size())};
 }
 
 }  // namespace gyre::collectives

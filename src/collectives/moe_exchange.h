@@ -10,11 +10,13 @@
 //   its place in the output; combine the reverse, into the packed order;
 // - dispatch with the counts unknown (pipelined): to each peer its counts
 //   and then, on the same ordered connection, its rows, without waiting for
-//   anything; the lane receiving from a peer takes its counts and then, as
-//   soon as they are in, that peer's rows (LaneResolver appends the
-//   receives), into a staging block per source, which core places once
-//   every lane is done. No peer's rows wait for another peer's counts, and
-//   nobody waits for a round of counts before the first row leaves.
+//   anything. A lane receiving from a peer takes its counts, then waits
+//   until every peer's counts are in (they left first, so this costs one
+//   message's latency, not a round), and then (LaneResolver) receives that
+//   peer's rows straight into their places in the output. An output too
+//   small for what comes is found then: the rows go to staging instead,
+//   and core fails the call on this rank only. No sender waits for
+//   anything, so the rows are on their way while the counts arrive.
 #pragma once
 
 #include <vector>
@@ -33,25 +35,33 @@ void buildMoeCounts(const MoeRoute& r, PlanEnv& env, Plan& plan);
 void buildMoeRows(const MoeRoute& r, bool dispatch, size_t hidden, const CallRequest& req, PlanEnv& env,
                   Plan& plan);
 
-// The pipelined dispatch. Its buffers: Input the packed rows, extra 0 the
-// counts going out, extra 1 the counts coming in, extra 2 + q source q's
-// staged rows (set by the resolver when q's counts come). Our own counts
-// and rows are not in the plan: core copies them.
+// The pipelined dispatch. Its buffers: Input the packed rows, Output the
+// caller's (outputRows rows), extra 0 the counts going out, extra 1 the
+// counts coming in, extra 2 + q source q's staged rows (only when the
+// output is too small; staging is the caller's, kept between calls). Our
+// own counts must be in countsIn before it runs, and our own rows are not
+// in the plan: core copies them.
 class MoePipelinedDispatch final : public LaneResolver {
  public:
-  MoePipelinedDispatch(MoeRoute& r, size_t hidden, const CallRequest& req, PlanEnv& env, Plan& plan);
+  MoePipelinedDispatch(MoeRoute& r, size_t hidden, size_t outputRows, const CallRequest& req, PlanEnv& env,
+                       Plan& plan, std::vector<std::vector<char>>& staging);
   // The buffers the plan's extra ids name (CallArgs::extra).
   void* const* extra() const { return extra_.data(); }
-  // Source q's rows, in its order, once the plan has run.
+  // Whether the rows went to the output (else to staging: it was too small).
+  bool direct() const { return direct_; }
+  // Source q's rows, in its order, once the plan has run (not direct).
   const void* staged(int q) const { return staging_[static_cast<size_t>(q)].data(); }
   Range resolve(const Step& s) override;
 
  private:
   MoeRoute& r_;
   Plan& plan_;
-  size_t hidden_, elemSize_, chunk_;
-  std::vector<std::vector<char>> staging_;
+  size_t hidden_, elemSize_, chunk_, outputRows_;
+  std::vector<std::vector<char>>& staging_;
   std::vector<void*> extra_;
+  std::vector<bool> arrived_;
+  size_t waiting_ = 0;  // peers whose counts have not come
+  bool settled_ = false, direct_ = true;
 };
 
 }  // namespace gyre::collectives

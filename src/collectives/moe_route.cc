@@ -112,19 +112,13 @@ void packRows(const MoeRoute& r, const void* input, bool perSlot, size_t rowByte
     }
 }
 
-void unpackReceived(const MoeRoute& r, const std::vector<const void*>& staged, size_t rowBytes, void* output) {
-  const size_t n = static_cast<size_t>(r.nranks), local = r.localCount();
-  auto* out = static_cast<char*>(output);
-  for (size_t q = 0; q < n; ++q) {
-    size_t at = 0;  // source q's blocks lie in its order: our experts, increasing
-    for (size_t l = 0; l < local; ++l) {
-      const size_t rows = r.recvRows[l * n + q];
-      if (rows)
-        std::memcpy(out + r.recvFirst[l * n + q] * rowBytes, static_cast<const char*>(staged[q]) + at * rowBytes,
-                    rows * rowBytes);
-      at += rows;
-    }
-  }
+void copyOwnRows(const MoeRoute& r, const void* packed, size_t rowBytes, void* output) {
+  const size_t n = static_cast<size_t>(r.nranks), me = static_cast<size_t>(r.rank);
+  const auto& mine = r.localOf[me];
+  for (size_t l = 0; l < mine.size(); ++l)
+    if (const size_t rows = r.recvRows[l * n + me])
+      std::memcpy(static_cast<char*>(output) + r.recvFirst[l * n + me] * rowBytes,
+                  static_cast<const char*>(packed) + r.blockFirst[mine[l]] * rowBytes, rows * rowBytes);
 }
 
 namespace {

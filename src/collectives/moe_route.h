@@ -81,9 +81,8 @@ std::string describeMoeShape(uint64_t code);
 // [hidden] (each slot sends its token's row), or with perSlot [tokens][k]
 // [hidden] (each slot its own row: the backward of a combine).
 void packRows(const MoeRoute& r, const void* input, bool perSlot, size_t rowBytes, void* packed);
-// The rows of source q's blocks, packed in its order (staged[q]), to their
-// places in the output (grouped by local expert, then source).
-void unpackReceived(const MoeRoute& r, const std::vector<const void*>& staged, size_t rowBytes, void* output);
+// Our own rows (packed, this rank's blocks) to their places in the output.
+void copyOwnRows(const MoeRoute& r, const void* packed, size_t rowBytes, void* output);
 // The packed rows, come back from the experts, to the tokens. weights
 // ([tokens][k] float) null: out is [tokens][k][hidden], each slot its row
 // (zero where dropped or without an expert). Otherwise out is [tokens]

@@ -238,10 +238,12 @@ class DeviceEngine {
 
 // Makes the rest of a lane when it reaches a Resolve step: appends its
 // steps to the plan (which it owns) and says where they are. The lane goes
-// on with them; they belong to no other lane, nor to the epilogue.
+// on with them; they belong to no other lane, nor to the epilogue. Not
+// ready: the lane waits (for what other lanes receive) and asks again.
 class LaneResolver {
  public:
   struct Range {
+    bool ready = false;
     uint32_t begin = 0, end = 0;
   };
   virtual Range resolve(const Step& s) = 0;

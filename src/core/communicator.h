@@ -336,7 +336,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
   int64_t lastReportPollNs_ = INT64_MIN / 2;
-  std::vector<char> moePacked_;  // an MoE call's packed rows, kept for the next call  // checkReports' latest poll of the network
+  std::vector<char> moePacked_;  // an MoE call's packed rows, kept for the next call
+  std::vector<std::vector<char>> moeStaging_;  // a counts-ahead dispatch's rows for too small an output  // checkReports' latest poll of the network
   int device_ = -1;      // the GPU current when it was made (-1: none; gyreCommDevice)
   std::unique_ptr<device::StagingPool> staging_;  // made by the first call on a stream
   // By GPU: the proxy's streams, scratch and bounce buffers of direct device

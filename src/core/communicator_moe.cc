@@ -45,7 +45,6 @@ void Communicator::executeMoe(Operation& op) {
     collectives::execute(plan, args, *this);
   };
   if (!counts) moePacked_.resize(r.packedRows() * rowBytes);
-  std::vector<const void*> staged;
   try {
     switch (op.kind) {
       case OpKind::MoeCounts:
@@ -70,16 +69,12 @@ void Communicator::executeMoe(Operation& op) {
           std::copy(r.countsOut.begin() + static_cast<ptrdiff_t>(r.countsAt[rank_]),
                     r.countsOut.begin() + static_cast<ptrdiff_t>(r.countsAt[rank_ + 1]),
                     r.countsIn.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(rank_) * mine));
-          collectives::MoePipelinedDispatch pipelined(r, op.moeHidden, req, *this, plan);
+          collectives::MoePipelinedDispatch pipelined(r, op.moeHidden, op.moeRows, req, *this, plan, moeStaging_);
           args.extra = pipelined.extra();
           args.resolver = &pipelined;
           run();
-          collectives::settleReceived(r);
-          if (r.recvTotal <= op.moeRows) {
-            for (int q = 0; q < nranks_; ++q)
-              staged.push_back(q == rank_ ? moePacked_.data() + r.rankFirst[q] * rowBytes : pipelined.staged(q));
-            collectives::unpackReceived(r, staged, rowBytes, op.recvbuff);
-          }
+          if (nranks_ == 1) collectives::settleReceived(r);  // (no lane resolved it)
+          if (r.recvTotal <= op.moeRows) collectives::copyOwnRows(r, moePacked_.data(), rowBytes, op.recvbuff);
         }
         break;
       case OpKind::MoeCombine:
