@@ -669,6 +669,13 @@ ProgressResult VerbsConnection::progress(bool readAhead) {
     }
   }
   pump();
+  // A staged send whose FIN has come is settled here, so that sendBlocked
+  // says whether output is still under way: its flag was otherwise cleared
+  // only when the staging buffer was next wanted, and a rank done with its
+  // own sends could not tell that nothing of its is still in flight. (A
+  // direct send is settled by the caller's next trySendFrom, which must see
+  // it finish: it is not touched here.)
+  finished(staged_);
   res.sendBlocked = hasQueuedOutput();
   return res;
 }
