@@ -51,11 +51,16 @@ def configurations():
         for z in range(4):
             out.append(("dp%d zero%d" % (n, z), n, ["--dp", str(n), "--zero", str(z)]))
         out.append(("tp%d" % n, n, ["--tp", str(n)]))
+        out.append(("sp%d" % n, n, ["--sp", str(n)]))
         for sched in ("gpipe", "1f1b"):
             out.append(("pp%d %s" % (n, sched), n, ["--pp", str(n), "--schedule", sched]))
     out.append(("dp2 x tp2", 4, ["--dp", "2", "--tp", "2"]))
     out.append(("dp2 x pp2 1f1b", 4, ["--dp", "2", "--pp", "2", "--schedule", "1f1b"]))
     out.append(("dp2 x tp2 x pp2 1f1b", 8, ["--dp", "2", "--tp", "2", "--pp", "2", "--schedule", "1f1b"]))
+    out.append(("dp2 x sp2", 4, ["--dp", "2", "--sp", "2"]))
+    # A mixture of 4 experts in every block (top 2, no capacity limit).
+    out.append(("1 rank 4 experts", 1, ["--experts", "4"]))
+    out.append(("dp2 zero1 4 experts", 2, ["--dp", "2", "--zero", "1", "--experts", "4"]))
     return out
 
 

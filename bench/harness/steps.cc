@@ -27,6 +27,7 @@
 
 #include "gyre/gyre.h"
 #include "harness/data.h"
+#include "harness/train/config.h"
 #include "harness/train/options.h"
 #include "harness/trainer.h"
 
@@ -34,24 +35,6 @@ namespace fs = std::filesystem;
 using namespace gyre::harness;
 
 namespace {
-
-// gyre-train's mapping of its options (harness/train/main.cc), for the
-// fields a benchmark uses.
-TrainerConfig trainerConfig(const TrainOptions& o) {
-  TrainerConfig c;
-  c.model = {.vocab = 256, .maxSeq = o.seq, .layers = o.layers, .heads = o.heads, .dim = o.dim};
-  c.mesh = {.dp = o.dp, .tp = o.tp, .pp = o.pp};
-  c.zero = o.zero;
-  c.schedule = parseSchedule(o.schedule);
-  c.microBatches = o.microBatches;
-  c.batch = o.batch;
-  c.seq = o.seq;
-  c.seed = o.seed;
-  c.lr = {.maxLr = o.lr, .minLr = o.minLr, .warmupSteps = o.warmup, .totalSteps = o.steps};
-  c.adam.weightDecay = o.weightDecay;
-  c.clip = o.clip;
-  return c;
-}
 
 // The process's CPU time (every thread: the trainer's and gyre's progress
 // thread), in seconds.
