@@ -33,6 +33,15 @@ void validate(const GptConfig& c, const ModelShard& s) {
   }
   if (c.experts > 0 && s.tpSize > 1)
     throw std::invalid_argument("a mixture of experts with tensor parallelism is not supported");
+  if (s.epSize <= 0 || s.epRank < 0 || s.epRank >= s.epSize) {
+    throw std::invalid_argument("ModelShard: expert-parallel rank " + std::to_string(s.epRank) +
+                                " of " + std::to_string(s.epSize));
+  }
+  if (s.epSize > 1 && (c.experts == 0 || c.experts % s.epSize != 0)) {
+    throw std::invalid_argument("expert parallelism over " + std::to_string(s.epSize) +
+                                " ranks needs a mixture whose expert count it divides; the model "
+                                "has " + std::to_string(c.experts) + " experts");
+  }
   const int last = shardLastLayer(c, s);
   if (s.firstLayer < 0 || s.firstLayer > last || last > c.layers) {
     throw std::invalid_argument("ModelShard: blocks [" + std::to_string(s.firstLayer) + ", " +
@@ -81,8 +90,9 @@ std::vector<ParamInfo> gptLayout(const GptConfig& c, const ModelShard& s) {
     p.shape = std::move(global);
     if (split == TpSplit::Rows || split == TpSplit::QkvRows) p.shape[0] /= t;
     if (split == TpSplit::Columns) p.shape[1] /= t;
+    if (split == TpSplit::ExpertRows) p.shape[0] /= s.epSize;
     p.size = product(p.shape);
-    p.split = t > 1 ? split : TpSplit::None;
+    p.split = (split == TpSplit::ExpertRows ? s.epSize : t) > 1 ? split : TpSplit::None;
     p.decay = p.shape.size() == 2;
     p.part = part;
     offset += p.size;
@@ -106,10 +116,10 @@ std::vector<ParamInfo> gptLayout(const GptConfig& c, const ModelShard& s) {
     if (c.experts > 0) {
       const int E = c.experts;
       add(h + "moe.gate.w", {E, C}, TpSplit::None, l);
-      add(h + "moe.fc.w", {E * 4 * C, C}, TpSplit::None, l);
-      add(h + "moe.fc.b", {E * 4 * C}, TpSplit::None, l);
-      add(h + "moe.proj.w", {E * C, 4 * C}, TpSplit::None, l);
-      add(h + "moe.proj.b", {E * C}, TpSplit::None, l);
+      add(h + "moe.fc.w", {E * 4 * C, C}, TpSplit::ExpertRows, l);
+      add(h + "moe.fc.b", {E * 4 * C}, TpSplit::ExpertRows, l);
+      add(h + "moe.proj.w", {E * C, 4 * C}, TpSplit::ExpertRows, l);
+      add(h + "moe.proj.b", {E * C}, TpSplit::ExpertRows, l);
       continue;
     }
     add(h + "mlp.fc.w", {4 * C, C}, TpSplit::Rows, l);
@@ -142,6 +152,8 @@ size_t globalIndex(const ParamInfo& p, const ModelShard& s, size_t i) {
       return i;
     case TpSplit::Rows:
       return (s.tpRank * rows + row) * globalCols + col;
+    case TpSplit::ExpertRows:
+      return (s.epRank * rows + row) * globalCols + col;
     case TpSplit::Columns:
       return row * globalCols + s.tpRank * cols + col;
     case TpSplit::QkvRows: {

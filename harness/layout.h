@@ -43,6 +43,13 @@ struct ModelShard {
   int lastLayer = -1;      // -1: up to config.layers
   bool embeddings = true;  // wte, wpe: this rank embeds the tokens (first stage)
   bool head = true;        // lnf and the output head: this rank computes the loss (last stage)
+  // Expert parallelism: a mixture's experts spread over epSize ranks, rank
+  // epRank holding experts [epRank x E/epSize, (epRank + 1) x E/epSize) of
+  // every block (the gate and everything else whole).
+  int epRank = 0;
+  int epSize = 1;
+  int localExperts(const GptConfig& c) const { return c.experts / epSize; }
+  int firstExpert(const GptConfig& c) const { return epRank * localExperts(c); }
 };
 
 // Pipeline stage `stage` of `stages`: the blocks split as evenly as possible
@@ -56,8 +63,10 @@ ModelShard pipelineStage(const GptConfig& config, int stage, int stages, int tpR
 // parallelism: whole (replicated on every tensor-parallel rank), a block of
 // rows (a column-parallel layer's outputs: mlp.fc), a block of columns (a
 // row-parallel layer's inputs: attn.proj.w, mlp.proj.w), or the queries',
-// keys' and values' rows of the rank's heads (attn.qkv).
-enum class TpSplit { None, Rows, Columns, QkvRows };
+// keys' and values' rows of the rank's heads (attn.qkv). ExpertRows is
+// expert parallelism's: the rank's experts' rows of a mixture's stacked
+// expert tensors (moe.fc.*, moe.proj.*), a block of rows at epRank.
+enum class TpSplit { None, Rows, Columns, QkvRows, ExpertRows };
 
 // One named parameter: elements [offset, offset + size) of the flat arrays.
 struct ParamInfo {

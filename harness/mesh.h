@@ -21,6 +21,11 @@ namespace gyre::harness {
 
 struct MeshShape {
   int dp = 1, tp = 1, pp = 1, sp = 1;
+  // Expert parallelism: a mixture's experts spread over ep consecutive ranks
+  // of the data group (dp x sp), which must be a multiple of it. It adds no
+  // ranks: the tokens stay where data and sequence parallelism put them and
+  // travel to their experts and back (DeepSpeed-MoE's layout).
+  int ep = 1;
 };
 
 class Mesh {
@@ -53,14 +58,23 @@ class Mesh {
   gyreComm_t data() const { return data_; }
   int dataRank() const { return dpRank_ * shape_.sp + spRank_; }
   int dataSize() const { return shape_.dp * shape_.sp; }
+  // Expert parallelism: the ep ranks of the data group that hold every
+  // expert between them (data ranks q x ep .. q x ep + ep - 1; null when
+  // ep == 1), this rank's place in them, and the ranks holding the same
+  // experts (data ranks with the same epRank; data() when ep == 1), over
+  // which the experts' gradients are reduced.
+  gyreComm_t ep() const { return ep_; }
+  int epRank() const { return dataRank() % shape_.ep; }
+  gyreComm_t expertData() const { return expertData_; }
   gyreComm_t tp() const { return tp_; }  // same dp and pp place
   gyreComm_t pp() const { return pp_; }  // same dp and tp place: the stages in order
   // The first and the last stage of this rank's pipeline (they sum the tied
   // embedding's gradients); null on the other stages and when pp == 1.
   gyreComm_t tiedEmbedding() const { return tied_; }
 
-  // "dp 2 x tp 2 x pp 1" (with "x sp S" after dp when S > 1), and this
-  // rank's place: "rank 3 = dp 1, tp 1, pp 0" (", sp R" likewise).
+  // "dp 2 x tp 2 x pp 1" (with "x sp S" after dp when S > 1, and ", ep E"
+  // at the end when E > 1), and this rank's place: "rank 3 = dp 1, tp 1,
+  // pp 0" (", sp R" and ", ep R" likewise).
   std::string describe() const;
   std::string place() const;
 
@@ -68,7 +82,7 @@ class Mesh {
   MeshShape shape_;
   int rank_ = 0, dpRank_ = 0, spRank_ = 0, tpRank_ = 0, ppRank_ = 0;
   gyreComm_t world_ = nullptr, dp_ = nullptr, sp_ = nullptr, data_ = nullptr, tp_ = nullptr,
-             pp_ = nullptr, tied_ = nullptr;
+             pp_ = nullptr, tied_ = nullptr, ep_ = nullptr, expertData_ = nullptr;
 };
 
 }  // namespace gyre::harness

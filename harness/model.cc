@@ -21,16 +21,6 @@ MoeConfig moeConfig(const GptConfig& c) {
           .auxCoef = c.auxCoef};
 }
 
-// Expert e's four tensors inside the block's stacked ones.
-template <typename P, typename F>
-std::vector<P> expertsOf(F* fcw, F* fcb, F* projw, F* projb, int E, int C) {
-  std::vector<P> out;
-  const size_t H = 4 * static_cast<size_t>(C);
-  for (int e = 0; e < E; ++e)
-    out.push_back({fcw + e * H * C, fcb + e * H, projw + e * C * H, projb + e * static_cast<size_t>(C)});
-  return out;
-}
-
 bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -199,6 +189,19 @@ void Gpt::setSeqParallel(SeqParallel sp) {
   sp_ = std::move(sp);
 }
 
+ExpertExchange& Gpt::expertExchange() const {
+  if (experts_ == nullptr)
+    throw std::logic_error("Gpt: expert parallelism needs setExpertExchange");
+  if (experts_->size() != shard_.epSize || experts_->rank() != shard_.epRank) {
+    throw std::invalid_argument("Gpt: an expert exchange of rank " +
+                                std::to_string(experts_->rank()) + " of " +
+                                std::to_string(experts_->size()) + " for the shard's " +
+                                std::to_string(shard_.epRank) + " of " +
+                                std::to_string(shard_.epSize));
+  }
+  return *experts_;
+}
+
 void Gpt::reduceTp(float* data, size_t count) {
   if (shard_.tpSize == 1) return;
   if (!tpReduce_) throw std::logic_error("Gpt: tensor parallelism needs setTpReduce");
@@ -252,9 +255,15 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
   layerNormForward(a.ln2.data(), a.ln2Mean.data(), a.ln2Rstd.data(), a.res1.data(), p.ln2w, p.ln2b,
                    N, C);
   if (config_.experts > 0) {
-    moeForward(moeConfig(config_), a.ln2.data(), p.gatew,
-               expertsOf<ExpertParams>(p.fcw, p.fcb, p.mprojw, p.mprojb, config_.experts, C),
-               a.fcProj.data(), N, C, a.moe, a.moeRows);
+    const auto experts = expertViews<ExpertParams>(p.fcw, p.fcb, p.mprojw, p.mprojb,
+                                                 shard_.localExperts(config_), C);
+    if (shard_.epSize > 1) {
+      moeForward(moeConfig(config_), expertExchange(), a.ln2.data(), p.gatew, experts,
+                 a.fcProj.data(), N, C, a.moe, a.moeRows);
+    } else {
+      moeForward(moeConfig(config_), a.ln2.data(), p.gatew, experts, a.fcProj.data(), N, C,
+                 a.moe, a.moeRows);
+    }
     moeCounts_.slots += static_cast<int64_t>(N) * config_.topK;
     for (int d : a.moe.dropped) moeCounts_.dropped += d;
   } else {
@@ -365,11 +374,16 @@ void Gpt::blockBackward(int l, const float* x, const Activations::Block& a, cons
   // res2 = res1 + mlp(ln2(res1)): the MLP branch first.
   Tensor dln2({N, C});
   if (config_.experts > 0) {
-    const int E = config_.experts;
-    moeBackward(moeConfig(config_), a.ln2.data(), p.gatew,
-                expertsOf<ExpertParams>(p.fcw, p.fcb, p.mprojw, p.mprojb, E, C),
-                expertsOf<ExpertGrads>(g.fcw, g.fcb, g.mprojw, g.mprojb, E, C), a.moe, a.moeRows,
-                dres2, auxScale_, g.gatew, dln2.data(), C);
+    const int E = shard_.localExperts(config_);
+    const auto experts = expertViews<ExpertParams>(p.fcw, p.fcb, p.mprojw, p.mprojb, E, C);
+    const auto grads = expertViews<ExpertGrads>(g.fcw, g.fcb, g.mprojw, g.mprojb, E, C);
+    if (shard_.epSize > 1) {
+      moeBackward(moeConfig(config_), expertExchange(), a.ln2.data(), p.gatew, experts, grads,
+                  a.moe, a.moeRows, dres2, auxScale_, g.gatew, dln2.data(), C);
+    } else {
+      moeBackward(moeConfig(config_), a.ln2.data(), p.gatew, experts, grads, a.moe, a.moeRows,
+                  dres2, auxScale_, g.gatew, dln2.data(), C);
+    }
   } else {
     Tensor dfcGelu({N, Hl}), dfc({N, Hl});
     linearBackward(dfcGelu.data(), g.mprojw, g.mprojb, dres2, a.fcGelu.data(), p.mprojw, N, Hl,

@@ -132,6 +132,14 @@ class Gpt {
   void setSeqParallel(SeqParallel sp);
   const SeqParallel& seqParallel() const { return sp_; }
 
+  // Expert parallelism (the shard's epSize > 1): this piece holds its
+  // shard's experts of every mixture block, and each block's tokens reach
+  // them through `exchange` (not owned; it must outlive the model's calls).
+  // The experts' gradients here are their share from every token of the
+  // exchange's ranks; the caller reduces them over the ranks holding the
+  // same experts.
+  void setExpertExchange(ExpertExchange* exchange) { experts_ = exchange; }
+
   // Forward of one micro-batch of B sequences of T tokens through this
   // piece: the first stage embeds `inputs`, the others read `input`
   // [B*T, C]; the last stage returns the mean next-token loss against
@@ -184,6 +192,7 @@ class Gpt {
   float* acquireGrads(int part);
   void releaseGrads(int part);
   void reduceTp(float* data, size_t count);
+  ExpertExchange& expertExchange() const;
   void blockForward(int l, const float* x, Activations::Block& a, int B, int T);
   // dx += the gradient reaching the block's input; dres2 is its output's.
   void blockBackward(int l, const float* x, const Activations::Block& a, const float* dres2,
@@ -203,6 +212,7 @@ class Gpt {
   Tensor params_, grads_;
   TpReduce tpReduce_;
   SeqParallel sp_;
+  ExpertExchange* experts_ = nullptr;
   float auxScale_ = 1.0f;
   MoeCounts moeCounts_;  // the load-balancing loss's share of this backward (its lossScale)
   BackwardHook hook_;

@@ -21,6 +21,31 @@ void checkConfig(const MoeConfig& c) {
   if (!(c.capacityFactor >= 0.0f)) throw std::invalid_argument("MoE: a negative capacity factor");
 }
 
+// Runs `counts` consecutive runs of rows through the matching experts.
+void runExperts(const std::vector<ExpertParams>& experts, const std::vector<int>& counts,
+                ExpertActivations& acts, int C) {
+  size_t first = 0;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    expertForward(experts[e], acts.in.data() + first * C, acts.fc.data() + first * 4 * C,
+                  acts.gelu.data() + first * 4 * C, acts.out.data() + first * C, counts[e], C);
+    first += counts[e];
+  }
+}
+
+// Their backward: drows [rows, C] the rows' output gradients, into drowsIn.
+void runExpertsBackward(const std::vector<ExpertParams>& experts,
+                        const std::vector<ExpertGrads>& grads, const std::vector<int>& counts,
+                        const ExpertActivations& acts, const float* drows, float* drowsIn,
+                        int C) {
+  size_t first = 0;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    expertBackward(experts[e], grads[e], acts.in.data() + first * C,
+                   acts.fc.data() + first * 4 * C, acts.gelu.data() + first * 4 * C,
+                   drows + first * C, drowsIn + first * C, counts[e], C);
+    first += counts[e];
+  }
+}
+
 }  // namespace
 
 MoeRouting moeRoute(const MoeConfig& config, const float* x, const float* gate, int N, int C) {
@@ -157,12 +182,10 @@ void moeForward(const MoeConfig& config, const float* x, const float* gate,
   acts.gelu.assign(acts.fc.size(), 0.0f);
   acts.out.assign(rows * C, 0.0f);
   moePack(routing, x, acts.in.data(), C);
-  for (int e = 0; e < config.experts; ++e) {
-    const size_t first = routing.expertRow[e];
-    expertForward(experts[e], acts.in.data() + first * C, acts.fc.data() + first * 4 * C,
-                  acts.gelu.data() + first * 4 * C, acts.out.data() + first * C,
-                  routing.expertRow[e + 1] - routing.expertRow[e], C);
-  }
+  acts.counts.resize(config.experts);
+  for (int e = 0; e < config.experts; ++e)
+    acts.counts[e] = routing.expertRow[e + 1] - routing.expertRow[e];
+  runExperts(experts, acts.counts, acts, C);
   moeCombine(routing, acts.out.data(), out, C);
 }
 
@@ -235,14 +258,77 @@ void moeBackward(const MoeConfig& config, const float* x, const float* gate,
   std::vector<float> drows(rows * C, 0.0f), dweight(routing.choice.size(), 0.0f),
       drowsIn(rows * C, 0.0f);
   moeCombineBackward(routing, acts.out.data(), dout, drows.data(), dweight.data(), C);
-  for (int e = 0; e < config.experts; ++e) {
-    const size_t first = routing.expertRow[e];
-    expertBackward(experts[e], grads[e], acts.in.data() + first * C,
-                   acts.fc.data() + first * 4 * C, acts.gelu.data() + first * 4 * C,
-                   drows.data() + first * C, drowsIn.data() + first * C,
-                   routing.expertRow[e + 1] - routing.expertRow[e], C);
-  }
+  std::vector<int> counts(config.experts);
+  for (int e = 0; e < config.experts; ++e)
+    counts[e] = routing.expertRow[e + 1] - routing.expertRow[e];
+  runExpertsBackward(experts, grads, counts, acts, drows.data(), drowsIn.data(), C);
   moeUnpackAdd(routing, drowsIn.data(), dx, C);
+  moeGateBackward(config, routing, x, gate, dweight.data(), auxScale, dgate, dx, C);
+}
+
+void moeForward(const MoeConfig& config, ExpertExchange& exchange, const float* x,
+                const float* gate, const std::vector<ExpertParams>& experts, float* out, int N,
+                int C, MoeRouting& routing, ExpertActivations& acts) {
+  if (exchange.size() < 1 || config.experts % exchange.size() != 0 ||
+      static_cast<int>(experts.size()) != config.experts / exchange.size()) {
+    throw std::invalid_argument("MoE: " + std::to_string(experts.size()) +
+                                " local experts' parameters for " +
+                                std::to_string(config.experts) + " experts over " +
+                                std::to_string(exchange.size()) + " expert-parallel ranks");
+  }
+  routing = moeRoute(config, x, gate, N, C);
+  acts.route = exchange.dispatch(routing, x, C, acts.in, acts.counts);
+  const size_t rows = acts.in.size() / C;
+  acts.fc.assign(rows * 4 * C, 0.0f);
+  acts.gelu.assign(acts.fc.size(), 0.0f);
+  acts.out.assign(rows * C, 0.0f);
+  runExperts(experts, acts.counts, acts, C);
+  acts.slotOut.assign(static_cast<size_t>(N) * routing.k * C, 0.0f);
+  exchange.combine(*acts.route, acts.out.data(), acts.slotOut.data(), C);
+  // The weighted sum in slot order, as moeCombine does from packed rows.
+  std::fill(out, out + static_cast<size_t>(N) * C, 0.0f);
+  for (size_t slot = 0; slot < routing.choice.size(); ++slot) {
+    if (routing.row[slot] < 0) continue;
+    const float w = routing.weight[slot];
+    const float* y = acts.slotOut.data() + slot * C;
+    float* o = out + (slot / routing.k) * C;
+    for (int c = 0; c < C; ++c) o[c] += w * y[c];
+  }
+}
+
+void moeBackward(const MoeConfig& config, ExpertExchange& exchange, const float* x,
+                 const float* gate, const std::vector<ExpertParams>& experts,
+                 const std::vector<ExpertGrads>& grads, const MoeRouting& routing,
+                 const ExpertActivations& acts, const float* dout, float auxScale, float* dgate,
+                 float* dx, int C) {
+  if (!acts.route) throw std::logic_error("MoE: an expert-parallel backward without its forward");
+  const size_t slots = routing.choice.size(), rows = acts.in.size() / C;
+  // Each kept slot's share of its token's gradient, and its weight's gradient.
+  std::vector<float> dslots(slots * C, 0.0f), dweight(slots, 0.0f);
+  for (size_t slot = 0; slot < slots; ++slot) {
+    if (routing.row[slot] < 0) continue;
+    const float w = routing.weight[slot];
+    const float* d = dout + (slot / routing.k) * C;
+    const float* y = acts.slotOut.data() + slot * C;
+    float* ds = dslots.data() + slot * C;
+    float dot = 0.0f;
+    for (int c = 0; c < C; ++c) {
+      ds[c] = w * d[c];
+      dot += d[c] * y[c];
+    }
+    dweight[slot] = dot;
+  }
+  std::vector<float> drows(rows * C, 0.0f), drowsIn(rows * C, 0.0f);
+  exchange.dispatchSlots(*acts.route, dslots.data(), drows.data(), C);
+  runExpertsBackward(experts, grads, acts.counts, acts, drows.data(), drowsIn.data(), C);
+  // The input gradients back to their slots, then summed into each token.
+  exchange.combine(*acts.route, drowsIn.data(), dslots.data(), C);
+  for (size_t slot = 0; slot < slots; ++slot) {
+    if (routing.row[slot] < 0) continue;
+    const float* s = dslots.data() + slot * C;
+    float* d = dx + (slot / routing.k) * C;
+    for (int c = 0; c < C; ++c) d[c] += s[c];
+  }
   moeGateBackward(config, routing, x, gate, dweight.data(), auxScale, dgate, dx, C);
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace gyre::harness {
@@ -40,6 +41,19 @@ struct ExpertGrads {
   float *fcw, *fcb, *projw, *projb;
 };
 
+// Views of E experts stacked as the layout stacks them (layout.h): fc
+// [E x 4C, C] and its bias [E x 4C], proj [E x C, 4C] and its bias
+// [E x C], expert e's rows the e-th block of each. P is ExpertParams over
+// const float, ExpertGrads over float.
+template <typename P, typename F>
+std::vector<P> expertViews(F* fcw, F* fcb, F* projw, F* projb, int E, int C) {
+  std::vector<P> out;
+  const size_t H = 4 * static_cast<size_t>(C), c = static_cast<size_t>(C);
+  for (size_t e = 0; e < static_cast<size_t>(E); ++e)
+    out.push_back({fcw + e * H * c, fcb + e * H, projw + e * c * H, projb + e * c});
+  return out;
+}
+
 // Where every (token, slot) of a batch goes.
 struct MoeRouting {
   int N = 0, k = 0, E = 0;
@@ -62,9 +76,44 @@ MoeRouting moeRoute(const MoeConfig& config, const float* x, const float* gate, 
 // The packed rows: rows() x C, row r = x[token of r].
 void moePack(const MoeRouting& routing, const float* x, float* rows, int C);
 
-// What the experts keep for their backward: per packed row.
+// Expert parallelism: the experts live on `size()` ranks, rank r holding
+// experts [r x E/size, (r + 1) x E/size), and a token's rows travel to them
+// and back between the layer's phases. This interface is those journeys;
+// harness/expert_parallel.h makes them gyre's dispatch and combine, so the
+// layer itself never talks to another rank.
+class ExpertExchange {
+ public:
+  virtual ~ExpertExchange() = default;
+  // What one forward's dispatch leaves for its combine and for the
+  // backward's two exchanges (the same route, as docs/moe.md says).
+  struct Route {
+    virtual ~Route() = default;
+  };
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Each kept slot's row of x [N, C] to its expert's rank. rows gets what
+  // this rank's experts received, [sum(counts), C]: local expert by local
+  // expert, within one by source rank, within a source in its priority
+  // order; counts each local expert's rows.
+  virtual std::shared_ptr<Route> dispatch(const MoeRouting& routing, const float* x, int C,
+                                          std::vector<float>& rows, std::vector<int>& counts) = 0;
+  // Rows [received, C] (what dispatch gave, transformed) back to the slots
+  // they came from: slots [N x k, C], zero where a slot was dropped.
+  virtual void combine(Route& route, const float* rows, float* slots, int C) = 0;
+  // The reverse of combine, for backward: each slot's row of slots [N x k, C]
+  // to where dispatch put it: rows [received, C].
+  virtual void dispatchSlots(Route& route, const float* slots, float* rows, int C) = 0;
+};
+
+// What the experts keep for their backward: per packed row (with expert
+// parallelism, per row this rank's experts received).
 struct ExpertActivations {
   std::vector<float> in, fc, gelu, out;  // [rows, C], [rows, 4C], [rows, 4C], [rows, C]
+  // Expert parallelism only: the route, each local expert's rows, and each
+  // slot's output back at its token [N x k, C] (the gate's gradient needs it).
+  std::shared_ptr<ExpertExchange::Route> route;
+  std::vector<int> counts;
+  std::vector<float> slotOut;
 };
 
 // Runs expert e's MLP over its `count` rows starting at in (C wide) into out.
@@ -104,5 +153,24 @@ void moeBackward(const MoeConfig& config, const float* x, const float* gate,
                  const std::vector<ExpertParams>& experts, const std::vector<ExpertGrads>& grads,
                  const MoeRouting& routing, const ExpertActivations& acts, const float* dout,
                  float auxScale, float* dgate, float* dx, int C);
+
+// The layer with expert parallelism: this rank routes its own N tokens
+// (the capacity is per expert and per source rank, as on one rank: each
+// rank's batch is its own), its rows go to their experts' ranks, this
+// rank's experts (experts: the local ones, config.experts / exchange.size()
+// of them) run on what they received, and the outputs come back to be
+// weighted and summed. Collective over the exchange's ranks.
+void moeForward(const MoeConfig& config, ExpertExchange& exchange, const float* x,
+                const float* gate, const std::vector<ExpertParams>& experts, float* out, int N,
+                int C, MoeRouting& routing, ExpertActivations& acts);
+// Its backward, the same exchanges reversed: each slot's output gradient to
+// its expert's rank, the local experts' backward there (their gradients
+// from every source rank's tokens), the input gradients back; adds into dx,
+// dgate and the local experts' gradients. Collective likewise.
+void moeBackward(const MoeConfig& config, ExpertExchange& exchange, const float* x,
+                 const float* gate, const std::vector<ExpertParams>& experts,
+                 const std::vector<ExpertGrads>& grads, const MoeRouting& routing,
+                 const ExpertActivations& acts, const float* dout, float auxScale, float* dgate,
+                 float* dx, int C);
 
 }  // namespace gyre::harness

@@ -44,6 +44,22 @@ void validate(const TrainerConfig& c) {
       throw std::invalid_argument(
           "sequence parallelism needs exact data parallelism (no --codec, no --decentralized)");
   }
+  if (c.mesh.ep > 1) {
+    if (c.model.experts == 0 || c.model.experts % c.mesh.ep != 0) {
+      throw std::invalid_argument("expert parallelism over " + std::to_string(c.mesh.ep) +
+                                  " ranks needs a mixture of experts whose count it divides; the "
+                                  "model has " + std::to_string(c.model.experts) + " experts");
+    }
+    if (c.zero != 0) {
+      throw std::invalid_argument(
+          "expert parallelism with ZeRO stage " + std::to_string(c.zero) +
+          ": ZeRO's shards cut one flat layout over the data-parallel ranks, and expert-parallel "
+          "ranks hold different experts in theirs; use ZeRO 0");
+    }
+    if (averaging)
+      throw std::invalid_argument(
+          "expert parallelism needs exact data parallelism (no --codec, no --decentralized)");
+  }
   if (c.batch % (c.mesh.dp * c.microBatches) != 0) {
     throw std::invalid_argument("a batch of " + std::to_string(c.batch) +
                                 " sequences does not split into " + std::to_string(c.mesh.dp) +
@@ -74,8 +90,10 @@ std::map<std::string, std::string> modelMeta(const GptConfig& m) {
 Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config) {
   validate(config);
   mesh_ = std::make_unique<Mesh>(world, config.mesh);
-  const ModelShard shard =
+  ModelShard shard =
       pipelineStage(config.model, mesh_->ppRank(), config.mesh.pp, mesh_->tpRank(), config.mesh.tp);
+  shard.epRank = mesh_->epRank();
+  shard.epSize = config.mesh.ep;
   if (config.codec != gyreCodecNone || config.decentralized) {
     model_ = std::make_unique<Gpt>(config.model, shard);
     model_->initialize(config.seed);
@@ -95,6 +113,17 @@ Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config
     model_->initialize(config.seed, initial);
     zero_->setParams(initial);
     zero_->setNormRanges(normRanges());
+    if (config.mesh.ep > 1) {
+      // The experts' gradients come from the tokens of the whole expert
+      // group; the other ranks holding the same experts add theirs.
+      std::vector<FlatRange> ranges;
+      for (const ParamInfo& p : model_->layout())
+        if (p.split == TpSplit::ExpertRows) ranges.push_back({p.offset, p.offset + p.size});
+      zero_->setExpertGroup(mesh_->expertData(), std::move(ranges));
+      experts_ = std::make_unique<GyreExpertExchange>(mesh_->ep(), config.model.experts,
+                                                      config.model.topK, &tpSeconds_);
+      model_->setExpertExchange(experts_.get());
+    }
     // Every rank counts its own elements once (normRanges and its shard):
     // the whole mesh's sum is the global norm's square.
     zero_->setGlobalSumSq([this](double local) {
@@ -292,6 +321,7 @@ std::map<std::string, std::string> Trainer::describe() const {
   d["sp"] = std::to_string(config_.mesh.sp);
   d["tp"] = std::to_string(config_.mesh.tp);
   d["pp"] = std::to_string(config_.mesh.pp);
+  d["ep"] = std::to_string(config_.mesh.ep);
   d["zero"] = std::to_string(config_.zero);
   d["micro_batches"] = std::to_string(config_.microBatches);
   d["schedule"] = scheduleName(config_.schedule);
@@ -319,18 +349,31 @@ fs::path Trainer::save(const fs::path& dir, int64_t stepsDone) {
   // What this rank writes: its data-parallel shard of its piece's flat
   // arrays (ZeRO's, or the same cut of a whole replica), so that the dp
   // ranks of a piece write it once between them.
-  FlatRange range;
+  // With expert parallelism each rank's experts are cut among the ranks
+  // holding the same experts instead (Zero::expertShard), from the whole
+  // arrays that stage 0 holds.
+  FlatRange range, expertRange;
+  size_t base = 0;  // the flat offset of params[0], m[0] and v[0]
   std::span<const float> params, m, v;
   std::vector<float> averaged;
   int steps = 0;
-  if (zero_) {
-    range = zero_->shard();
+  if (zero_ && !experts_) {
+    range = expertRange = zero_->shard();
+    base = range.begin;
     params = zero_->shardParams();
     m = zero_->shardM();
     v = zero_->shardV();
     steps = zero_->adamSteps();
+  } else if (zero_) {
+    range = zero_->shard();
+    expertRange = zero_->expertShard();
+    params = zero_->wholeParams();
+    m = zero_->wholeM();
+    v = zero_->wholeV();
+    steps = zero_->adamSteps();
   } else {
-    range = shardRange(model_->size(), mesh_->dataRank(), mesh_->dataSize());
+    range = expertRange = shardRange(model_->size(), mesh_->dataRank(), mesh_->dataSize());
+    base = range.begin;
     std::span<const float> all = model_->params();
     if (config_.decentralized) {
       // The replicas differ: the checkpoint holds their average.
@@ -348,7 +391,8 @@ fs::path Trainer::save(const fs::path& dir, int64_t stepsDone) {
   std::vector<Entry> entries;
   for (const ParamInfo& p : model_->layout()) {
     if (p.tiedCopy || (p.split == TpSplit::None && mesh_->tpRank() != 0)) continue;
-    const size_t lo = std::max(range.begin, p.offset), hi = std::min(range.end, p.offset + p.size);
+    const FlatRange& cut = p.split == TpSplit::ExpertRows ? expertRange : range;
+    const size_t lo = std::max(cut.begin, p.offset), hi = std::min(cut.end, p.offset + p.size);
     if (lo >= hi) continue;
     std::vector<Run> runs;
     for (size_t i = lo - p.offset; i < hi - p.offset; ++i) {
@@ -360,7 +404,7 @@ fs::path Trainer::save(const fs::path& dir, int64_t stepsDone) {
       }
     }
     const std::vector<int64_t> shape(p.globalShape.begin(), p.globalShape.end());
-    const size_t at = lo - range.begin, n = hi - lo;
+    const size_t at = lo - base, n = hi - lo;
     entries.push_back({p.name, "param", shape, runs, params.subspan(at, n)});
     entries.push_back({p.name, "adam.m", shape, runs, m.subspan(at, n)});
     entries.push_back({p.name, "adam.v", shape, runs, v.subspan(at, n)});
@@ -417,7 +461,10 @@ int64_t Trainer::load(const fs::path& stepDir) {
         arrays[k][p.offset + i] = global[globalIndex(p, model_->shard(), i)];
     }
   }
-  if (zero_) {
+  if (zero_ && zero_->stage() == 0) {
+    // Every rank holds the whole arrays and has just read them.
+    zero_->loadWhole(arrays[0], arrays[1], arrays[2], steps);
+  } else if (zero_) {
     const FlatRange r = zero_->shard();
     auto own = [&](const std::vector<float>& a) {
       return std::span<const float>(a).subspan(r.begin, r.size());

@@ -19,6 +19,7 @@
 #include "gyre/gyre.h"
 #include "harness/data.h"
 #include "harness/data_parallel.h"
+#include "harness/expert_parallel.h"
 #include "harness/mesh.h"
 #include "harness/model.h"
 #include "harness/optimizer.h"
@@ -119,13 +120,14 @@ class Trainer {
   std::unique_ptr<Mesh> mesh_;
   std::vector<std::string> loadChanges_;
   std::unique_ptr<Zero> zero_;  // the default
+  std::unique_ptr<GyreExpertExchange> experts_;  // ep > 1; outlives the model's calls
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<DataParallel> dp_;    // codec or decentralized data parallelism
   std::unique_ptr<AdamW> adam_;         // with dp_
   std::unique_ptr<Pipeline> pipeline_;  // pp > 1
   std::vector<Activations> micro_;      // pp == 1: the micro-batches' activations
-  // Time this step in tensor-parallel reductions and sequence-parallel
-  // exchanges (inside forward and backward, never hidden).
+  // Time this step in tensor-parallel reductions, sequence-parallel and
+  // expert exchanges (inside forward and backward, never hidden).
   double tpSeconds_ = 0;
   std::vector<int> inputs_, targets_;
 };

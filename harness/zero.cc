@@ -240,17 +240,68 @@ void Zero::launchBuckets(int id) {
   float* grads = grads_.data();
   while (nextBucket_ < buckets_.size() && buckets_[nextBucket_].part == id) {
     const GradBucket& b = buckets_[nextBucket_];
-    gyreRequest_t request = nullptr;
-    // gyreAvg: the same bits on every rank, so stage 0's replicas stay identical.
-    checkGyre(gyreIallReduce(grads + b.offset, grads + b.offset, b.size, gyreFloat32, gyreAvg,
-                             comm_, &request),
-              "gyreIallReduce of a gradient bucket", comm_);
     Pending pending;
-    pending.requests.push_back(request);
     pending.what = "gyreIallReduce of a gradient bucket";
     pending_.push_back(std::move(pending));
     ++nextBucket_;
+    for (const auto& [piece, expert] : expertPieces(b.offset, b.offset + b.size)) {
+      float* g = grads + piece.begin;
+      gyreComm_t comm = comm_;
+      if (expert) {
+        // Averaged over the expert group's ranks, times its share of the
+        // data-parallel ranks: the sum over all their batches over their count.
+        const float share = static_cast<float>(expertRanks_) / static_cast<float>(ranks_);
+        for (size_t i = 0; i < piece.size(); ++i) g[i] *= share;
+        comm = expertComm_;
+      }
+      gyreRequest_t request = nullptr;
+      // gyreAvg: the same bits on every rank, so stage 0's replicas stay identical.
+      checkGyre(gyreIallReduce(g, g, piece.size(), gyreFloat32, gyreAvg, comm, &request),
+                "gyreIallReduce of a gradient bucket", comm);
+      pending_.back().requests.push_back(request);
+    }
   }
+}
+
+std::vector<std::pair<FlatRange, bool>> Zero::expertPieces(size_t begin, size_t end) const {
+  std::vector<std::pair<FlatRange, bool>> pieces;
+  size_t at = begin;
+  for (const FlatRange& r : expertRanges_) {  // sorted, disjoint
+    const size_t lo = std::max(r.begin, at), hi = std::min(r.end, end);
+    if (lo >= hi) continue;
+    if (at < lo) pieces.push_back({{at, lo}, false});
+    pieces.push_back({{lo, hi}, true});
+    at = hi;
+  }
+  if (at < end) pieces.push_back({{at, end}, false});
+  return pieces;
+}
+
+void Zero::requireStage0(const char* what) const {
+  if (stage_ != 0) {
+    throw std::logic_error(std::string("Zero::") + what + ": stage " + std::to_string(stage_) +
+                           " does not hold the whole arrays (stage 0 does)");
+  }
+}
+
+void Zero::setExpertGroup(gyreComm_t comm, std::vector<FlatRange> ranges) {
+  if (stage_ != 0) {
+    throw std::invalid_argument(
+        "expert parallelism with ZeRO stage " + std::to_string(stage_) +
+        ": ZeRO's shards cut one flat layout over the data-parallel ranks, and expert-parallel "
+        "ranks hold different experts in theirs; use stage 0");
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const FlatRange& a, const FlatRange& b) { return a.begin < b.begin; });
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].end < ranges[i].begin || ranges[i].end > n_ ||
+        (i > 0 && ranges[i].begin < ranges[i - 1].end))
+      throw std::invalid_argument("Zero::setExpertGroup: a range outside the layout or overlapping");
+  }
+  expertComm_ = comm;
+  expertRanges_ = std::move(ranges);
+  expertRanks_ = commCount(comm);
+  expertShard_ = shardRange(n_, commRank(comm), expertRanks_);
 }
 
 // Stages 2 and 3: one gyreIreduce (average) per owner of a piece of the
@@ -393,6 +444,15 @@ double Zero::step(float lr, float maxNorm) {
   const std::span<float> own = shardGrads();
   double local = 0;
   for (const FlatRange& r : normRanges_) {
+    if (!expertRanges_.empty()) {
+      // Stage 0 with experts: the experts counted by their own group's cut.
+      for (const auto& [piece, expert] : expertPieces(r.begin, r.end)) {
+        const FlatRange& cut = expert ? expertShard_ : shard_;
+        const size_t lo = std::max(piece.begin, cut.begin), hi = std::min(piece.end, cut.end);
+        if (lo < hi) local += sumOfSquares(std::span<const float>(grads_).subspan(lo, hi - lo));
+      }
+      continue;
+    }
     const size_t lo = std::max(r.begin, shard_.begin), hi = std::min(r.end, shard_.end);
     if (lo < hi) local += sumOfSquares(own.subspan(lo - shard_.begin, hi - lo));
   }
@@ -429,6 +489,33 @@ std::span<const float> Zero::shardM() const {
 
 std::span<const float> Zero::shardV() const {
   return stage_ == 0 ? adam_.v().subspan(shard_.begin, shard_.size()) : adam_.v();
+}
+
+std::span<const float> Zero::wholeParams() const {
+  requireStage0("wholeParams");
+  return std::span<const float>(params_).first(n_);
+}
+
+std::span<const float> Zero::wholeM() const {
+  requireStage0("wholeM");
+  return adam_.m();
+}
+
+std::span<const float> Zero::wholeV() const {
+  requireStage0("wholeV");
+  return adam_.v();
+}
+
+void Zero::loadWhole(std::span<const float> params, std::span<const float> m,
+                     std::span<const float> v, int steps) {
+  requireStage0("loadWhole");
+  if (params.size() != n_ || m.size() != n_ || v.size() != n_) {
+    throw std::invalid_argument("Zero::loadWhole: the model holds " + std::to_string(n_) +
+                                " elements; got " + std::to_string(params.size()) + ", " +
+                                std::to_string(m.size()) + " and " + std::to_string(v.size()));
+  }
+  std::copy(params.begin(), params.end(), params_.begin());
+  adam_.load(m, v, steps);
 }
 
 void Zero::loadShard(std::span<const float> params, std::span<const float> m,

@@ -130,12 +130,34 @@ class Zero : public PartStorage {
   // default all of it. Within them each rank counts its own shard.
   void setNormRanges(std::vector<FlatRange> ranges);
 
+  // Expert parallelism (stage 0 only): the elements in `ranges` are this
+  // rank's experts, which the ranks of `comm` (data-parallel ranks, the same
+  // experts on each) hold and no other. Their gradients are reduced over
+  // comm alone, scaled so that they come out as every other gradient does,
+  // the sum over the data-parallel ranks' batches over their count; the
+  // norm counts them once per comm. Throws std::invalid_argument at stages
+  // 1 to 3 (their shards cut one flat layout, which the expert-parallel
+  // ranks do not share) and for a range outside the layout.
+  void setExpertGroup(gyreComm_t comm, std::vector<FlatRange> ranges);
+
   // --- Checkpoints: the own shard of the flat layout. ---
   FlatRange shard() const { return shard_; }
+  // With an expert group: the cut of the flat layout this rank counts (and
+  // checkpoints) for its experts among the ranks sharing them; shard() without.
+  FlatRange expertShard() const { return expertRanges_.empty() ? shard_ : expertShard_; }
   std::span<const float> shardParams() const;
   std::span<const float> shardM() const;
   std::span<const float> shardV() const;
   int adamSteps() const { return adam_.steps(); }
+  // Stage 0: the whole arrays, which every rank holds (a checkpoint of
+  // expert parallelism cuts them its own way). std::logic_error otherwise.
+  std::span<const float> wholeParams() const;
+  std::span<const float> wholeM() const;
+  std::span<const float> wholeV() const;
+  // Stage 0: sets the whole arrays (size() elements each), with no
+  // communication (every rank passes its own, read from a checkpoint).
+  void loadWhole(std::span<const float> params, std::span<const float> m,
+                 std::span<const float> v, int steps);
   // Restores the own shard (shard().size() elements each). Collective: every
   // rank calls it with its shard, and the stages that hold more than their
   // shard gather the rest (stage 0: parameters and moments; 1 and 2: the
@@ -189,6 +211,9 @@ class Zero : public PartStorage {
   void freeTransient(std::vector<float>& buffer);
   void allGatherParams(const char* what);
   std::span<float> shardGrads();
+  // [begin, end) cut where the expert ranges start and end: {piece, expert?}.
+  std::vector<std::pair<FlatRange, bool>> expertPieces(size_t begin, size_t end) const;
+  void requireStage0(const char* what) const;
 
   gyreComm_t comm_;
   std::vector<ParamInfo> layout_;
@@ -212,6 +237,12 @@ class Zero : public PartStorage {
   double gatherSeconds_ = 0;
   GlobalSumSq globalSumSq_;
   std::vector<FlatRange> normRanges_;
+  // Expert parallelism: the experts' ranges, the ranks sharing them, and
+  // this rank's shard of the norm's count among them.
+  gyreComm_t expertComm_ = nullptr;
+  std::vector<FlatRange> expertRanges_;
+  int expertRanks_ = 1;
+  FlatRange expertShard_;
 };
 
 }  // namespace gyre::harness

@@ -32,7 +32,7 @@ TrainerConfig trainerConfig(const TrainOptions& o) {
              .topK = o.topK,
              .capacityFactor = o.capacityFactor,
              .auxCoef = o.auxCoef};
-  c.mesh = {.dp = o.dp, .tp = o.tp, .pp = o.pp, .sp = o.sp};
+  c.mesh = {.dp = o.dp, .tp = o.tp, .pp = o.pp, .sp = o.sp, .ep = o.ep};
   c.zero = o.zero;
   c.schedule = parseSchedule(o.schedule);
   c.microBatches = o.microBatches;

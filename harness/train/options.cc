@@ -47,8 +47,8 @@ std::string trainUsage() {
          "                  [--codec none|fp16|bf16|int8|onebit]\n"
          "                  [--decentralized ring|shift_one|random] [--schedule gpipe|1f1b]\n"
          "                  [--micro-batches M] [--steps N] [--batch B] [--seq T] [--layers L]\n"
-         "                  [--dim C] [--heads H] [--experts E] [--top-k K] [--capacity-factor X]\n"
-         "                  [--aux-coef X] [--lr X] [--min-lr X] [--warmup N] [--clip X]\n"
+         "                  [--dim C] [--heads H] [--experts E] [--top-k K] [--ep N]\n"
+         "                  [--capacity-factor X] [--aux-coef X] [--lr X] [--min-lr X] [--warmup N] [--clip X]\n"
          "                  [--weight-decay X] [--seed S] --data TEXT [--checkpoint-dir DIR]\n"
          "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
@@ -87,6 +87,7 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
       {"--dim", [&](auto& f, auto& v) { o.dim = integer(f, v, 1, 1 << 16); }},
       {"--heads", [&](auto& f, auto& v) { o.heads = integer(f, v, 1, 1024); }},
       {"--experts", [&](auto& f, auto& v) { o.experts = integer(f, v, 0, 1024); }},
+      {"--ep", [&](auto& f, auto& v) { o.ep = integer(f, v, 1, 4096); }},
       {"--top-k", [&](auto& f, auto& v) { o.topK = integer(f, v, 1, 1024); }},
       {"--capacity-factor", [&](auto& f, auto& v) { o.capacityFactor = real(f, v, 0, 1e6); }},
       {"--aux-coef", [&](auto& f, auto& v) { o.auxCoef = real(f, v, 0, 1e6); }},
@@ -146,6 +147,16 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
                      std::to_string(o.experts));
   if (o.experts > 0 && o.tp > 1)
     throw UsageError("--experts with --tp: a mixture of experts is not split by tensor parallelism");
+  if (o.ep > 1 && (o.experts == 0 || o.experts % o.ep != 0))
+    throw UsageError("--ep " + std::to_string(o.ep) + " spreads a mixture's experts over that "
+                     "many ranks: it needs --experts a multiple of it (got " +
+                     std::to_string(o.experts) + ")");
+  if (o.ep > 1 && o.zero > 0)
+    throw UsageError("--ep with --zero " + std::to_string(o.zero) +
+                     ": ZeRO's shards cut one flat layout, and expert-parallel ranks hold "
+                     "different experts in theirs; use --zero 0");
+  if (o.ep > 1 && (o.codec != "none" || !o.decentralized.empty()))
+    throw UsageError("--ep needs exact data parallelism (no --codec, no --decentralized)");
   if (o.pp > o.layers)
     throw UsageError("--pp " + std::to_string(o.pp) + " stages need at least as many --layers (" +
                      std::to_string(o.layers) + ")");
@@ -186,6 +197,11 @@ void resolveMesh(TrainOptions& o, int ranks) {
     throw UsageError("--dp " + std::to_string(o.dp) + " x " + named + " is " +
                      std::to_string(o.dp * others) + " ranks; the job has " +
                      std::to_string(ranks));
+  }
+  if ((o.dp * o.sp) % o.ep != 0) {
+    throw UsageError("--ep " + std::to_string(o.ep) + " does not divide the data group (--dp " +
+                     std::to_string(o.dp) + " x --sp " + std::to_string(o.sp) +
+                     "), whose ranks it spreads the experts over");
   }
   if (o.batch % (o.dp * o.microBatches) != 0) {
     throw UsageError("--batch " + std::to_string(o.batch) + " does not split into " +

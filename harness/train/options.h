@@ -24,8 +24,9 @@ struct TrainOptions {
   int microBatches = 0;           // per step and data-parallel rank; 0: 2 x pp when pp > 1, else 1
   // The model and the batch.
   int layers = 4, dim = 128, heads = 4;
-  // A mixture of experts in every block's MLP (0: dense).
-  int experts = 0, topK = 2;
+  // A mixture of experts in every block's MLP (0: dense), spread over ep
+  // ranks of the data group (expert parallelism; 1: every rank holds all).
+  int experts = 0, topK = 2, ep = 1;
   float capacityFactor = 0.0f, auxCoef = 0.01f;
   int steps = 100;
   int batch = 16;  // sequences per step, over all data-parallel ranks

@@ -34,22 +34,10 @@ struct Experts {
     projb.assign(static_cast<size_t>(E) * C, 0.0f);
   }
   std::vector<ExpertParams> params() const {
-    std::vector<ExpertParams> p;
-    for (int e = 0; e < E; ++e) {
-      const size_t H = 4 * static_cast<size_t>(C);
-      p.push_back({fcw.data() + e * H * C, fcb.data() + e * H, projw.data() + e * C * H,
-                   projb.data() + e * static_cast<size_t>(C)});
-    }
-    return p;
+    return expertViews<ExpertParams>(fcw.data(), fcb.data(), projw.data(), projb.data(), E, C);
   }
   std::vector<ExpertGrads> grads() {
-    std::vector<ExpertGrads> g;
-    for (int e = 0; e < E; ++e) {
-      const size_t H = 4 * static_cast<size_t>(C);
-      g.push_back({fcw.data() + e * H * C, fcb.data() + e * H, projw.data() + e * C * H,
-                   projb.data() + e * static_cast<size_t>(C)});
-    }
-    return g;
+    return expertViews<ExpertGrads>(fcw.data(), fcb.data(), projw.data(), projb.data(), E, C);
   }
 };
 

@@ -310,6 +310,21 @@ class TrainCli(unittest.TestCase):
         self.assertNotEqual(status, 0, out)
         self.assertIn("index.json", out)
 
+    def test_expert_parallelism(self):
+        """--ep 2: the 4 experts spread over 2 of the 4 data-parallel ranks, tokens
+        dispatched to them; it learns, and a run with every expert on every rank resumes
+        from its checkpoint."""
+        status, out = train(["--dp", "4", "--experts", "4", "--ep", "2", "--log", "ep.jsonl",
+                             "--checkpoint-dir", "ep"])
+        self.assertEqual(status, 0, out)
+        self.assertIn("ep 2", out)
+        got = losses("ep.jsonl")
+        self.assertEqual(sorted(got), list(range(STEPS)))
+        self.assertLess(got[STEPS - 1], got[0] - 0.5)
+        status, out = train(["--dp", "4", "--experts", "4", "--steps", str(STEPS + 2),
+                             "--checkpoint-dir", "ep", "--resume"])
+        self.assertEqual(status, 0, out)
+
     def test_bad_flags_exit_2_naming_the_flag(self):
         cases = [
             (["--steps", "ten"], "--steps"),
@@ -322,6 +337,7 @@ class TrainCli(unittest.TestCase):
             (["--sp", "2", "--codec", "int8"], "--sp needs exact data parallelism"),
             (["--experts", "2", "--top-k", "3"], "--top-k 3 is more than --experts 2"),
             (["--experts", "2", "--tp", "2"], "--experts with --tp"),
+            (["--experts", "4", "--ep", "2", "--zero", "2"], "--ep with --zero 2"),
         ]
         for extra, flag in cases:
             base = ["--data", CORPUS] if "--data" not in extra else []

@@ -129,6 +129,14 @@ TEST(HarnessTrainOptions, BadFlagsAreNamed) {
             std::string::npos);
   EXPECT_NE(refusal({"--data", "t", "--codec", "int8", "--pp", "2"}).find("--codec"),
             std::string::npos);
+  EXPECT_NE(refusal({"--data", "t", "--ep", "2"}).find("--ep 2"), std::string::npos);
+  EXPECT_NE(refusal({"--data", "t", "--experts", "6", "--ep", "4"}).find("--experts"),
+            std::string::npos);
+  EXPECT_NE(refusal({"--data", "t", "--experts", "4", "--ep", "2", "--zero", "1"}).find("--zero 1"),
+            std::string::npos);
+  EXPECT_NE(refusal({"--data", "t", "--experts", "4", "--ep", "2", "--codec", "int8"})
+                .find("--ep needs exact"),
+            std::string::npos);
   EXPECT_NE(refusal({"--data", "t", "--plot", "x.jpg"}).find("x.jpg"), std::string::npos);
   EXPECT_NE(refusal({"--data", "t", "x.jsonl"}).find("--plot"), std::string::npos);
 }
@@ -148,6 +156,16 @@ TEST(HarnessTrainOptions, MeshAgainstTheJob) {
   EXPECT_THROW(resolveMesh(odd, 4), UsageError);
   TrainOptions split = parse({"--data", "t", "--batch", "6"});
   EXPECT_THROW(resolveMesh(split, 4), UsageError);  // 6 sequences over 4 ranks
+  // Experts spread over 4 ranks of a data group of 2 (the other 2 ranks are tp).
+  TrainOptions wide = parse({"--data", "t", "--experts", "4", "--ep", "4", "--pp", "2"});
+  try {
+    resolveMesh(wide, 4);
+    FAIL() << "ep 4 over dp 2";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--ep 4 does not divide the data group"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // CMakeLists.txt):
 //
 //   gyrerun -n R harness_train_rank --dp D [--sp S] --tp T --pp P [--zero Z] [--experts E]
-//       [--schedule gpipe|1f1b] [--micro M]
-//       [--resume-dp D2 --resume-sp S2 --resume-tp T2 --resume-pp P2 --resume-zero Z2]
+//       [--ep X] [--schedule gpipe|1f1b] [--micro M]
+//       [--resume-dp D2 --resume-sp S2 --resume-tp T2 --resume-pp P2 --resume-zero Z2
+//        --resume-ep X2]
 //
 // Each rank trains its piece of the model for 20 steps through Trainer
 // (harness/trainer.h) on a D x T x P mesh, and also trains the single-rank
@@ -11,7 +12,8 @@
 // step within 1e-5 relative of the single-rank one, (b) its piece's final
 // parameters, tensor by tensor in global coordinates, within 1e-5 relative
 // (in norm), and (c) that its parameters are the same bits as every other
-// data-parallel replica's of the same piece.
+// data-parallel replica's of the same piece (with --ep, the ranks holding the
+// same experts).
 //
 // With --resume-*, the run also saves a checkpoint after step 10, and a
 // second Trainer on the mesh D2 x T2 x P2 (the same rank count) loads it and
@@ -107,6 +109,8 @@ int body(int argc, char** argv) {
       config.mesh.tp = v;
     else if (flag == "--pp")
       config.mesh.pp = v;
+    else if (flag == "--ep")
+      config.mesh.ep = v;
     else if (flag == "--zero")
       config.zero = v;
     else if (flag == "--micro")
@@ -133,6 +137,8 @@ int body(int argc, char** argv) {
       resumed.mesh.tp = v;
     else if (flag == "--resume-pp")
       resumed.mesh.pp = v;
+    else if (flag == "--resume-ep")
+      resumed.mesh.ep = v;
     else if (flag == "--resume-zero")
       resumed.zero = v;
   }
@@ -181,8 +187,9 @@ int body(int argc, char** argv) {
     const std::vector<float> piece = trainer.pieceParams();
     failures += checkTensors(trainer.model().layout(), trainer.model().shard(), piece,
                              ref.model.layout(), ref.model.params(), kTolerance, who, &worstParam);
-    // (c) the data- and sequence-parallel replicas of this piece: the same bits.
-    failures += checkReplicas(trainer.mesh().data(), piece, who);
+    // (c) the data- and sequence-parallel replicas of this piece (with
+    // experts spread, those holding the same experts): the same bits.
+    failures += checkReplicas(trainer.mesh().expertData(), piece, who);
     const ZeroMemory mem = trainer.memory();
     std::printf(
         "rank %d, %s (%s), zero %d, %d micro-batches: loss %.5f -> %.5f, worst relative "
@@ -202,7 +209,8 @@ int body(int argc, char** argv) {
     }
     const bool sameMesh = resumed.mesh.dp == config.mesh.dp && resumed.mesh.sp == config.mesh.sp &&
                           resumed.mesh.tp == config.mesh.tp &&
-                          resumed.mesh.pp == config.mesh.pp && resumed.zero == config.zero;
+                          resumed.mesh.pp == config.mesh.pp && resumed.mesh.ep == config.mesh.ep &&
+                          resumed.zero == config.zero;
     DataLoader loader(openText(source, tokens), {.batch = kBatch,
                                                  .seq = kMeshSeq,
                                                  .seed = kSeed,
