@@ -132,6 +132,91 @@ TEST(HarnessMoe, AnExpertNobodyChoosesAndAnEmptyBatchAreFine) {
   EXPECT_EQ(none.auxLoss, 0.0);
 }
 
+// Expert parallelism's exchange on one rank: every expert local, each
+// slot's row where the routing's packed order puts it. The parallel forms
+// of the layer must then be the one-rank layer, drops and all.
+struct LoopbackExchange : ExpertExchange {
+  struct R : Route {
+    const MoeRouting* routing = nullptr;
+  };
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::shared_ptr<Route> dispatch(const MoeRouting& routing, const float* x, int C,
+                                  std::vector<float>& rows, std::vector<int>& counts) override {
+    rows.assign(static_cast<size_t>(routing.rows()) * C, 0.0f);
+    moePack(routing, x, rows.data(), C);
+    counts.assign(routing.E, 0);
+    for (int e = 0; e < routing.E; ++e) counts[e] = routing.expertRow[e + 1] - routing.expertRow[e];
+    auto r = std::make_shared<R>();
+    r->routing = &routing;
+    return r;
+  }
+  void combine(Route& route, const float* rows, float* slots, int C) override {
+    const MoeRouting& m = *static_cast<R&>(route).routing;
+    for (size_t slot = 0; slot < m.row.size(); ++slot) {
+      float* out = slots + slot * C;
+      if (m.row[slot] < 0) {
+        std::fill(out, out + C, 0.0f);
+      } else {
+        std::copy_n(rows + static_cast<size_t>(m.row[slot]) * C, C, out);
+      }
+    }
+  }
+  void dispatchSlots(Route& route, const float* slots, float* rows, int C) override {
+    const MoeRouting& m = *static_cast<R&>(route).routing;
+    for (size_t slot = 0; slot < m.row.size(); ++slot)
+      if (m.row[slot] >= 0)
+        std::copy_n(slots + slot * C, C, rows + static_cast<size_t>(m.row[slot]) * C);
+  }
+};
+
+TEST(HarnessMoe, TheExpertParallelFormsAreTheOneRankLayer) {
+  const int E = 4, C = 8, N = 16;
+  for (const float factor : {0.0f, 0.75f}) {
+    Random rng(31);
+    const Experts ex(E, C, rng);
+    const std::vector<float> x = normals(N * C, rng), gate = normals(E * C, rng, 0.0f, 0.5f),
+                             dout = normals(N * C, rng);
+    const MoeConfig config{.experts = E, .topK = 2, .capacityFactor = factor, .auxCoef = 0.5f};
+    MoeRouting one, par;
+    ExpertActivations oneActs, parActs;
+    std::vector<float> oneOut(N * C), parOut(N * C);
+    moeForward(config, x.data(), gate.data(), ex.params(), oneOut.data(), N, C, one, oneActs);
+    LoopbackExchange loop;
+    moeForward(config, loop, x.data(), gate.data(), ex.params(), parOut.data(), N, C, par,
+               parActs);
+    EXPECT_EQ(par.row, one.row);
+    EXPECT_EQ(par.dropped, one.dropped);
+    for (int i = 0; i < N * C; ++i) EXPECT_NEAR(parOut[i], oneOut[i], 1e-6) << i;
+    Experts oneG(E, C), parG(E, C);
+    std::vector<float> oneDx(N * C, 0.0f), parDx(N * C, 0.0f), oneDgate(E * C, 0.0f),
+        parDgate(E * C, 0.0f);
+    moeBackward(config, x.data(), gate.data(), ex.params(), oneG.grads(), one, oneActs,
+                dout.data(), 1.0f, oneDgate.data(), oneDx.data(), C);
+    moeBackward(config, loop, x.data(), gate.data(), ex.params(), parG.grads(), par, parActs,
+                dout.data(), 1.0f, parDgate.data(), parDx.data(), C);
+    auto near = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << what << " " << i;
+    };
+    near(parDx, oneDx, "dx");
+    near(parDgate, oneDgate, "dgate");
+    near(parG.fcw, oneG.fcw, "fc.w");
+    near(parG.projb, oneG.projb, "proj.b");
+  }
+  // Local experts that do not match the exchange's share are refused.
+  LoopbackExchange loop;
+  Random rng(3);
+  const Experts two(2, 4, rng);
+  const std::vector<float> x(4, 1.0f), gate(16, 0.1f);
+  std::vector<float> out(4);
+  MoeRouting r;
+  ExpertActivations a;
+  EXPECT_THROW(moeForward({.experts = 4, .topK = 2}, loop, x.data(), gate.data(), two.params(),
+                          out.data(), 1, 4, r, a),
+               std::invalid_argument);
+}
+
 TEST(HarnessMoe, BadConfigurationsAreNamed) {
   const std::vector<float> x(4), gate(8);
   EXPECT_THROW(moeRoute({.experts = 0}, x.data(), gate.data(), 1, 4), std::invalid_argument);
