@@ -314,15 +314,21 @@ class TrainCli(unittest.TestCase):
         """--ep 2: the 4 experts spread over 2 of the 4 data-parallel ranks, tokens
         dispatched to them; it learns, and a run with every expert on every rank resumes
         from its checkpoint."""
-        status, out = train(["--dp", "4", "--experts", "4", "--ep", "2", "--log", "ep.jsonl",
-                             "--checkpoint-dir", "ep"])
+        moe = ["--dp", "4", "--experts", "4", "--capacity-factor", "1"]
+        status, out = train(moe + ["--ep", "2", "--log", "ep.jsonl", "--checkpoint-dir", "ep"])
         self.assertEqual(status, 0, out)
         self.assertIn("ep 2", out)
         got = losses("ep.jsonl")
         self.assertEqual(sorted(got), list(range(STEPS)))
         self.assertLess(got[STEPS - 1], got[0] - 0.5)
-        status, out = train(["--dp", "4", "--experts", "4", "--steps", str(STEPS + 2),
-                             "--checkpoint-dir", "ep", "--resume"])
+        # Each rank's capacity and drops are its own batch's, wherever its
+        # experts live: the same run as with every expert on every rank.
+        status, out = train(moe + ["--log", "ep1.jsonl"])
+        self.assertEqual(status, 0, out)
+        for step, loss in losses("ep1.jsonl").items():
+            self.assertLess(abs(got[step] - loss), 1e-4 * abs(loss), step)
+        status, out = train(moe + ["--steps", str(STEPS + 2), "--checkpoint-dir", "ep",
+                                   "--resume"])
         self.assertEqual(status, 0, out)
 
     def test_bad_flags_exit_2_naming_the_flag(self):
