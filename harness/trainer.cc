@@ -85,6 +85,22 @@ std::map<std::string, std::string> modelMeta(const GptConfig& m) {
   return meta;
 }
 
+// The keys of want whose value in have differs ("(none)" where have lacks
+// it), in key order: {key, have's, want's}.
+struct Difference {
+  std::string key, had, wanted;
+};
+std::vector<Difference> differences(const std::map<std::string, std::string>& have,
+                                    const std::map<std::string, std::string>& want) {
+  std::vector<Difference> out;
+  for (const auto& [key, value] : want) {
+    auto it = have.find(key);
+    const std::string had = it == have.end() ? "(none)" : it->second;
+    if (had != value) out.push_back({key, had, value});
+  }
+  return out;
+}
+
 }  // namespace
 
 Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config) {
@@ -427,23 +443,18 @@ fs::path Trainer::save(const fs::path& dir, int64_t stepsDone) {
 
 int64_t Trainer::load(const fs::path& stepDir) {
   CheckpointReader reader(stepDir);
-  for (const auto& [key, want] : modelMeta(config_.model)) {
-    auto it = reader.meta().find(key);
-    const std::string have = it == reader.meta().end() ? "(none)" : it->second;
-    if (have != want) {
-      throw std::invalid_argument("checkpoint '" + (stepDir / "index.json").string() +
-                                  "' holds a model with " + key + " " + have + "; this run's has " +
-                                  want);
-    }
+  for (const Difference& d : differences(reader.meta(), modelMeta(config_.model))) {
+    throw std::invalid_argument("checkpoint '" + (stepDir / "index.json").string() +
+                                "' holds a model with " + d.key + " " + d.had +
+                                "; this run's has " + d.wanted);
   }
-  loadChanges_.clear();
+  std::map<std::string, std::string> run;
   const std::map<std::string, std::string> mine = describe();
-  for (const char* key :
-       {"batch", "seed", "micro_batches", "schedule", "codec", "decentralized"}) {
-    auto it = reader.meta().find(key);
-    const std::string have = it == reader.meta().end() ? "(none)" : it->second;
-    if (have != mine.at(key)) loadChanges_.push_back(std::string(key) + " " + have + " -> " + mine.at(key));
-  }
+  for (const char* key : {"batch", "seed", "micro_batches", "schedule", "codec", "decentralized"})
+    run[key] = mine.at(key);
+  loadChanges_.clear();
+  for (const Difference& d : differences(reader.meta(), run))
+    loadChanges_.push_back(d.key + " " + d.had + " -> " + d.wanted);
   auto stepsIt = reader.meta().find("adam_steps");
   if (stepsIt == reader.meta().end())
     throw CheckpointError(stepDir.string() + ": the index has no adam_steps");
