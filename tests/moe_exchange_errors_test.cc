@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/disagreement.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
@@ -162,11 +163,6 @@ TEST(MoeArguments, AnOutputTooSmallForWhatCameFailsOnItsRankOnly) {
 
 // ---- ranks that disagree ----
 
-struct Disagreement {
-  const char* name;
-  std::function<gyreResult_t(gyreComm_t, int)> call;  // the rank's calls
-  std::vector<std::string> named;
-};
 
 // A routing from the rank's view (rank 2 differs where the case says) and
 // a dispatch with the counts ahead, or exchanged first.
@@ -211,50 +207,12 @@ const Disagreement kDisagreements[] = {
      {"moe-"}},
 };
 
-struct DisagreeCase {
-  const Disagreement* d;
-  const char* transport;
-};
-void PrintTo(const DisagreeCase& c, std::ostream* os) { *os << c.d->name << ", " << c.transport; }
-
 class MoeDisagreement : public testing::TestWithParam<DisagreeCase> {};
 
-TEST_P(MoeDisagreement, EveryRankFailsInTheCallByName) {
-  const DisagreeCase c = GetParam();
-  RunOptions o;
-  o.timeoutSec = 60;
-  RunOutcome out = runRanks(
-      3,
-      [&](int rank, int n, const gyreUniqueId& id) {
-        Checker check(rank);
-        gyreComm_t comm = initRank(rank, n, id, c.transport, 20000);
-        if (!comm) return 1;
-        const gyreResult_t r = c.d->call(comm, rank);
-        const std::string msg = gyreGetLastError(comm);
-        std::printf("rank %d: %s: %s\n", rank, gyreGetErrorString(r), msg.c_str());
-        check.expect(r != gyreSuccess, "the call succeeded");
-        check.expect(r != gyreTimeout, "a timeout: " + msg);
-        for (const std::string& s : c.d->named)
-          check.expect(contains(msg, s), "the error should say '" + s + "': " + msg);
-        gyreCommDestroy(comm);
-        return check.failures() ? 1 : 0;
-      },
-      o);
-  EXPECT_FALSE(out.timedOut) << out.describe();
-  EXPECT_TRUE(out.allSucceeded()) << out.describe();
-}
+TEST_P(MoeDisagreement, EveryRankFailsInTheCallByName) { expectEveryRankFailsByName(GetParam()); }
 
-std::vector<DisagreeCase> disagreeCases() {
-  std::vector<DisagreeCase> v;
-  for (const Disagreement& d : kDisagreements)
-    for (const char* t : {"shm", "tcp"}) v.push_back({&d, t});
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, MoeDisagreement, testing::ValuesIn(disagreeCases()),
-                         [](const testing::TestParamInfo<DisagreeCase>& i) {
-                           return std::string(i.param.d->name) + "_" + i.param.transport;
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeDisagreement, testing::ValuesIn(disagreeCases(kDisagreements)),
+                         disagreeCaseName);
 
 }  // namespace
 }  // namespace gyre::test

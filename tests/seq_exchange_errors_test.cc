@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/disagreement.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
@@ -100,12 +101,6 @@ TEST(SeqExchangeArguments, EachIsNamedAndTheCommunicatorStaysUsable) {
 
 // ---- ranks that disagree ----
 
-struct Disagreement {
-  const char* name;
-  // rank's call: its own layout and buffers.
-  std::function<gyreResult_t(gyreComm_t, int)> call;
-  std::vector<std::string> named;  // every rank's error says each of these
-};
 
 gyreResult_t seqCall(gyreComm_t comm, bool toHeads, gyreSeqLayout_t l,
                      gyreDataType_t t = gyreFloat32) {
@@ -151,51 +146,12 @@ const Disagreement kDisagreements[] = {
      {"seqtoheads #1", "alltoall #1"}},
 };
 
-struct DisagreeCase {
-  const Disagreement* d;
-  const char* transport;
-};
-
-void PrintTo(const DisagreeCase& c, std::ostream* os) { *os << c.d->name << ", " << c.transport; }
-
 class SeqExchangeDisagreement : public testing::TestWithParam<DisagreeCase> {};
 
-TEST_P(SeqExchangeDisagreement, EveryRankFailsInTheCallNamingBothSides) {
-  const DisagreeCase c = GetParam();
-  RunOptions o;
-  o.timeoutSec = 60;
-  RunOutcome out = runRanks(
-      3,
-      [&](int rank, int n, const gyreUniqueId& id) {
-        Checker check(rank);
-        gyreComm_t comm = initRank(rank, n, id, c.transport, 20000);
-        if (!comm) return 1;
-        const gyreResult_t r = c.d->call(comm, rank);
-        const std::string msg = gyreGetLastError(comm);
-        std::printf("rank %d: %s: %s\n", rank, gyreGetErrorString(r), msg.c_str());
-        check.expect(r != gyreSuccess, "the call succeeded");
-        check.expect(r != gyreTimeout, "a timeout: " + msg);
-        for (const std::string& s : c.d->named)
-          check.expect(contains(msg, s), "the error should say '" + s + "': " + msg);
-        gyreCommDestroy(comm);
-        return check.failures() ? 1 : 0;
-      },
-      o);
-  EXPECT_FALSE(out.timedOut) << out.describe();
-  EXPECT_TRUE(out.allSucceeded()) << out.describe();
-}
+TEST_P(SeqExchangeDisagreement, EveryRankFailsInTheCallNamingBothSides) { expectEveryRankFailsByName(GetParam()); }
 
-std::vector<DisagreeCase> disagreeCases() {
-  std::vector<DisagreeCase> v;
-  for (const Disagreement& d : kDisagreements)
-    for (const char* t : {"shm", "tcp"}) v.push_back({&d, t});
-  return v;
-}
-
-INSTANTIATE_TEST_SUITE_P(Layouts, SeqExchangeDisagreement, testing::ValuesIn(disagreeCases()),
-                         [](const testing::TestParamInfo<DisagreeCase>& i) {
-                           return std::string(i.param.d->name) + "_" + i.param.transport;
-                         });
+INSTANTIATE_TEST_SUITE_P(Layouts, SeqExchangeDisagreement, testing::ValuesIn(disagreeCases(kDisagreements)),
+                         disagreeCaseName);
 
 }  // namespace
 }  // namespace gyre::test
