@@ -598,6 +598,13 @@ void Communicator::logChoice(const collectives::CallRequest& req, const char* al
             nranks_, algo, forced ? "GYRE_ALGO" : "automatic", estimates.c_str());
 }
 
+void Communicator::beginCollective(collectives::CallRequest& req, collectives::OpKind kind) {
+  req.desc.seq = ++collSeq_;
+  opName_ = collectives::opKindName(kind);
+  opSeq_ = req.desc.seq;
+  checkReports();
+}
+
 void Communicator::runCall(const collectives::CallRequest& req, collectives::CallArgs& args,
                            const collectives::Algorithm* prefer) {
   opName_ = collectives::opKindName(req.desc.kind);

@@ -189,6 +189,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // fails this one (so a rank whose part of a mismatched call only sent
   // fails in its next call at the latest).
   void checkReports();
+  // A collective call begins: the next collective sequence number into
+  // req, the call's name and number for errors and stall reports (`kind`
+  // names it), and checkReports.
+  void beginCollective(collectives::CallRequest& req, collectives::OpKind kind);
   // A wait that ran out (GYRE_TIMEOUT_MS), or another rank's report that
   // its own did (`report`) while this one waits too. Tells every rank what
   // this wait is stuck on, looks a moment for their reports, and follows

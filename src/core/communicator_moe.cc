@@ -29,11 +29,8 @@ void Communicator::executeMoe(Operation& op) {
   // that disagree on it are told so by name (call.cc), never misread.
   const bool ahead = op.kind == OpKind::MoeDispatch && !op.moeCountsKnown;
   req.desc.redop = ahead ? 1 : 0;
-  req.desc.seq = ++collSeq_;
   req.elemSize = kernels::dtypeSize(dt);
-  opName_ = collectives::opKindName(op.kind);
-  opSeq_ = req.desc.seq;
-  checkReports();
+  beginCollective(req, op.kind);
   collectives::CallArgs args;
   args.dtype = dt;
   args.elemSize = req.elemSize;

@@ -206,11 +206,8 @@ void Communicator::executeCollective(Operation& op) {
   req.desc.dtype = static_cast<uint8_t>(op.dtype);
   req.desc.root = op.root;
   req.desc.count = op.kind == OpKind::AllToAllv ? 0 : op.count;
-  req.desc.seq = ++collSeq_;
   req.elemSize = kernels::dtypeSize(dt);
-  opName_ = collectives::opKindName(op.kind);
-  opSeq_ = req.desc.seq;
-  checkReports();
+  beginCollective(req, op.kind);
   collectives::CallArgs args;
   args.dtype = dt;
   args.elemSize = req.elemSize;
@@ -367,12 +364,9 @@ void Communicator::exchangeForSplit(void* data, size_t bytesPerRank) {
   req.desc.kind = OpKind::AllGather;
   req.desc.dtype = static_cast<uint8_t>(gyreUint8);
   req.desc.count = bytesPerRank;
-  req.desc.seq = ++collSeq_;  // a collective call like any other: every rank makes it here
   req.elemSize = 1;
   req.inPlace = true;
-  opName_ = collectives::opKindName(OpKind::CommSplit);
-  opSeq_ = req.desc.seq;
-  checkReports();
+  beginCollective(req, OpKind::CommSplit);  // a collective call like any other: every rank makes it here
   try {
     collectives::CallArgs args;
     args.dtype = kernels::DType::Uint8;
