@@ -61,6 +61,11 @@ def configurations():
     # A mixture of 4 experts in every block (top 2, no capacity limit).
     out.append(("1 rank 4 experts", 1, ["--experts", "4"]))
     out.append(("dp2 zero1 4 experts", 2, ["--dp", "2", "--zero", "1", "--experts", "4"]))
+    # Expert parallelism against the same data parallelism with every expert everywhere.
+    for n, eps in ((2, (1, 2)), (4, (1, 2, 4))):
+        for ep in eps:
+            out.append(("dp%d ep%d 4 experts" % (n, ep), n,
+                        ["--dp", str(n), "--ep", str(ep), "--experts", "4"]))
     return out
 
 
@@ -129,7 +134,7 @@ def run_one(args, name, ranks, extra, text, workdir, log):
                 steps.setdefault(r["step"], []).append(r)
     shutil.rmtree(report, ignore_errors=True)
     per = {"step_ms": [], "tokens_per_s": [], "compute": [], "comm": [], "optimizer": [],
-           "other": [], "bubble": [], "cpu_ms": []}
+           "other": [], "bubble": [], "cpu_ms": [], "state_mib": []}
     for step in sorted(steps):
         if step < args.warmup:
             continue
@@ -145,6 +150,7 @@ def run_one(args, name, ranks, extra, text, workdir, log):
             1 - (r["compute_s"] + r["comm_s"] + r["optimizer_s"]) / r["step_s"] for r in rs))
         per["bubble"].append(r0["bubble"])
         per["cpu_ms"].append(1e3 * sum(r["cpu_s"] for r in rs))
+        per["state_mib"].append(max(r.get("state_bytes", 0) for r in rs) / 2.0**20)
     if not per["step_ms"]:
         log("%s: no steps after the warm-up" % name)
         return None
@@ -218,7 +224,8 @@ def main():
                 rows.append({"name": name, "ranks": ranks, "failed": True})
                 continue
             row = {"name": name, "ranks": ranks, "runs": len(rs)}
-            for k in ("step_ms", "tokens_per_s", "compute", "comm", "optimizer", "other", "bubble", "cpu_ms"):
+            for k in ("step_ms", "tokens_per_s", "compute", "comm", "optimizer", "other", "bubble", "cpu_ms",
+                      "state_mib"):
                 row[k] = statistics.median(r[k] for r in rs)
             row["step_ms_min"] = min(r["step_ms"] for r in rs)
             row["step_ms_max"] = max(r["step_ms"] for r in rs)
@@ -234,17 +241,18 @@ def main():
             return "%.0f%%" % (100 * x) if abs(x) >= 0.005 else "0%"
 
         lines = ["| configuration | ranks | step ms (min-max) | tokens/s | x 1 rank | CPU ms (x 1 rank) "
-                 "| compute | comm | optimizer | other | bubble |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                 "| compute | comm | optimizer | other | bubble | state MiB/rank |",
+                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
             if r.get("failed"):
-                lines.append("| %s | %d | failed | | | | | | | | |" % (r["name"], r["ranks"]))
+                lines.append("| %s | %d | failed | | | | | | | | | |" % (r["name"], r["ranks"]))
                 continue
-            lines.append("| %s | %d | %.1f (%.1f-%.1f) | %.0f | %s | %.0f (%s) | %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %d | %.1f (%.1f-%.1f) | %.0f | %s | %.0f (%s) | %s | %s | %s | %s | %s | %.1f |" % (
                 r["name"], r["ranks"], r["step_ms"], r["step_ms_min"], r["step_ms_max"], r["tokens_per_s"],
                 "%.2f" % r["vs_one_rank"] if r["vs_one_rank"] else "-", r["cpu_ms"],
                 "%.2f" % r["cpu_vs_one_rank"] if r["cpu_vs_one_rank"] else "-", pct(r["compute"]), pct(r["comm"]),
-                pct(r["optimizer"]), pct(r["other"]), pct(r["bubble"]) if r["bubble"] else "-"))
+                pct(r["optimizer"]), pct(r["other"]), pct(r["bubble"]) if r["bubble"] else "-",
+                r["state_mib"]))
         table = "\n".join(lines)
         head = ("model: %d layers, dim %d, %d heads, seq %d, batch %d sequences per step (%d tokens); "
                 "text: %s; transport %s; %d rounds of %d steps, the first %d dropped; machine: %s; "

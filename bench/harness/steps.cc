@@ -11,7 +11,8 @@
 // per step:
 //
 //   {"rank":0,"step":3,"step_s":0.21,"compute_s":0.17,"comm_s":0.02,"optimizer_s":0.01,
-//    "cpu_s":0.2,"bubble":0,"tokens_per_s":4876.2,"loss":4.9,"dp":2,"tp":1,"pp":1,"dp_rank":0,...}
+//    "cpu_s":0.2,"bubble":0,"tokens_per_s":4876.2,"loss":4.9,"dp":2,"tp":1,"pp":1,"dp_rank":0,...,
+//    "state_bytes":1234}  (parameters, gradients and optimizer state this rank holds)
 //
 // bubble is the pipeline's measured bubble share of the step (0 without
 // one), the same on every stage; the seconds are this rank's; cpu_s is the
@@ -83,6 +84,9 @@ int run(int argc, char** argv) {
       out.open(path);
       if (!out) throw std::runtime_error("cannot write " + path.string());
     }
+    // What this rank holds across steps: parameters, gradients, optimizer state.
+    const ZeroMemory memory = trainer.memory();
+    const size_t state = memory.params + memory.grads + memory.optimizer;
     for (int64_t step = 0; step < o.steps; ++step) {
       const double cpuStart = cpuSeconds();
       const StepReport r = trainer.step(step, loader);
@@ -93,10 +97,11 @@ int run(int argc, char** argv) {
           line, sizeof line,
           "{\"rank\":%d,\"step\":%lld,\"step_s\":%.9g,\"compute_s\":%.9g,\"comm_s\":%.9g,"
           "\"optimizer_s\":%.9g,\"cpu_s\":%.9g,\"bubble\":%.9g,\"tokens_per_s\":%.9g,\"loss\":%.9g,"
-          "\"dp\":%d,\"tp\":%d,\"pp\":%d,\"dp_rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d}",
+          "\"dp\":%d,\"tp\":%d,\"pp\":%d,\"dp_rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d,"
+          "\"state_bytes\":%zu}",
           rank, static_cast<long long>(r.step), r.seconds, r.compute, r.comm, r.optimizer, cpu,
           r.bubble, static_cast<double>(r.tokens) / r.seconds, r.loss, o.dp, o.tp, o.pp,
-          mesh.dpRank(), mesh.tpRank(), mesh.ppRank());
+          mesh.dpRank(), mesh.tpRank(), mesh.ppRank(), state);
       out << line << '\n' << std::flush;
     }
   }
