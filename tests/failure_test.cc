@@ -188,6 +188,82 @@ TEST(Abort, FromAnotherThreadEndsABlockedCall) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// ---- gyreCommRevoke: the calls stop, the communicator stays ----
+
+class Revoke : public testing::TestWithParam<const char*> {};
+
+TEST_P(Revoke, FromAnotherThreadStopsTheCallsAndThePeersHearOfIt) {
+  const char* transport = GetParam();
+  int gate[2];
+  ASSERT_EQ(pipe(gate), 0);
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    gyreComm_t comm = initRank(rank, n, id, transport, 60000);
+    if (!comm) return 1;
+    std::vector<float> v(1 << 20, 1.0f);
+    if (rank == 1) {
+      // Takes no part until rank 0 has revoked, then calls: it must fail
+      // at once, naming rank 0, not wait out the timeout.
+      char b;
+      check.expect(read(gate[0], &b, 1) == 1, "gate");
+      const gyreResult_t r =
+          gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
+      const std::string msg = gyreGetLastError(comm);
+      check.expect(r != gyreSuccess && r != gyreTimeout,
+                   std::string("the peer's call: ") + gyreGetErrorString(r) + ": " + msg);
+      check.expect(contains(msg, "rank 0") && contains(msg, "revoked"),
+                   "the peer's error names the revoke: " + msg);
+      check.expectOk(gyreCommDestroy(comm), "destroy");
+      return check.failures();
+    }
+    // The revoke may come before the call starts or while it is blocked
+    // (rank 1 is not there): either way the call ends, saying why.
+    std::thread revoker([&] { check.expectOk(gyreCommRevoke(comm, GYRE_REVOKE_DEFAULT), "revoke"); });
+    gyreResult_t r = gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
+    std::string msg = gyreGetLastError(comm);
+    revoker.join();
+    if (r == gyreSuccess) {  // the call cannot finish without rank 1; it never returns success
+      check.expect(false, "the call succeeded without its peer");
+    }
+    check.expect(r == gyreInvalidUsage, std::string("revoked call: ") + gyreGetErrorString(r));
+    check.expect(contains(msg, "revoked"), "the message says it was revoked: " + msg);
+    // Quiescent: no error pending, and every later call fails by name.
+    gyreResult_t async = gyreInternalError;
+    check.expectOk(gyreCommGetAsyncError(comm, &async), "async error");
+    check.expect(async == gyreSuccess,
+                 std::string("a revoked communicator is quiescent: ") + gyreGetErrorString(async));
+    r = gyreBroadcast(v.data(), v.data(), 4, gyreFloat32, 0, comm, nullptr);
+    msg = gyreGetLastError(comm);
+    check.expect(r == gyreInvalidUsage && contains(msg, "revoked"), "a later call: " + msg);
+    check.expect(write(gate[1], "x", 1) == 1, "release rank 1");
+    check.expectOk(gyreCommDestroy(comm), "destroy");
+    return check.failures();
+  });
+  close(gate[0]);
+  close(gate[1]);
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Revoke, testing::Values("shm", "tcp"));
+
+TEST(RevokeArguments, BadFlagsAndANullCommunicatorAreNamed) {
+  EXPECT_EQ(gyreCommRevoke(nullptr, GYRE_REVOKE_DEFAULT), gyreInvalidArgument);
+  EXPECT_TRUE(contains(gyreGetLastError(nullptr), "comm is NULL")) << gyreGetLastError(nullptr);
+  RunOutcome out = runRanks(1, [](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    gyreComm_t comm = initRank(rank, n, id, "shm");
+    if (!comm) return 1;
+    check.expect(gyreCommRevoke(comm, 7) == gyreInvalidArgument, "flags 7");
+    check.expect(contains(gyreGetLastError(nullptr), "flags 7"), gyreGetLastError(nullptr));
+    // The communicator is untouched by the refused revoke.
+    float x = 1.0f;
+    check.expectOk(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, comm, nullptr), "allreduce");
+    check.expectOk(gyreCommDestroy(comm), "destroy");
+    return check.failures();
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 // ---- no progress within GYRE_TIMEOUT_MS ----
 
 class Timeout : public testing::TestWithParam<const char*> {};

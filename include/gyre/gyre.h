@@ -185,6 +185,16 @@ GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
  * peers this rank aborted, and frees the communicator. */
 GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
 
+/* Revokes comm on this rank (NCCL 2.28's ncclCommRevoke): every operation
+ * of it stops now, without waiting for the peers. A call blocked in it (in
+ * another thread) returns gyreInvalidUsage saying the communicator was
+ * revoked, and so does every later call with it; the peers' calls with it
+ * fail naming this rank. On return the communicator is quiescent:
+ * gyreCommGetAsyncError says gyreSuccess, and what is left to do with it is
+ * gyreCommDestroy (or a shrink). flags: GYRE_REVOKE_DEFAULT (0). */
+#define GYRE_REVOKE_DEFAULT 0
+GYRE_API gyreResult_t gyreCommRevoke(gyreComm_t comm, int flags);
+
 /* gyreSuccess while healthy; gyreInProgress while a nonblocking init
  * (config.blocking = 0) is still connecting; otherwise the error that broke
  * the communicator or ended its init (a dead peer, a timeout, an abort), and

@@ -182,6 +182,10 @@ GYRE_NCCL_DECLARE(ncclResult_t, ncclCommInitAll, (ncclComm_t * comm, int ndev, c
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommFinalize, (ncclComm_t comm));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommDestroy, (ncclComm_t comm));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommAbort, (ncclComm_t comm));
+/* Stops every operation of comm on this rank without waiting for peers; the
+ * communicator is then quiescent (ncclCommGetAsyncError: ncclSuccess) and
+ * can be destroyed. revokeFlags: NCCL_REVOKE_DEFAULT. */
+GYRE_NCCL_DECLARE(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommSplit,
                   (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config));
 

@@ -215,6 +215,13 @@ class Comm:
         self._finalizer.detach()
         self._state.close(abort=True)
 
+    def revoke(self):
+        """Stops every operation of this communicator on this rank now, from any thread,
+        without waiting for the peers (gyreCommRevoke): a blocked call raises InvalidUsage
+        saying it was revoked, so does every later call, and the peers' calls fail naming
+        this rank. The communicator stays open (async_error() is None) until close()."""
+        check(lib.gyreCommRevoke(self._handle(), 0))
+
     def __enter__(self):
         return self
 

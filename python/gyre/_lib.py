@@ -110,6 +110,7 @@ _PROTOTYPES = {
     "gyreCommInitFromEnv": [_pcomm, ctypes.POINTER(Config)],
     "gyreCommDestroy": [_comm],
     "gyreCommAbort": [_comm],
+    "gyreCommRevoke": [_comm, _c_int],
     "gyreCommGetAsyncError": [_comm, _pint],
     "gyreCommCount": [_comm, _pint],
     "gyreCommUserRank": [_comm, _pint],

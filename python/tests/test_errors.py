@@ -229,6 +229,27 @@ def test_peer_abort_is_a_remote_error(comm, side):
     comm.barrier()
 
 
+def test_revoke_stops_the_calls_and_keeps_the_communicator(comm, side):
+    """revoke() on one rank: its posted receive fails saying so, the peer's waits name
+    it, and the communicator stays open (async_error() None) until closed."""
+    child = comm.split(0)
+    req = child.irecv(np.empty(4, np.float32), peer=1 - comm.rank) if comm.rank < 2 else None
+    side.barrier()  # ranks 0 and 1 have posted their receives
+    if comm.rank == 0:
+        child.revoke()
+        with raises(gyre.InvalidUsage, "revoked"):
+            req.wait()
+        assert child.async_error() is None and not child.closed
+        with raises(gyre.InvalidUsage, "revoked"):
+            child.allreduce(np.zeros(2))
+    side.barrier()  # rank 0 has revoked
+    if comm.rank == 1:
+        with raises(gyre.RemoteError, "rank 0"):
+            req.wait()
+    child.close()
+    comm.barrier()
+
+
 def test_closed_communicator(comm):
     child = comm.split(0)
     with child as c:

@@ -106,6 +106,9 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return toNccl(gyreCommFinalize(g(comm))); }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return toNccl(gyreCommDestroy(g(comm))); }
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return toNccl(gyreCommAbort(g(comm))); }
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return toNccl(gyreCommRevoke(g(comm), revokeFlags));
+}
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
@@ -226,6 +229,7 @@ GYRE_NCCL_ALIAS(ncclCommInitAll)
 GYRE_NCCL_ALIAS(ncclCommFinalize)
 GYRE_NCCL_ALIAS(ncclCommDestroy)
 GYRE_NCCL_ALIAS(ncclCommAbort)
+GYRE_NCCL_ALIAS(ncclCommRevoke)
 GYRE_NCCL_ALIAS(ncclCommSplit)
 GYRE_NCCL_ALIAS(ncclGetErrorString)
 GYRE_NCCL_ALIAS(ncclGetLastError)

@@ -278,6 +278,15 @@ gyreResult_t gyreCommAbort(gyreComm_t comm) {
   });
 }
 
+gyreResult_t gyreCommRevoke(gyreComm_t comm, int flags) {
+  return guarded("gyreCommRevoke", [&] {
+    if (flags != GYRE_REVOKE_DEFAULT)
+      throwError(gyreInvalidArgument, "flags " + std::to_string(flags) +
+                                          " (gyreCommRevoke takes GYRE_REVOKE_DEFAULT, 0)");
+    impl(comm).revoke();
+  });
+}
+
 gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError) {
   return guarded("gyreCommGetAsyncError", [&] {
     if (!asyncError) throwError(gyreInvalidArgument, "asyncError is NULL");

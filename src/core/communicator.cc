@@ -349,9 +349,7 @@ void Communicator::checkUsable() const {
 void Communicator::progressAll() { connections_->progress(); }
 
 void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
-  if (abortRequested_.load())
-    throw PeerFailure(gyreInvalidUsage, rank_,
-                      "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
+  if (abortRequested_.load()) throw PeerFailure(gyreInvalidUsage, rank_, stoppedSentence());
   // Reports from failed peers first: they name where the failure began. A
   // peer that reported and then exited must not be blamed for it. The
   // notices first: they say more than the shared-memory flag (a stall's
@@ -546,9 +544,19 @@ void Communicator::abort() {
   while (activeCalls_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   if (failedCode_.load() == gyreSuccess) {
     opName_ = "communicator";
-    (void)fail(PeerFailure(gyreInvalidUsage, rank_,
-                           "rank " + std::to_string(rank_) + " aborted its communicator"));
+    (void)fail(PeerFailure(gyreInvalidUsage, rank_, stoppedSentence()));
   }
+}
+
+void Communicator::revoke() {
+  revoked_.store(true);  // before the flag that stops the calls, so they say why
+  abort();
+}
+
+std::string Communicator::stoppedSentence() const {
+  return "rank " + std::to_string(rank_) +
+         (revoked_.load() ? " revoked the communicator (gyreCommRevoke)"
+                          : " aborted the communicator (gyreCommAbort)");
 }
 
 bool Communicator::sameHost(int peer) const { return bootstrap_->sameHost(peer); }

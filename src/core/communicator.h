@@ -87,7 +87,13 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // From any thread: ends the blocked call (if any) with an error, tells the
   // peers, and waits until no call is inside the communicator.
   void abort();
-  gyreResult_t asyncError() const { return failedCode_.load(); }
+  // The same, keeping the communicator: every later call fails naming the
+  // revoke, and asyncError() says gyreSuccess (quiescent, as NCCL 2.28's
+  // revoke leaves a communicator).
+  void revoke();
+  // "rank 3 revoked the communicator (gyreCommRevoke)", or aborted it.
+  std::string stoppedSentence() const;
+  gyreResult_t asyncError() const { return revoked_.load() ? gyreSuccess : failedCode_.load(); }
   int device() const { return device_; }
 
   // gyreEstimate: the tuner's choice and the model's microseconds for a
@@ -313,6 +319,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   uint64_t collSeq_ = 0;  // collective calls made so far
 
   std::atomic<bool> abortRequested_{false};
+  std::atomic<bool> revoked_{false};  // the abort is a revoke (gyreCommRevoke)
   // Threads inside the communicator: abort() waits until none is, because
   // gyreCommAbort frees the communicator as soon as abort() returns. A
   // caller's scope must outlive everything that touches *this (its Turn's

@@ -261,7 +261,7 @@ constexpr size_t kStagingLimit = size_t{256} << 20;
 // `what` says what did not happen in time.
 void Communicator::checkStreamWait(int64_t startNs, const char* what) const {
   if (abortRequested_.load())
-    throw Error(gyreInvalidUsage, "rank " + std::to_string(rank_) + " was aborted with gyreCommAbort");
+    throw Error(gyreInvalidUsage, stoppedSentence());
   if (config_.timeoutMs > 0 && nowNs() - startNs > config_.timeoutMs * int64_t{1'000'000})
     throw Error(gyreTimeout, "rank " + std::to_string(rank_) + ": " + what + " in " +
                                  std::to_string(config_.timeoutMs) + " ms (GYRE_TIMEOUT_MS)");

@@ -376,6 +376,24 @@ static void abortTest(ncclUniqueId id, int rank, int n) {
   CHECK(ncclCommAbort(comm));
 }
 
+/* NCCL 2.28's revoke: the communicator quiescent (ncclSuccess) and every
+ * later call refused by name, then destroyed. */
+static void revokeTest(ncclUniqueId id, int rank, int n) {
+  ncclComm_t comm = NULL;
+  int32_t v = 1;
+  ncclResult_t async = ncclInProgress;
+  CHECK(ncclCommInitRank(&comm, n, id, rank));
+  CHECK(ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, comm, NULL));
+  EXPECT(v == n, "before revoke: %d", (int)v);
+  expectError(ncclCommRevoke(comm, 5), ncclInvalidArgument, "flags 5", "revoke flags");
+  CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+  while (async == ncclInProgress) CHECK(ncclCommGetAsyncError(comm, &async));
+  EXPECT(async == ncclSuccess, "revoked communicator's state %d", (int)async);
+  expectError(ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, comm, NULL), ncclInvalidUsage,
+              "revoked", "a call after revoke");
+  CHECK(ncclCommDestroy(comm));
+}
+
 /* ndev communicators in one process, driven from one thread by a group. */
 static void initAllTest(int n) {
   ncclComm_t* comms = xmalloc((size_t)n * sizeof(ncclComm_t));
@@ -397,7 +415,7 @@ static void initAllTest(int n) {
   free(v);
 }
 
-enum { kMainId, kNonblockingId, kAbortId, kIds };
+enum { kMainId, kNonblockingId, kAbortId, kRevokeId, kIds };
 
 static void onAlarm(int sig) { (void)sig; /* only interrupts waitpid */ }
 
@@ -420,6 +438,7 @@ static int runRank(const ncclUniqueId* ids, int rank, int n) {
   CHECK(ncclCommDestroy(comm));
   nonblockingTests(ids[kNonblockingId], rank, n);
   abortTest(ids[kAbortId], rank, n);
+  revokeTest(ids[kRevokeId], rank, n);
   if (rank == 0) initAllTest(n);
   return 0;
 }
