@@ -195,6 +195,24 @@ GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
 #define GYRE_REVOKE_DEFAULT 0
 GYRE_API gyreResult_t gyreCommRevoke(gyreComm_t comm, int flags);
 
+/* A communicator of the ranks that remain (NCCL 2.28's ncclCommShrink),
+ * without a new rendezvous. Every rank of comm not in excludeRanks calls it
+ * (the excluded ones do not, and may be gone). The new ranks are the
+ * survivors in comm's rank order. flags GYRE_SHRINK_DEFAULT: comm is
+ * healthy and idle, and every survivor passes the same list (else every
+ * one fails with gyreInvalidUsage naming both lists). GYRE_SHRINK_ABORT:
+ * after a failure; comm is revoked first, and the ranks found dead
+ * (refusing connections, exited, or silent past GYRE_TIMEOUT_MS) are
+ * excluded too, the survivors agreeing on who they are
+ * (docs/reliability.md). A rank that fails during the shrink makes it fail
+ * on the survivors with gyreRemoteError (shrink again). config NULL:
+ * comm's settings. Excluding oneself, a rank outside comm or a negative
+ * count is gyreInvalidArgument. comm stays for gyreCommDestroy. */
+#define GYRE_SHRINK_DEFAULT 0
+#define GYRE_SHRINK_ABORT 1
+GYRE_API gyreResult_t gyreCommShrink(gyreComm_t comm, const int* excludeRanks, int excludeCount,
+                                     gyreComm_t* newcomm, const gyreConfig_t* config, int flags);
+
 /* gyreSuccess while healthy; gyreInProgress while a nonblocking init
  * (config.blocking = 0) is still connecting; otherwise the error that broke
  * the communicator or ended its init (a dead peer, a timeout, an abort), and

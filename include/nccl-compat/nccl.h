@@ -188,6 +188,12 @@ GYRE_NCCL_DECLARE(ncclResult_t, ncclCommAbort, (ncclComm_t comm));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommSplit,
                   (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config));
+/* The ranks not in excludeRanksList, renumbered in order, without a new
+ * rendezvous; every one of them calls it. NCCL_SHRINK_ABORT: after a
+ * failure, revoking comm first; ranks found dead are excluded too. */
+GYRE_NCCL_DECLARE(ncclResult_t, ncclCommShrink,
+                  (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                   ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags));
 
 GYRE_NCCL_DECLARE(const char*, ncclGetErrorString, (ncclResult_t result));
 GYRE_NCCL_DECLARE(const char*, ncclGetLastError, (ncclComm_t comm));

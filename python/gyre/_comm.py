@@ -505,6 +505,20 @@ class Comm:
         check(lib.gyreCommSplit(self._handle(), c, k, ctypes.byref(child), _ref(cfg)))
         return Comm(child) if child.value else None
 
+    def shrink(self, exclude=(), *, after_failure=False, timeout_ms=None, transport=None, algo=None,
+               name=None, tuner_online=None):
+        """A communicator of the ranks not in exclude, renumbered in order, without a new
+        rendezvous (gyreCommShrink). Every rank not excluded calls it with the same list.
+        after_failure: revoke this communicator first and also leave out the ranks found
+        dead, the survivors agreeing on who they are. This communicator stays until close()."""
+        ranks = [c_int(r, "exclude") for r in exclude]
+        arr = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+        cfg = _config(timeout_ms, transport, algo, name, tuner_online)
+        child = ctypes.c_void_p()
+        check(lib.gyreCommShrink(self._handle(), arr if ranks else None, len(ranks), ctypes.byref(child),
+                                 _ref(cfg), 1 if after_failure else 0))
+        return Comm(child)
+
 
 class Compressor:
     """One tensor's codec and error feedback across calls (gyreCompressor_t), made by

@@ -173,6 +173,7 @@ _PROTOTYPES = {
     "gyreMoeDispatch": [_vp, _vp, _c_size, _c_size, _c_int, _c_int, _vp, _comm, _vp],
     "gyreMoeCombine": [_vp, _c_size, _vp, _vp, _c_size, _c_int, _vp, _comm, _vp],
     "gyreCommSplit": [_comm, _c_int, _c_int, _pcomm, ctypes.POINTER(Config)],
+    "gyreCommShrink": [_comm, ctypes.POINTER(ctypes.c_int), _c_int, _pcomm, ctypes.POINTER(Config), _c_int],
     "gyreEstimate": [_c_int, _c_size, _c_int, _c_int, _comm, ctypes.POINTER(ctypes.c_double)],
     "gyreGetErrorString": [_c_int],
     "gyreGetLastError": [_comm],

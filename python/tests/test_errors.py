@@ -250,6 +250,25 @@ def test_revoke_stops_the_calls_and_keeps_the_communicator(comm, side):
     comm.barrier()
 
 
+def test_shrink_leaves_out_the_excluded_rank(comm, side):
+    """shrink([last]) on every other rank: a communicator of the rest, renumbered in order;
+    the excluded rank calls nothing and keeps its own."""
+    child = comm.split(0)
+    last = comm.size - 1
+    if comm.rank != last:
+        small = child.shrink([last])
+        assert (small.size, small.rank) == (comm.size - 1, comm.rank)
+        x = np.full(3, comm.rank, np.int64)
+        small.allreduce(x)
+        assert list(x) == [sum(range(comm.size - 1))] * 3
+        small.close()
+        with raises(gyre.InvalidArgument, "is this rank"):
+            child.shrink([comm.rank])
+    side.barrier()  # the others are done with the excluded rank's communicator
+    child.close()
+    comm.barrier()
+
+
 def test_closed_communicator(comm):
     child = comm.split(0)
     with child as c:

@@ -48,6 +48,8 @@ const char* kindName(uint32_t kind) {
       return "data";
     case ConnKind::AbortNotice:
       return "abort notice";
+    case ConnKind::Shrink:
+      return "shrink";
   }
   return "unknown";
 }
@@ -304,6 +306,48 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
              "destroyed");
   }
   return s;
+}
+
+std::optional<Socket> Bootstrap::connectToSurvivor(int peer, ConnKind kind, uint32_t tag,
+                                                   Deadline deadline) {
+  const SockAddr addr = peerAddress(peer);
+  Socket s;
+  try {
+    s = Socket::connectTo(addr, deadline, describe(peer), true, [&] {
+      pumpListeners();  // the survivors' connections to this rank, meanwhile
+      if (liveness_.isDead(peer)) throw ConnectionRefused(gyreRemoteError, describe(peer) + " exited");
+    });
+  } catch (const ConnectionRefused&) {
+    return std::nullopt;  // its listener is gone: so is its process (or its communicator)
+  } catch (const Error& e) {
+    if (e.code() == gyreTimeout) return std::nullopt;
+    throw;
+  }
+  ConnHello h{};
+  h.magic = kConnMagic;
+  h.kind = static_cast<uint32_t>(kind);
+  h.fromRank = rank_;
+  h.tag = tag;
+  std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
+  try {
+    s.sendAll(&h, sizeof(h), deadline, describe(peer));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return s;
+}
+
+std::optional<Socket> Bootstrap::takeArrived(int peer, ConnKind kind, uint32_t tag) {
+  pumpListeners();
+  auto it = pending_.find(std::make_tuple(peer, static_cast<uint32_t>(kind), tag));
+  if (it == pending_.end()) return std::nullopt;
+  Socket s = std::move(it->second);
+  pending_.erase(it);
+  return s;
+}
+
+void Bootstrap::waitForArrivals(std::vector<pollfd> extra, Deadline deadline, int capMs) {
+  waitForEvents(std::move(extra), deadline, capMs);
 }
 
 void Bootstrap::pumpListeners() {

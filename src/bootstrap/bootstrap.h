@@ -133,6 +133,19 @@ class Bootstrap {
   Socket connectTo(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
   Socket acceptFrom(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
 
+  // For a shrink after failures, where other ranks' notices are expected
+  // and not errors: a verified connection to `peer` (bootstrap listener),
+  // or nullopt when it refuses (its process or communicator is gone), has
+  // exited, or does not answer by the deadline.
+  std::optional<Socket> connectToSurvivor(int peer, ConnKind kind, uint32_t tag, Deadline deadline);
+  // Non-blocking: the connection `peer` made to this rank for (kind, tag),
+  // if it has arrived (taken in from the listeners now).
+  std::optional<Socket> takeArrived(int peer, ConnKind kind, uint32_t tag);
+  // Waits at most capMs (or the deadline) for the listeners or `extra`.
+  void waitForArrivals(std::vector<pollfd> extra, Deadline deadline, int capMs);
+  // Whether a peer on this host is known to have exited (pidfd).
+  bool knownDead(int peer) const { return liveness_.isDead(peer); }
+
   // Best effort, bounded: tell every peer this communicator failed.
   // waitingOn: for a timeout, the rank this rank's wait was stuck on.
   // sharedCode: a SharedFinding's code, which the peers fail with too.

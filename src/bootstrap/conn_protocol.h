@@ -9,7 +9,7 @@ namespace gyre::bootstrap {
 
 constexpr uint32_t kConnMagic = 0x4759434e;  // "GYCN"
 
-enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3 };
+enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3, Shrink = 4 };
 
 struct ConnHello {
   uint32_t magic;

@@ -116,6 +116,13 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return toNccl(gyreCommSplit(g(comm), color, key, reinterpret_cast<gyreComm_t*>(newcomm), m.ptr));
 }
 
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  ConfigMapping m(config);
+  return toNccl(gyreCommShrink(g(comm), excludeRanksList, excludeRanksCount,
+                               reinterpret_cast<gyreComm_t*>(newcomm), m.ptr, shrinkFlags));
+}
+
 const char* ncclGetErrorString(ncclResult_t result) {
   return gyreGetErrorString(static_cast<gyreResult_t>(result));
 }
@@ -230,6 +237,7 @@ GYRE_NCCL_ALIAS(ncclCommFinalize)
 GYRE_NCCL_ALIAS(ncclCommDestroy)
 GYRE_NCCL_ALIAS(ncclCommAbort)
 GYRE_NCCL_ALIAS(ncclCommRevoke)
+GYRE_NCCL_ALIAS(ncclCommShrink)
 GYRE_NCCL_ALIAS(ncclCommSplit)
 GYRE_NCCL_ALIAS(ncclGetErrorString)
 GYRE_NCCL_ALIAS(ncclGetLastError)

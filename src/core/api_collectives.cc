@@ -539,4 +539,36 @@ gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newc
   });
 }
 
+gyreResult_t gyreCommShrink(gyreComm_t comm, const int* excludeRanks, int excludeCount,
+                            gyreComm_t* newcomm, const gyreConfig_t* config, int flags) {
+  return guarded("gyreCommShrink", [&] {
+    Communicator& c = impl(comm);
+    if (!newcomm) throwError(gyreInvalidArgument, "newcomm is NULL");
+    *newcomm = nullptr;
+    if (flags != GYRE_SHRINK_DEFAULT && flags != GYRE_SHRINK_ABORT)
+      throwError(gyreInvalidArgument, "flags " + std::to_string(flags) +
+                                          " (GYRE_SHRINK_DEFAULT 0 or GYRE_SHRINK_ABORT 1)");
+    if (excludeCount < 0)
+      throwError(gyreInvalidArgument, "excludeCount " + std::to_string(excludeCount) + " is negative");
+    if (excludeCount > 0 && !excludeRanks)
+      throwError(gyreInvalidArgument, "excludeRanks is NULL but excludeCount is " + std::to_string(excludeCount));
+    std::vector<int> exclude;
+    for (int i = 0; i < excludeCount; ++i) {
+      const int r = excludeRanks[i];
+      if (r < 0 || r >= c.nranks())
+        throwError(gyreInvalidArgument, "excludeRanks[" + std::to_string(i) + "] = " + std::to_string(r) +
+                                            " is not a rank of the communicator (0.." +
+                                            std::to_string(c.nranks() - 1) + ")");
+      if (r == c.rank())
+        throwError(gyreInvalidArgument, "excludeRanks[" + std::to_string(i) + "] is this rank (" + std::to_string(r) +
+                                            "): an excluded rank does not call gyreCommShrink");
+      exclude.push_back(r);
+    }
+    auto child = c.shrink(exclude, flags == GYRE_SHRINK_ABORT, config);
+    auto handle = std::make_unique<gyreComm>();
+    handle->impl = std::move(child);
+    *newcomm = handle.release();
+  });
+}
+
 }  // extern "C"

@@ -80,6 +80,12 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // Collective over this communicator: the child of the ranks that gave
   // `color` (nullptr for GYRE_SPLIT_NOCOLOR).
   std::unique_ptr<Communicator> split(int color, int key, const gyreConfig_t* userConfig);
+  // gyreCommShrink (shrink.cc): every rank not in `exclude` calls it; the
+  // child holds them, in this communicator's order, less (afterFailure)
+  // the ranks found dead. afterFailure revokes first. Not collective over
+  // the excluded ranks.
+  std::unique_ptr<Communicator> shrink(std::span<const int> exclude, bool afterFailure,
+                                       const gyreConfig_t* userConfig);
 
   // Waits until every call queued before it has completed (gyreCommFinalize).
   void finalize();
@@ -292,7 +298,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
     unsigned char value[8] = {};    // copied at creation (host immediate)
   };
   std::vector<PreMulSum> premulOps_;
-  uint64_t splits_ = 0;  // splits made from this communicator
+  uint64_t splits_ = 0;   // splits made from this communicator
+  uint64_t shrinks_ = 0;  // and shrinks
 
   // Nonblocking calls run, in order, on worker_; a blocking call made while
   // some are queued or running waits its turn. busy_: the executor is in

@@ -394,6 +394,32 @@ static void revokeTest(ncclUniqueId id, int rank, int n) {
   CHECK(ncclCommDestroy(comm));
 }
 
+/* NCCL 2.28's shrink: every rank but the last makes a communicator without
+ * it; the parent stays usable by all (here, as the barrier that lets the
+ * last rank leave). */
+static void shrinkTest(ncclUniqueId id, int rank, int n) {
+  ncclComm_t comm = NULL, small = NULL;
+  int32_t v = 1;
+  int count = -1, me = -1, last = n - 1;
+  CHECK(ncclCommInitRank(&comm, n, id, rank));
+  if (rank != last) {
+    expectError(ncclCommShrink(comm, &rank, 1, &small, NULL, NCCL_SHRINK_DEFAULT),
+                ncclInvalidArgument, "is this rank", "excluding oneself");
+    CHECK(ncclCommShrink(comm, &last, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+    CHECK(ncclCommCount(small, &count));
+    CHECK(ncclCommUserRank(small, &me));
+    EXPECT(count == n - 1 && me == rank, "shrunk: rank %d of %d", me, count);
+    v = rank;
+    CHECK(ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, small, NULL));
+    EXPECT(v == (n - 1) * (n - 2) / 2, "allreduce on the shrunk communicator: %d", (int)v);
+    CHECK(ncclCommDestroy(small));
+  }
+  v = 1;
+  CHECK(ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, comm, NULL));
+  EXPECT(v == n, "the parent after the shrink: %d", (int)v);
+  CHECK(ncclCommDestroy(comm));
+}
+
 /* ndev communicators in one process, driven from one thread by a group. */
 static void initAllTest(int n) {
   ncclComm_t* comms = xmalloc((size_t)n * sizeof(ncclComm_t));
@@ -415,7 +441,7 @@ static void initAllTest(int n) {
   free(v);
 }
 
-enum { kMainId, kNonblockingId, kAbortId, kRevokeId, kIds };
+enum { kMainId, kNonblockingId, kAbortId, kRevokeId, kShrinkId, kIds };
 
 static void onAlarm(int sig) { (void)sig; /* only interrupts waitpid */ }
 
@@ -439,6 +465,7 @@ static int runRank(const ncclUniqueId* ids, int rank, int n) {
   nonblockingTests(ids[kNonblockingId], rank, n);
   abortTest(ids[kAbortId], rank, n);
   revokeTest(ids[kRevokeId], rank, n);
+  shrinkTest(ids[kShrinkId], rank, n);
   if (rank == 0) initAllTest(n);
   return 0;
 }
