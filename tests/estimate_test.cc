@@ -75,6 +75,45 @@ TEST(Estimate, IsTheTunersChoiceGrowsWithTheCallAndForeseesASplit) {
   ASSERT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// gyreGroupSimulateEnd: the group's calls priced by the same model and
+// not run; a nonblocking call in it completes as not run.
+TEST(Estimate, ASimulatedGroupIsPricedAndNotRun) {
+  RunOutcome out = runRanks(3, [](int r, int n, const gyreUniqueId& id) {
+    Checker check(r);
+    gyreComm_t comm = initRank(r, n, id, "shm");
+    if (!comm) return 1;
+    const size_t count = 1 << 16;
+    std::vector<float> a(count, 1.0f), b(count, 1.0f);
+    double one = 0, sim = -1;
+    check.expectOk(gyreEstimate(gyreCallAllReduce, count, gyreFloat32, 0, comm, &one), "estimate");
+    check.expectOk(gyreGroupStart(), "group start");
+    check.expectOk(gyreAllReduce(a.data(), a.data(), count, gyreFloat32, gyreSum, comm, nullptr), "allreduce a");
+    gyreRequest_t req = nullptr;
+    check.expectOk(gyreIallReduce(b.data(), b.data(), count, gyreFloat32, gyreSum, comm, &req), "iallreduce b");
+    check.expectOk(gyreGroupSimulateEnd(&sim), "simulate");
+    check.expect(sim == 2 * one, "two AllReduces: " + std::to_string(sim) + " us, one is " + std::to_string(one));
+    check.expect(a[0] == 1.0f && b[count - 1] == 1.0f, "a simulated call ran");
+    check.expect(gyreWait(req) == gyreInvalidUsage, "the nonblocking call completes as not run");
+    // Nested: the inner end answers 0, the outer the whole group.
+    check.expectOk(gyreGroupStart(), "outer");
+    check.expectOk(gyreGroupStart(), "inner");
+    check.expectOk(gyreAllReduce(a.data(), a.data(), count, gyreFloat32, gyreSum, comm, nullptr), "allreduce");
+    check.expectOk(gyreGroupSimulateEnd(&sim), "inner end");
+    check.expect(sim == 0, "the inner end: " + std::to_string(sim));
+    check.expectOk(gyreGroupSimulateEnd(&sim), "outer end");
+    check.expect(sim == one, "the outer end: " + std::to_string(sim));
+    check.expect(gyreGroupSimulateEnd(&sim) == gyreInvalidUsage, "no group to end");
+    check.expectOk(gyreGroupStart(), "start");
+    check.expect(gyreGroupSimulateEnd(nullptr) == gyreInvalidArgument, "NULL answer");
+    // The communicator is as it was: a real call runs.
+    check.expectOk(gyreAllReduce(a.data(), a.data(), count, gyreFloat32, gyreSum, comm, nullptr), "allreduce");
+    check.expect(a[0] == static_cast<float>(n), "after the simulations");
+    check.expectOk(gyreCommDestroy(comm), "destroy");
+    return check.failures();
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 TEST(Estimate, BadArgumentsAreRefusedNamingThem) {
   RunOutcome out = runRanks(2, [](int r, int n, const gyreUniqueId& id) {
     Checker check(r);

@@ -306,6 +306,13 @@ GYRE_API gyreResult_t gyreBarrier(gyreComm_t comm, gyreStream_t stream);
  * when all of them have completed. */
 GYRE_API gyreResult_t gyreGroupStart(void);
 GYRE_API gyreResult_t gyreGroupEnd(void);
+/* Ends the group like gyreGroupEnd, but runs none of its calls: sets
+ * *microseconds to gyre's cost model's estimate of them (each
+ * communicator's calls in turn, communicators side by side), as NCCL's
+ * ncclGroupSimulateEnd. Nonblocking calls in it complete with
+ * gyreInvalidUsage ("did not run"). An inner end (nested groups) gives 0.
+ * microseconds NULL is gyreInvalidArgument, the group ended all the same. */
+GYRE_API gyreResult_t gyreGroupSimulateEnd(double* microseconds);
 
 /* ---- Nonblocking variants: the call returns at once with a request; the
  * operation runs in the background, in call order with the communicator's
@@ -639,6 +646,10 @@ GYRE_API gyreResult_t gyreEstimate(gyreCall_t call, size_t count, gyreDataType_t
                                    int nranks, gyreComm_t comm, double* microseconds);
 
 /* A fixed string for a result code. */
+/* Reads GYRE_DEBUG and GYRE_DEBUG_FILE again, for a program that changes
+ * them while it runs (NCCL's ncclResetDebugInit). */
+GYRE_API void gyreResetDebugInit(void);
+
 GYRE_API const char* gyreGetErrorString(gyreResult_t result);
 
 /* A sentence naming what went wrong in the calling thread's last failed call

@@ -47,6 +47,17 @@ extern "C" {
 
 typedef struct ncclComm* ncclComm_t;
 typedef struct ncclWindow_vidmem* ncclWindow_t;
+
+/* ncclGroupSimulateEnd's answer: initialize with NCCL_SIM_INFO_INITIALIZER. */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime; /* microseconds */
+} ncclSimInfo_t;
+#define NCCL_SIM_INFO_MAGIC 0x74685283
+#define NCCL_SIM_INFO_INITIALIZER \
+  { sizeof(ncclSimInfo_t), NCCL_SIM_INFO_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), -1.0f }
 #define NCCL_COMM_NULL NULL
 
 #define NCCL_UNIQUE_ID_BYTES 128
@@ -179,6 +190,11 @@ GYRE_NCCL_DECLARE(ncclResult_t, ncclCommInitRank,
                   (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank));
 /* ndev communicators in this process; devlist must be NULL without CUDA. */
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist));
+/* nId ids (the same array on every rank): gyre's root serves any size, so
+ * every rank meets at commIds[0]'s. */
+GYRE_NCCL_DECLARE(ncclResult_t, ncclCommInitRankScalable,
+                  (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                   ncclConfig_t* config));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommFinalize, (ncclComm_t comm));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommDestroy, (ncclComm_t comm));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommAbort, (ncclComm_t comm));
@@ -207,6 +223,13 @@ GYRE_NCCL_DECLARE(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* r
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommRegister,
                   (const ncclComm_t comm, void* buff, size_t size, void** handle));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle));
+/* A window is a registration of host memory (NCCL_WIN_DEFAULT or
+ * NCCL_WIN_COLL_SYMMETRIC). */
+GYRE_NCCL_DECLARE(ncclResult_t, ncclCommWindowRegister,
+                  (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags));
+GYRE_NCCL_DECLARE(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win));
+/* Reads NCCL_DEBUG (as GYRE_DEBUG) and NCCL_DEBUG_FILE again. */
+GYRE_NCCL_DECLARE(void, ncclResetDebugInit, (void));
 
 GYRE_NCCL_DECLARE(ncclResult_t, ncclRedOpCreatePreMulSum,
                   (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype,
@@ -250,6 +273,9 @@ GYRE_NCCL_DECLARE(ncclResult_t, ncclRecv,
 
 GYRE_NCCL_DECLARE(ncclResult_t, ncclGroupStart, (void));
 GYRE_NCCL_DECLARE(ncclResult_t, ncclGroupEnd, (void));
+/* Ends the group without running its calls; estimatedTime: gyre's cost
+ * model's microseconds for them. */
+GYRE_NCCL_DECLARE(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo));
 
 #undef GYRE_NCCL_DECLARE
 

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,11 +15,19 @@ namespace gyre::log {
 
 namespace {
 
+// The settings, read from the environment at the first line and again on
+// reload(): level is read lock-free on every log macro; file changes only
+// under the lines' mutex.
 struct Sink {
-  Level level = Level::Warn;
+  std::atomic<Level> level{Level::Warn};
   FILE* file = stderr;
   char host[64] = "?";
 };
+
+std::mutex& lineMutex() {
+  static std::mutex mu;  // one line at a time from the process's threads
+  return mu;
+}
 
 std::string expandPath(const char* pattern, const char* host) {
   std::string out;
@@ -36,42 +45,58 @@ std::string expandPath(const char* pattern, const char* host) {
   return out;
 }
 
+// Reads GYRE_DEBUG and GYRE_DEBUG_FILE into s (under the lines' mutex).
+void readSettings(Sink& s) {
+  Level level = Level::Warn;
+  if (const char* v = std::getenv("GYRE_DEBUG")) {
+    if (!strcasecmp(v, "NONE") || !strcasecmp(v, "ERROR"))
+      level = Level::None;
+    else if (!strcasecmp(v, "WARN"))
+      level = Level::Warn;
+    else if (!strcasecmp(v, "INFO"))
+      level = Level::Info;
+    else if (!strcasecmp(v, "TRACE"))
+      level = Level::Trace;
+    else
+      std::fprintf(stderr,
+                   "gyre: GYRE_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", v);
+  }
+  if (s.file != stderr) std::fclose(s.file);
+  s.file = stderr;
+  if (const char* f = std::getenv("GYRE_DEBUG_FILE")) {
+    std::string path = expandPath(f, s.host);
+    if (FILE* fp = std::fopen(path.c_str(), "a"))
+      s.file = fp;
+    else
+      std::fprintf(stderr, "gyre: cannot open GYRE_DEBUG_FILE %s; logging to stderr\n",
+                   path.c_str());
+  }
+  s.level.store(level);
+}
+
 Sink& sink() {
-  static Sink s = [] {
-    Sink init;
-    gethostname(init.host, sizeof(init.host) - 1);
-    if (char* dot = std::strchr(init.host, '.')) *dot = '\0';
-    if (const char* v = std::getenv("GYRE_DEBUG")) {
-      if (!strcasecmp(v, "NONE") || !strcasecmp(v, "ERROR"))
-        init.level = Level::None;
-      else if (!strcasecmp(v, "WARN"))
-        init.level = Level::Warn;
-      else if (!strcasecmp(v, "INFO"))
-        init.level = Level::Info;
-      else if (!strcasecmp(v, "TRACE"))
-        init.level = Level::Trace;
-      else
-        std::fprintf(stderr,
-                     "gyre: GYRE_DEBUG=%s is not one of NONE, WARN, INFO, TRACE; using WARN\n", v);
-    }
-    if (const char* f = std::getenv("GYRE_DEBUG_FILE")) {
-      std::string path = expandPath(f, init.host);
-      if (FILE* fp = std::fopen(path.c_str(), "a"))
-        init.file = fp;
-      else
-        std::fprintf(stderr, "gyre: cannot open GYRE_DEBUG_FILE %s; logging to stderr\n",
-                     path.c_str());
-    }
+  static Sink* s = [] {
+    auto* init = new Sink;  // never destroyed: threads may log during exit
+    gethostname(init->host, sizeof(init->host) - 1);
+    if (char* dot = std::strchr(init->host, '.')) *dot = '\0';
+    std::lock_guard<std::mutex> lock(lineMutex());
+    readSettings(*init);
     return init;
   }();
-  return s;
+  return *s;
 }
 
 thread_local int tlsRank = -1;
 
 }  // namespace
 
-Level level() { return sink().level; }
+Level level() { return sink().level.load(std::memory_order_relaxed); }
+
+void reload() {
+  Sink& s = sink();
+  std::lock_guard<std::mutex> lock(lineMutex());
+  readSettings(s);
+}
 void setThreadRank(int rank) { tlsRank = rank; }
 
 void write(Level l, const char* fmt, ...) {
@@ -84,8 +109,7 @@ void write(Level l, const char* fmt, ...) {
   const char* tag = l == Level::Warn ? "WARN" : l == Level::Info ? "INFO" : "TRACE";
   char rank[16] = "";
   if (tlsRank >= 0) std::snprintf(rank, sizeof(rank), " [%d]", tlsRank);
-  static std::mutex mu;  // one line at a time from the process's threads
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(lineMutex());
   std::fprintf(s.file, "%s:%d:%ld%s GYRE %s %s\n", s.host, getpid(),
                static_cast<long>(syscall(SYS_gettid)), rank, tag, body);
   std::fflush(s.file);

@@ -11,6 +11,10 @@ enum class Level { None = 0, Warn = 1, Info = 2, Trace = 3 };
 Level level();
 inline bool enabled(Level l) { return static_cast<int>(level()) >= static_cast<int>(l); }
 
+// Reads GYRE_DEBUG and GYRE_DEBUG_FILE again (gyreResetDebugInit, for
+// NCCL's ncclResetDebugInit): a program may change them while it runs.
+void reload();
+
 // Sets the rank shown in the prefix of this thread's lines (-1: none).
 void setThreadRank(int rank);
 

@@ -6,6 +6,7 @@
 
 #include "gyre/gyre.h"
 #include "nccl.h"
+#include "nccl_env.h"
 
 namespace {
 
@@ -99,6 +100,21 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   return toNccl(gyreCommInitRank(reinterpret_cast<gyreComm_t*>(comm), nranks, g(commId), rank));
 }
 
+// NCCL spreads a large job's rendezvous over nId roots. gyre's root serves
+// a job of any size alone, so every rank meets at the first id's root (all
+// ranks are given the same array); the other ids' roots, unused, give up
+// after their lifetime as any unused id's does.
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  if (nId < 1 || !commIds) {
+    // gyre explains an unusable id; an absent array has none to give it.
+    gyreUniqueId none{};
+    return toNccl(gyreCommInitRankConfig(reinterpret_cast<gyreComm_t*>(newcomm), nranks, none,
+                                         myrank, nullptr));
+  }
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   return toNccl(gyreCommInitAll(reinterpret_cast<gyreComm_t*>(comm), ndev, devlist));
 }
@@ -121,6 +137,38 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   ConfigMapping m(config);
   return toNccl(gyreCommShrink(g(comm), excludeRanksList, excludeRanksCount,
                                reinterpret_cast<gyreComm_t*>(newcomm), m.ptr, shrinkFlags));
+}
+
+// A window is a registration of host memory here (there is no symmetric
+// device memory to map); both NCCL_WIN_ flags are accepted.
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                    int winFlags) {
+  if (!win || (winFlags & ~NCCL_WIN_COLL_SYMMETRIC)) return ncclInvalidArgument;
+  void* handle = nullptr;
+  const ncclResult_t r = toNccl(gyreCommRegister(g(comm), buff, size, &handle));
+  *win = r == ncclSuccess ? reinterpret_cast<ncclWindow_t>(handle) : nullptr;
+  return r;
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return toNccl(gyreCommDeregister(g(comm), reinterpret_cast<void*>(win)));
+}
+
+// estimatedTime in microseconds, as NCCL's; the group's calls do not run.
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  double us = 0;
+  const ncclResult_t r = toNccl(gyreGroupSimulateEnd(&us));
+  const bool valid = simInfo && simInfo->magic == NCCL_SIM_INFO_MAGIC &&
+                     simInfo->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float);
+  if (r != ncclSuccess) return r;
+  if (!valid) return ncclInvalidArgument;  // the group is ended all the same
+  simInfo->estimatedTime = static_cast<float>(us);
+  return ncclSuccess;
+}
+
+void ncclResetDebugInit() {
+  remapNcclEnvironment();
+  gyreResetDebugInit();
 }
 
 const char* ncclGetErrorString(ncclResult_t result) {
@@ -238,6 +286,11 @@ GYRE_NCCL_ALIAS(ncclCommDestroy)
 GYRE_NCCL_ALIAS(ncclCommAbort)
 GYRE_NCCL_ALIAS(ncclCommRevoke)
 GYRE_NCCL_ALIAS(ncclCommShrink)
+GYRE_NCCL_ALIAS(ncclCommInitRankScalable)
+GYRE_NCCL_ALIAS(ncclCommWindowRegister)
+GYRE_NCCL_ALIAS(ncclCommWindowDeregister)
+GYRE_NCCL_ALIAS(ncclGroupSimulateEnd)
+GYRE_NCCL_ALIAS(ncclResetDebugInit)
 GYRE_NCCL_ALIAS(ncclCommSplit)
 GYRE_NCCL_ALIAS(ncclGetErrorString)
 GYRE_NCCL_ALIAS(ncclGetLastError)

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "nccl_env.h"
+
 namespace {
 
 // NCCL_DEBUG: VERSION and ABORT have no gyre level of their own; both keep
@@ -70,17 +72,38 @@ const Mapping kMappings[] = {
     {"NCCL_COMM_ID", "GYRE_COMM_ID", same},              // host:port
 };
 
-// Runs when the library is loaded, before main and before any thread of
-// the program can be reading the environment.
-__attribute__((constructor)) void mapNcclEnvironment() {
-  for (const Mapping& m : kMappings) {
+constexpr size_t kCount = sizeof(kMappings) / sizeof(kMappings[0]);
+
+// The GYRE_ values this file set (a later remap may replace them; one the
+// user set wins always). A function's static: the load-time constructor
+// below may run before this file's other statics are made.
+std::string* setByUs() {
+  static std::string values[kCount];
+  return values;
+}
+
+void mapAll() {
+  std::string* g_set = setByUs();
+  for (size_t i = 0; i < kCount; ++i) {
+    const Mapping& m = kMappings[i];
     const char* v = std::getenv(m.nccl);
-    if (!v || !*v) continue;
     const char* mine = std::getenv(m.gyre);
-    if (mine && *mine) continue;
-    std::string value = m.translate(v);
-    if (!value.empty()) setenv(m.gyre, value.c_str(), 1);  // unset or empty: NCCL's applies
+    const bool ours = mine && !g_set[i].empty() && g_set[i] == mine;
+    if (mine && *mine && !ours) continue;
+    const std::string value = v && *v ? m.translate(v) : std::string();
+    if (!value.empty()) {
+      setenv(m.gyre, value.c_str(), 1);
+    } else if (ours) {
+      unsetenv(m.gyre);  // the NCCL_ variable went away: so does what it gave
+    }
+    g_set[i] = value;
   }
 }
 
+// Runs when the library is loaded, before main and before any thread of
+// the program can be reading the environment.
+__attribute__((constructor)) void mapNcclEnvironment() { mapAll(); }
+
 }  // namespace
+
+void remapNcclEnvironment() { mapAll(); }

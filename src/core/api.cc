@@ -404,6 +404,8 @@ gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle) {
   });
 }
 
+void gyreResetDebugInit(void) { gyre::log::reload(); }
+
 const char* gyreGetErrorString(gyreResult_t result) { return gyre::resultString(result); }
 
 const char* gyreGetLastError(gyreComm_t) { return gyre::lastError(); }

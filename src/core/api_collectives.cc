@@ -397,6 +397,15 @@ gyreResult_t gyreGroupEnd(void) {
   return guarded("gyreGroupEnd", [] { gyre::core::group::end(); });
 }
 
+gyreResult_t gyreGroupSimulateEnd(double* microseconds) {
+  return guarded("gyreGroupSimulateEnd", [&] {
+    // The group ends either way: one left open would swallow later calls.
+    const double us = gyre::core::group::simulateEnd();
+    if (!microseconds) throwError(gyreInvalidArgument, "microseconds is NULL (the group was ended, its calls not run)");
+    *microseconds = us;
+  });
+}
+
 gyreResult_t gyreIallReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype, gyreRedOp_t op,
                             gyreComm_t comm, gyreRequest_t* request) {
   return guarded("gyreIallReduce", [&] {

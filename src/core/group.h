@@ -16,6 +16,11 @@ void start();
 void add(Communicator& comm, Operation op);
 // Runs what was collected (at the outermost end); throws the first failure.
 void end();
+// Ends the group as end() would, but runs nothing: returns the cost model's
+// microseconds for what was collected (each communicator's calls one after
+// another, the communicators side by side: the slowest's), and completes
+// any nonblocking call in it as not run. An inner end: nothing yet, 0.
+double simulateEnd();
 // A communicator going away leaves any group it was part of.
 void forget(const Communicator& comm);
 

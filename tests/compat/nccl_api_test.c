@@ -420,6 +420,58 @@ static void shrinkTest(ncclUniqueId id, int rank, int n) {
   CHECK(ncclCommDestroy(comm));
 }
 
+/* The rest of NCCL 2.28's host API: a scalable init (nId ids), a group
+ * simulated rather than run, a memory window, and ncclResetDebugInit. */
+static void nccl228Test(const ncclUniqueId* ids, int rank, int n) {
+  ncclComm_t comm = NULL;
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+  ncclWindow_t win = NULL;
+  float* buf = xmalloc(1024 * sizeof(float));
+  int32_t v = rank;
+  size_t i;
+  CHECK(ncclCommInitRankScalable(&comm, n, rank, 2, (ncclUniqueId*)ids, NULL));
+  CHECK(ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, comm, NULL));
+  EXPECT(v == n * (n - 1) / 2, "scalable init's allreduce: %d", (int)v);
+  /* Simulated: an estimate, and the call does not run. */
+  v = rank;
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, comm, NULL));
+  CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, NULL));
+  CHECK(ncclGroupSimulateEnd(&sim));
+  EXPECT(v == rank, "a simulated group's call ran: %d", (int)v);
+  EXPECT(n == 1 ? sim.estimatedTime == 0.0f : sim.estimatedTime > 0.0f,
+         "estimatedTime %g us", (double)sim.estimatedTime);
+  bad.magic = 0;
+  CHECK(ncclGroupStart());
+  EXPECT(ncclGroupSimulateEnd(&bad) == ncclInvalidArgument, "simInfo without its magic");
+  /* A window: registered memory that collectives use as any buffer. */
+  CHECK(ncclCommWindowRegister(comm, buf, 1024 * sizeof(float), &win, NCCL_WIN_DEFAULT));
+  for (i = 0; i < 1024; i++) buf[i] = 1.0f;
+  CHECK(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, NULL));
+  EXPECT(buf[0] == (float)n && buf[1023] == (float)n, "allreduce in a window: %g", (double)buf[0]);
+  CHECK(ncclCommWindowDeregister(comm, win));
+  EXPECT(ncclCommWindowRegister(comm, buf, 16, &win, 0x80) == ncclInvalidArgument, "window flags");
+  CHECK(ncclCommDestroy(comm));
+  free(buf);
+  /* Deprecated in NVIDIA's header, but there. With NCCL_TEST_RESET_DEBUG
+   * set, rank 0 turns INFO logging on mid-run (the ctest looks for INFO
+   * lines after the marker). */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+  if (rank == 0 && getenv("NCCL_TEST_RESET_DEBUG")) {
+    fprintf(stderr, "debug reset\n");
+    fflush(stderr);
+    setenv("NCCL_DEBUG", "INFO", 1);
+  }
+  ncclResetDebugInit();
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+
 /* ndev communicators in one process, driven from one thread by a group. */
 static void initAllTest(int n) {
   ncclComm_t* comms = xmalloc((size_t)n * sizeof(ncclComm_t));
@@ -441,7 +493,7 @@ static void initAllTest(int n) {
   free(v);
 }
 
-enum { kMainId, kNonblockingId, kAbortId, kRevokeId, kShrinkId, kIds };
+enum { kMainId, kNonblockingId, kAbortId, kRevokeId, kShrinkId, kScalableId, kScalableId2, kIds };
 
 static void onAlarm(int sig) { (void)sig; /* only interrupts waitpid */ }
 
@@ -466,6 +518,7 @@ static int runRank(const ncclUniqueId* ids, int rank, int n) {
   abortTest(ids[kAbortId], rank, n);
   revokeTest(ids[kRevokeId], rank, n);
   shrinkTest(ids[kShrinkId], rank, n);
+  nccl228Test(&ids[kScalableId], rank, n);
   if (rank == 0) initAllTest(n);
   return 0;
 }
