@@ -185,6 +185,12 @@ void Gpt::setSeqParallel(SeqParallel sp) {
     throw std::invalid_argument("Gpt: a sequence-parallel share of " +
                                 std::to_string(sp.shareHeads) + " heads of " +
                                 std::to_string(localHeads));
+  if (!sp.runs.empty()) {
+    if (static_cast<int>(sp.runs.size()) != sp.size ||
+        std::any_of(sp.runs.begin(), sp.runs.end(), [](int n) { return n < 1; }))
+      throw std::invalid_argument("Gpt: sequence-parallel runs need one count of at least 1 token "
+                                  "per rank of " + std::to_string(sp.size));
+  }
   if (sp.size == 1) sp.shareHeads = localHeads;
   sp_ = std::move(sp);
 }
@@ -202,6 +208,31 @@ ExpertExchange& Gpt::expertExchange() const {
   return *experts_;
 }
 
+Gpt::AttentionSide Gpt::attentionSide(int T) const {
+  const int localHeads = config_.heads / shard_.tpSize, headDim = config_.dim / config_.heads;
+  if (sp_.size == 1) return {false, T, localHeads, localHeads * headDim};
+  const std::vector<size_t> runs = seqRuns(T);
+  size_t tokens = 0;
+  for (size_t n : runs) tokens += n;
+  return {true, static_cast<int>(tokens), sp_.shareHeads, sp_.shareHeads * headDim};
+}
+
+std::vector<size_t> Gpt::seqRuns(int T) const {
+  if (sp_.runs.empty()) return std::vector<size_t>(sp_.size, static_cast<size_t>(T));
+  if (sp_.runs[sp_.rank] != T)
+    throw std::invalid_argument("Gpt: this sequence-parallel rank's run is " +
+                                std::to_string(sp_.runs[sp_.rank]) + " tokens, not " +
+                                std::to_string(T));
+  return {sp_.runs.begin(), sp_.runs.end()};
+}
+
+size_t Gpt::seqPosition(int T) const {
+  const std::vector<size_t> runs = seqRuns(T);
+  size_t position = 0;
+  for (int r = 0; r < sp_.rank; ++r) position += runs[r];
+  return position;
+}
+
 void Gpt::reduceTp(float* data, size_t count) {
   if (shard_.tpSize == 1) return;
   if (!tpReduce_) throw std::logic_error("Gpt: tensor parallelism needs setTpReduce");
@@ -215,10 +246,7 @@ void Gpt::reduceTp(float* data, size_t count) {
 void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int T) {
   const int N = B * T, C = config_.dim, t = shard_.tpSize;
   const int Cl = C / t, Hl = 4 * C / t, NHl = config_.heads / t;
-  // Attention's side under sequence parallelism: whole sequences (Ts
-  // tokens) of this rank's share of the heads (Cs = share x head dim).
-  const bool sp = sp_.size > 1;
-  const int Ts = T * sp_.size, NHs = sp ? sp_.shareHeads : NHl, Cs = NHs * (C / config_.heads);
+  const auto [sp, Ts, NHs, Cs] = attentionSide(T);
   const BlockOf<const float> p = block(acquireParams(l), l);
   a.ln1.resize({N, C});
   a.ln1Mean.resize({N});
@@ -240,10 +268,10 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
   if (sp) {
     Tensor qkv({N, 3 * Cl}), attOut({B * Ts, Cs});
     linearForward(qkv.data(), a.ln1.data(), p.qkvw, p.qkvb, N, C, 3 * Cl);
-    sp_.toHeads(qkv.data(), a.qkv.data(), B, T, true);
+    sp_.toHeads(qkv.data(), a.qkv.data(), B, seqRuns(T), true);
     if (NHs > 0)  // more ranks than heads leaves some ranks none
       attentionForward(attOut.data(), a.att.data(), a.qkv.data(), B, Ts, Cs, NHs);
-    sp_.toSeq(attOut.data(), a.attOut.data(), B, T, false);
+    sp_.toSeq(attOut.data(), a.attOut.data(), B, seqRuns(T), false);
   } else {
     linearForward(a.qkv.data(), a.ln1.data(), p.qkvw, p.qkvb, N, C, 3 * Cl);
     attentionForward(a.attOut.data(), a.att.data(), a.qkv.data(), B, T, Cl, NHl);
@@ -279,11 +307,12 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
 
 float Gpt::forward(Activations& a, const int* inputs, const int* targets, const float* input, int B,
                    int T) {
-  if (B <= 0 || T <= 0 || static_cast<int64_t>(T) * sp_.size > config_.maxSeq) {
-    throw std::invalid_argument("Gpt::forward: need B > 0 and 0 < T x sequence-parallel ranks <= "
-                                "maxSeq (" + std::to_string(config_.maxSeq) + "), got B " +
-                                std::to_string(B) + ", T " + std::to_string(T) + " x " +
-                                std::to_string(sp_.size));
+  if (B <= 0 || T <= 0 || attentionSide(T).tokens > config_.maxSeq) {
+    throw std::invalid_argument("Gpt::forward: need B > 0 and 0 < T, the whole sequence (T on each "
+                                "sequence-parallel rank, or their runs) <= maxSeq (" +
+                                std::to_string(config_.maxSeq) + "), got B " + std::to_string(B) +
+                                ", T " + std::to_string(T) + " on rank " +
+                                std::to_string(sp_.rank) + " of " + std::to_string(sp_.size));
   }
   const int N = B * T, C = config_.dim, V = config_.vocab;
   if (shard_.embeddings ? inputs == nullptr : input == nullptr)
@@ -301,9 +330,7 @@ float Gpt::forward(Activations& a, const int* inputs, const int* targets, const 
   a.input.resize({N, C});
   if (shard_.embeddings) {
     const float* e = acquireParams(-1);
-    // A sequence-parallel rank's tokens sit at positions rank x T onwards.
-    const size_t position = static_cast<size_t>(sp_.rank) * T;
-    embeddingForward(a.input.data(), inputs, e, e + (V + position) * C, B, T, C);
+    embeddingForward(a.input.data(), inputs, e, e + (V + seqPosition(T)) * C, B, T, C);
     releaseParams(-1);
   } else {
     std::copy(input, input + static_cast<size_t>(N) * C, a.input.data());
@@ -367,8 +394,7 @@ void Gpt::blockBackward(int l, const float* x, const Activations::Block& a, cons
                         float* dx, int B, int T) {
   const int N = B * T, C = config_.dim, t = shard_.tpSize;
   const int Cl = C / t, Hl = 4 * C / t, NHl = config_.heads / t;
-  const bool sp = sp_.size > 1;
-  const int Ts = T * sp_.size, NHs = sp ? sp_.shareHeads : NHl, Cs = NHs * (C / config_.heads);
+  const auto [sp, Ts, NHs, Cs] = attentionSide(T);
   const BlockOf<const float> p = block(acquireParams(l), l);
   const BlockOf<float> g = block(acquireGrads(l), l);
   // res2 = res1 + mlp(ln2(res1)): the MLP branch first.
@@ -405,11 +431,11 @@ void Gpt::blockBackward(int l, const float* x, const Activations::Block& a, cons
     // Attention's gradient on its side: the output's gradient to whole
     // sequences of this rank's heads, and the qkv gradient back.
     Tensor dattOutH({B * Ts, Cs}), dqkvH({B * Ts, 3 * Cs});
-    sp_.toHeads(dattOut.data(), dattOutH.data(), B, T, false);
+    sp_.toHeads(dattOut.data(), dattOutH.data(), B, seqRuns(T), false);
     if (NHs > 0)
       attentionBackward(dqkvH.data(), dattOutH.data(), a.qkv.data(), a.att.data(), B, Ts, Cs,
                         NHs);
-    sp_.toSeq(dqkvH.data(), dqkv.data(), B, T, true);
+    sp_.toSeq(dqkvH.data(), dqkv.data(), B, seqRuns(T), true);
   } else {
     attentionBackward(dqkv.data(), dattOut.data(), a.qkv.data(), a.att.data(), B, T, Cl, NHl);
   }
@@ -453,8 +479,7 @@ void Gpt::backward(Activations& a, const float* dOutput, float* dInput, float lo
     dx = std::move(dinp);
   }
   if (shard_.embeddings) {
-    const size_t position = static_cast<size_t>(sp_.rank) * T;
-    embeddingBackward(ge, ge + (V + position) * C, dx.data(), a.inputs.data(), B, T, C);
+    embeddingBackward(ge, ge + (V + seqPosition(T)) * C, dx.data(), a.inputs.data(), B, T, C);
     releaseGrads(-1);
   } else {
     std::copy(dx.data(), dx.data() + dx.size(), dInput);

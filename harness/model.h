@@ -112,21 +112,28 @@ class Gpt {
   void setTpReduce(TpReduce reduce) { tpReduce_ = std::move(reduce); }
 
   // Sequence parallelism (DeepSpeed-Ulysses): `size` ranks split every
-  // sequence into consecutive runs of T tokens, rank `rank` holding tokens
-  // [rank * T, (rank + 1) * T) of each, for every layer but attention.
+  // sequence into consecutive runs, rank r holding the r-th run, for every
+  // layer but attention. The runs are T tokens each (rank r from position
+  // r x T) unless `runs` gives each rank's count, which may differ (FlexSP
+  // splits a sequence of any length over its group); then forward's T must
+  // be runs[rank], and the run starts at the sum of the runs before it.
   // Around attention, toHeads turns this rank's tokens of every (local) head
   // into every token of its share of the heads, and toSeq back; attention
   // then runs on whole sequences, so its result is the unsplit model's.
-  // forward's and backward's T is this rank's run. The parameters are
-  // whole on every rank; their gradients here are this rank's tokens'
-  // share, which the caller sums over the group (as over data parallelism).
+  // The parameters are whole on every rank; their gradients here are this
+  // rank's tokens' share, which the caller sums over the group (as over
+  // data parallelism).
   struct SeqParallel {
     int rank = 0, size = 1;
-    // in [B][T][parts x heads][headDim] -> out [B][T x size][parts x share]
-    // [headDim] (qkv: the parts Q, K, V, else one), share = shareHeads().
-    std::function<void(const float* in, float* out, int B, int T, bool qkv)> toHeads;
-    // The reverse: [B][T x size][parts x share][headDim] -> [B][T][parts x heads][headDim].
-    std::function<void(const float* in, float* out, int B, int T, bool qkv)> toSeq;
+    std::vector<int> runs;  // empty: T tokens on every rank
+    // in [B][tokens[rank]][parts x heads][headDim] -> out [B][sum of tokens]
+    // [parts x share][headDim] (qkv: the parts Q, K, V, else one), share =
+    // shareHeads; tokens: every rank's run of each sequence.
+    using Exchange = std::function<void(const float* in, float* out, int B,
+                                        std::span<const size_t> tokens, bool qkv)>;
+    Exchange toHeads;
+    // The reverse: [B][sum of tokens][parts x share][headDim] -> [B][tokens[rank]][parts x heads][headDim].
+    Exchange toSeq;
     int shareHeads = 0;  // the heads this rank attends over
   };
   void setSeqParallel(SeqParallel sp);
@@ -193,6 +200,18 @@ class Gpt {
   void releaseGrads(int part);
   void reduceTp(float* data, size_t count);
   ExpertExchange& expertExchange() const;
+  // Attention's side of a block whose rank-side run is T tokens: whole
+  // sequences (tokens) of the heads this rank attends over (Cs = heads x
+  // head dim); without sequence parallelism, the run and every local head.
+  struct AttentionSide {
+    bool sp = false;
+    int tokens = 0, heads = 0, width = 0;
+  };
+  AttentionSide attentionSide(int T) const;
+  // Every rank's run of a sequence whose run here is T tokens (the
+  // exchanges' layout), and where this rank's run starts in its sequence.
+  std::vector<size_t> seqRuns(int T) const;
+  size_t seqPosition(int T) const;
   void blockForward(int l, const float* x, Activations::Block& a, int B, int T);
   // dx += the gradient reaching the block's input; dres2 is its output's.
   void blockBackward(int l, const float* x, const Activations::Block& a, const float* dres2,

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "flexsp/group_comms.h"
+#include "flexsp/plan.h"
+#include "flexsp/time_model.h"
 #include "harness/checkpoint.h"
 
 namespace gyre::harness {
@@ -17,7 +20,52 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// What FlexSP cannot run with, each refused by name.
+void validateFlexsp(const TrainerConfig& c) {
+  auto refuse = [](const std::string& why) { throw std::invalid_argument("FlexSP " + why); };
+  if (c.mesh.tp > 1)
+    refuse("with tensor parallelism (tp " + std::to_string(c.mesh.tp) +
+           "): its groups split sequences over whole replicas of the model; use tp 1");
+  if (c.mesh.pp > 1)
+    refuse("with a pipeline (pp " + std::to_string(c.mesh.pp) +
+           "): its groups run whole models; use pp 1");
+  if (c.mesh.sp > 1)
+    refuse("with a fixed sequence-parallel size (sp " + std::to_string(c.mesh.sp) +
+           "): FlexSP chooses each step's groups itself; leave sp at 1");
+  if (c.codec != gyreCodecNone || c.decentralized)
+    refuse("with compressed or decentralized averaging: the ranks of a group must hold the same "
+           "parameters bit for bit");
+  if (c.zero >= 2)
+    refuse("with ZeRO stage " + std::to_string(c.zero) +
+           ": stages 2 and 3 reduce or gather in every backward, and FlexSP's groups run "
+           "different numbers of sequences; use ZeRO 0 or 1");
+  if (c.microBatches != 1) refuse("with micro-batches: each group's sequences are its passes");
+  if (c.model.experts > 0)
+    refuse("with a mixture of experts: the experts' capacity and load-balancing loss are per "
+           "rank's tokens, which FlexSP's groups make uneven");
+  const int world = c.mesh.dp;
+  if (world < 1 || (world & (world - 1)) != 0)
+    refuse("on " + std::to_string(world) +
+           " ranks: its groups are powers of two covering the world, which must be one too");
+  if (c.flexsp.lengths.minLen < flexspLargestGroup(c))
+    refuse("with sequences as short as " + std::to_string(c.flexsp.lengths.minLen) +
+           " tokens: a group of up to " + std::to_string(flexspLargestGroup(c)) +
+           " ranks gives each rank a run of at least one token; raise the shortest length");
+  const int64_t budget = static_cast<int64_t>(c.batch) * c.seq;
+  if (c.flexsp.memoryTokens > 0 && c.flexsp.memoryTokens * world < budget)
+    refuse("with memory for " + std::to_string(c.flexsp.memoryTokens) + " tokens a rank: " +
+           std::to_string(world) + " ranks hold fewer than a batch's " + std::to_string(budget) +
+           " (batch x seq); raise the memory or lower the batch");
+  if (c.flexsp.fixedUlysses && flexspLargestGroup(c) < world)
+    refuse("as fixed Ulysses over " + std::to_string(world) + " ranks: the model's " +
+           std::to_string(c.model.heads) + " heads do not split over them");
+  if (c.seq > c.model.maxSeq)
+    refuse("with sequences up to " + std::to_string(c.seq) + " tokens over the model's maxSeq " +
+           std::to_string(c.model.maxSeq));
+}
+
 void validate(const TrainerConfig& c) {
+  if (c.flexsp.on) validateFlexsp(c);
   if (c.zero < 0 || c.zero > 3)
     throw std::invalid_argument("ZeRO stage " + std::to_string(c.zero) + " (0 to 3)");
   if (c.microBatches < 1) throw std::invalid_argument("micro-batches must be at least 1");
@@ -60,7 +108,8 @@ void validate(const TrainerConfig& c) {
       throw std::invalid_argument(
           "expert parallelism needs exact data parallelism (no --codec, no --decentralized)");
   }
-  if (c.batch % (c.mesh.dp * c.microBatches) != 0) {
+  // FlexSP's batch is a token budget (batch x seq), dealt by its plan.
+  if (!c.flexsp.on && c.batch % (c.mesh.dp * c.microBatches) != 0) {
     throw std::invalid_argument("a batch of " + std::to_string(c.batch) +
                                 " sequences does not split into " + std::to_string(c.mesh.dp) +
                                 " data-parallel ranks x " + std::to_string(c.microBatches) +
@@ -155,6 +204,7 @@ Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config
     });
   }
   if (config.mesh.sp > 1) setUpSequenceParallel();
+  if (config.flexsp.on) setUpFlexsp(world);
   // The pipeline leaves the tied embedding to this class: its gradients live
   // in ZeRO's arrays, summed after the data-parallel reduction.
   if (config.mesh.pp > 1)
@@ -164,22 +214,31 @@ Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config
 Trainer::~Trainer() = default;
 
 void Trainer::setUpSequenceParallel() {
-  const int size = config_.mesh.sp, heads = config_.model.heads / config_.mesh.tp;
+  model_->setSeqParallel(seqParallelOver(mesh_->sp()));
+}
+
+Gpt::SeqParallel Trainer::seqParallelOver(gyreComm_t comm, std::vector<int> runs) {
+  int size = 0, rank = 0;
+  checkGyre(gyreCommCount(comm, &size), "gyreCommCount", comm);
+  checkGyre(gyreCommUserRank(comm, &rank), "gyreCommUserRank", comm);
+  const int heads = config_.model.heads / config_.mesh.tp;
   const size_t headDim = static_cast<size_t>(config_.model.dim / config_.model.heads);
-  gyreComm_t comm = mesh_->sp();
   int share = 0;
   const gyreSeqLayout_t probe{heads, 0, headDim, gyreSeqQ, 0, nullptr};
-  checkGyre(gyreSeqHeads(&probe, size, mesh_->spRank(), nullptr, &share, nullptr, nullptr),
-            "gyreSeqHeads", comm);
+  checkGyre(gyreSeqHeads(&probe, size, rank, nullptr, &share, nullptr, nullptr), "gyreSeqHeads",
+            comm);
   // One exchange per sequence of the micro-batch, all launched, then waited.
-  auto exchange = [this, comm, size, heads, headDim, share](bool toHeads) {
-    return [=, this](const float* in, float* out, int B, int T, bool qkv) {
+  auto exchange = [this, comm, rank, heads, headDim, share](bool toHeads) {
+    return [=, this](const float* in, float* out, int B, std::span<const size_t> tokens,
+                     bool qkv) {
       const double start = now();
       const size_t parts = qkv ? 3 : 1;
-      const gyreSeqLayout_t layout{heads, 0, headDim, qkv ? gyreSeqQKV : gyreSeqQ,
-                                   static_cast<size_t>(T) * size, nullptr};
-      const size_t seqSide = static_cast<size_t>(T) * parts * heads * headDim;
-      const size_t headSide = static_cast<size_t>(T) * size * parts * share * headDim;
+      size_t seqLen = 0;
+      for (size_t n : tokens) seqLen += n;
+      const gyreSeqLayout_t layout{heads, 0, headDim, qkv ? gyreSeqQKV : gyreSeqQ, seqLen,
+                                   tokens.data()};
+      const size_t seqSide = tokens[rank] * parts * heads * headDim;
+      const size_t headSide = seqLen * parts * share * headDim;
       const size_t inStride = toHeads ? seqSide : headSide, outStride = toHeads ? headSide : seqSide;
       std::vector<gyreRequest_t> requests;
       gyreResult_t failed = gyreSuccess;
@@ -202,11 +261,12 @@ void Trainer::setUpSequenceParallel() {
       tpSeconds_ += now() - start;
     };
   };
-  model_->setSeqParallel({.rank = mesh_->spRank(),
-                          .size = size,
-                          .toHeads = exchange(true),
-                          .toSeq = exchange(false),
-                          .shareHeads = share});
+  return {.rank = rank,
+          .size = size,
+          .runs = std::move(runs),
+          .toHeads = exchange(true),
+          .toSeq = exchange(false),
+          .shareHeads = share};
 }
 
 std::vector<FlatRange> Trainer::normRanges() const {
@@ -347,6 +407,13 @@ std::map<std::string, std::string> Trainer::describe() const {
   const char* codecs[] = {"none", "fp16", "bf16", "int8", "onebit"};
   d["codec"] = codecs[config_.codec];
   d["decentralized"] = config_.decentralized ? "yes" : "no";
+  if (config_.flexsp.on) {
+    // Only FlexSP's runs name it, so that other runs' indexes stay as before.
+    const LengthDistribution& l = config_.flexsp.lengths;
+    d["flexsp"] = "lognormal mu " + std::to_string(l.mu) + " sigma " + std::to_string(l.sigma) +
+                  " in [" + std::to_string(l.minLen) + ", " + std::to_string(config_.seq) +
+                  "], memory " + std::to_string(config_.flexsp.memoryTokens);
+  }
   return d;
 }
 

@@ -24,9 +24,37 @@
 #include "harness/model.h"
 #include "harness/optimizer.h"
 #include "harness/pipeline.h"
+#include "harness/varlen_data.h"
 #include "harness/zero.h"
 
+namespace gyre::flexsp {
+class GroupComms;
+class UlyssesTime;
+struct Plan;
+}  // namespace gyre::flexsp
+
 namespace gyre::harness {
+
+// FlexSP (docs/harness.md, "FlexSP"): each step's batch is sequences of
+// varying lengths (VarlenLoader over `batch x seq` tokens, the longest
+// `seq`), and rank 0 plans sequence-parallel groups of power-of-two sizes
+// for it (flexsp/planner.h); each group runs its sequences one after
+// another with Ulysses over its ranks. The mesh is data parallelism over
+// the whole world (every rank holds the whole model).
+struct FlexspConfig {
+  bool on = false;
+  LengthDistribution lengths;  // maxLen is the config's seq
+  // Tokens of activations a rank holds at most (the planner's memory
+  // limit); 0: the batch's tokens over the ranks, rounded up.
+  int64_t memoryTokens = 0;
+  // The planner's solver budget a step; 0: the greedy plan alone. Rank 0
+  // plans while the others wait (planning is not overlapped with the
+  // previous step yet), so the budget is paid every step.
+  double planSeconds = 0;
+  // The baseline FlexSP is measured against: every step one group of the
+  // whole world running every sequence (fixed Ulysses over the world).
+  bool fixedUlysses = false;
+};
 
 struct TrainerConfig {
   GptConfig model;
@@ -46,7 +74,12 @@ struct TrainerConfig {
   bool decentralized = false;
   gyrePeers_t peers = gyrePeersRing;
   size_t bucketElems = kDefaultBucketElems;
+  FlexspConfig flexsp;
 };
+
+// The largest FlexSP group config allows: the largest power of two that
+// divides the heads (Ulysses deals them to a group's ranks), within the world.
+int flexspLargestGroup(const TrainerConfig& config);
 
 // What one step did, the same on every rank.
 struct StepReport {
@@ -64,6 +97,10 @@ struct StepReport {
   // A mixture of experts: slots the experts' capacity dropped this step over
   // the whole mesh (every block, micro-batch and rank), and of how many.
   int64_t moeDropped = 0, moeSlots = 0;
+  // FlexSP: how the step was planned ("greedy: 2x1 1x2", the groups that
+  // ran sequences as count x size) and the seconds its plan predicted.
+  std::string plan;
+  double predicted = 0;
 };
 
 class Trainer {
@@ -80,6 +117,13 @@ class Trainer {
   // One optimizer step on step's global batch (the loader is this rank's:
   // rank = mesh().dpRank(), ranks = dp). Collective over the world.
   StepReport step(int64_t step, DataLoader& loader);
+  // FlexSP's step (config.flexsp.on) on the loader's batch of `step`, the
+  // same loader on every rank. Collective over the world.
+  StepReport step(int64_t step, const VarlenLoader& loader);
+  // The FlexSP plan of the last step (every rank's the same).
+  const flexsp::Plan& lastPlan() const;
+  // The loader FlexSP's steps need, from this config.
+  static VarlenConfig varlenConfig(const TrainerConfig& config);
 
   // The checkpoint of a run that has finished `stepsDone` steps, in
   // dir/step-<stepsDone>: each rank writes its shard, rank 0 the index once
@@ -109,12 +153,20 @@ class Trainer {
 
  private:
   void setUpSequenceParallel();
+  // Ulysses over comm (this rank's place in it), the exchanges' time
+  // counted in tpSeconds_; runs as Gpt::SeqParallel's.
+  Gpt::SeqParallel seqParallelOver(gyreComm_t comm, std::vector<int> runs = {});
   // The flat ranges that count towards the global gradient norm on this
   // rank: every tensor once over the mesh (a tensor-parallel replica on tp
   // rank 0 only, the tied wte copy not at all).
   std::vector<FlatRange> normRanges() const;
   float forwardBackward(int64_t step, DataLoader& loader, StepReport& report);
   void sumTiedEmbedding(std::span<float> grads);
+  void setUpFlexsp(gyreComm_t world);
+  // This rank's group's forward and backward of the batch under the plan;
+  // returns its token-weighted share of the loss.
+  float flexspForwardBackward(const VarlenBatch& batch, const flexsp::Plan& plan,
+                              gyreComm_t group);
 
   TrainerConfig config_;
   std::unique_ptr<Mesh> mesh_;
@@ -130,6 +182,10 @@ class Trainer {
   // expert exchanges (inside forward and backward, never hidden).
   double tpSeconds_ = 0;
   std::vector<int> inputs_, targets_;
+  // FlexSP: the time model, the groups' communicators, the last plan.
+  std::unique_ptr<flexsp::UlyssesTime> flexspTime_;
+  std::unique_ptr<flexsp::GroupComms> flexspGroups_;
+  std::unique_ptr<flexsp::Plan> flexspPlan_;
 };
 
 }  // namespace gyre::harness

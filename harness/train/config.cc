@@ -1,5 +1,6 @@
 #include "harness/train/config.h"
 
+#include <cmath>
 #include <string>
 
 namespace gyre::harness {
@@ -45,6 +46,15 @@ TrainerConfig trainerConfig(const TrainOptions& o) {
   c.codec = codecOf(o.codec);
   c.decentralized = !o.decentralized.empty();
   c.peers = peersOf(o.decentralized);
+  c.flexsp.on = o.flexsp;
+  const double median = o.flexspMedian > 0 ? o.flexspMedian : o.seq / 4.0;
+  c.flexsp.lengths = {.mu = std::log(median),
+                      .sigma = o.flexspSigma,
+                      .minLen = o.flexspMin > 0 ? o.flexspMin : 1,
+                      .maxLen = o.seq};
+  c.flexsp.memoryTokens = o.flexspMemory;
+  c.flexsp.planSeconds = o.flexspPlanSeconds;
+  c.flexsp.fixedUlysses = o.flexspUlysses;
   return c;
 }
 

@@ -58,10 +58,10 @@ void progress(const StepReport& r, int64_t steps, bool terminal) {
   char experts[64] = "";
   if (r.moeSlots > 0)
     std::snprintf(experts, sizeof experts, "  dropped %.1f%%", 100.0 * r.moeDropped / r.moeSlots);
-  std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tokens/s  comm %.0f%%%s%s",
+  std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.0f tokens/s  comm %.0f%%%s%s%s%s",
                terminal ? "\r" : "", static_cast<long long>(r.step + 1),
                static_cast<long long>(steps), r.loss, r.tokens / r.seconds, share, experts,
-               terminal ? "   " : "\n");
+               r.plan.empty() ? "" : "  plan ", r.plan.c_str(), terminal ? "   " : "\n");
 }
 
 // GYRE_TRAIN_KILL_AFTER_STEP=N, a testing aid: every rank ends at once with
@@ -146,10 +146,15 @@ int train(TrainOptions o) {
                                                 : TrainLog(o.log, name, described));
     }
     plotted[0].name = name;
+    // FlexSP's batches: sequences of varying lengths, the same on every rank.
+    std::unique_ptr<VarlenLoader> varlen;
+    if (config.flexsp.on)
+      varlen = std::make_unique<VarlenLoader>(openText(o.data, tokenPath(o.data)),
+                                              Trainer::varlenConfig(config));
     const bool terminal = ::isatty(2);
     const int64_t killAfter = killAfterStep();
     for (int64_t step = first; step < o.steps; ++step) {
-      const StepReport r = trainer.step(step, loader);
+      const StepReport r = varlen ? trainer.step(step, *varlen) : trainer.step(step, loader);
       const StepRecord record{.step = r.step,
                               .loss = r.loss,
                               .lr = r.lr,

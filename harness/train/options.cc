@@ -52,6 +52,8 @@ std::string trainUsage() {
          "                  [--weight-decay X] [--seed S] --data TEXT [--checkpoint-dir DIR]\n"
          "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
+         "                  [--flexsp [--flexsp-median N] [--flexsp-sigma X] [--flexsp-min N]\n"
+         "                   [--flexsp-memory TOKENS] [--flexsp-plan-seconds X] [--flexsp-ulysses]]\n"
          "       gyre-train --plot FILE.svg|png LOG.jsonl [LOG.jsonl ...]   (draw earlier runs)\n"
          "Run it under gyrerun, torchrun, mpirun or srun; dp x sp x tp x pp must be the rank count.\n"
          "Testing aid: GYRE_TRAIN_KILL_AFTER_STEP=N in the environment ends every rank with\n"
@@ -103,11 +105,20 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
        [&](auto& f, auto& v) { o.checkpointEvery = integer(f, v, 0, 1LL << 40); }},
       {"--log", [&](auto&, auto& v) { o.log = v; }},
       {"--plot", [&](auto&, auto& v) { o.plot = v; }},
+      {"--flexsp-median", [&](auto& f, auto& v) { o.flexspMedian = real(f, v, 1, 1e9); }},
+      {"--flexsp-sigma", [&](auto& f, auto& v) { o.flexspSigma = real(f, v, 0, 100); }},
+      {"--flexsp-min", [&](auto& f, auto& v) { o.flexspMin = integer(f, v, 1, 1 << 16); }},
+      {"--flexsp-memory", [&](auto& f, auto& v) { o.flexspMemory = integer(f, v, 1, 1LL << 40); }},
+      {"--flexsp-plan-seconds", [&](auto& f, auto& v) { o.flexspPlanSeconds = real(f, v, 0, 3600); }},
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--resume") {
       o.resume = true;
+    } else if (arg == "--flexsp-ulysses") {
+      o.flexsp = o.flexspUlysses = true;
+    } else if (arg == "--flexsp") {
+      o.flexsp = true;
     } else if (arg == "--quiet") {
       o.quiet = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -177,6 +188,21 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
         "--codec and --decentralized reduce during one backward: not with --pp or "
         "--micro-batches");
   }
+  if (o.flexsp) {
+    // FlexSP plans each step's sequence-parallel groups over data
+    // parallelism on the whole world: the other axes are not for it.
+    auto refuse = [](const std::string& why) { throw UsageError("--flexsp " + why); };
+    if (o.sp > 1) refuse("chooses each step's sequence-parallel groups itself: drop --sp");
+    if (o.tp > 1) refuse("with --tp: its groups split sequences over whole replicas; use --tp 1");
+    if (o.pp > 1) refuse("with --pp: its groups run whole models; use --pp 1");
+    if (o.codec != "none" || !o.decentralized.empty())
+      refuse("needs exact data parallelism (no --codec, no --decentralized)");
+    if (o.zero >= 2) refuse("with --zero " + std::to_string(o.zero) + ": use --zero 0 or 1");
+    if (o.experts > 0) refuse("with --experts: not for a mixture of experts");
+    if (o.microBatches > 1) refuse("with --micro-batches: each group's sequences are its passes");
+  } else if (o.flexspMedian > 0 || o.flexspMin > 0 || o.flexspMemory > 0) {
+    throw UsageError("--flexsp-median, --flexsp-min and --flexsp-memory need --flexsp");
+  }
   if (o.microBatches == 0) o.microBatches = o.pp > 1 ? 2 * o.pp : 1;
   if (!o.plot.empty() && !o.plot.ends_with(".svg") && !o.plot.ends_with(".png"))
     throw UsageError("--plot writes FILE.svg or FILE.png, not '" + o.plot + "'");
@@ -203,7 +229,11 @@ void resolveMesh(TrainOptions& o, int ranks) {
                      std::to_string(o.dp) + " x --sp " + std::to_string(o.sp) +
                      "), whose ranks it spreads the experts over");
   }
-  if (o.batch % (o.dp * o.microBatches) != 0) {
+  if ((o.dp & (o.dp - 1)) != 0 && o.flexsp)
+    throw UsageError("--flexsp on " + std::to_string(ranks) +
+                     " ranks: its groups are powers of two covering the world, which must be one too");
+  if (o.flexsp && o.flexspMin == 0) o.flexspMin = ranks;
+  if (!o.flexsp && o.batch % (o.dp * o.microBatches) != 0) {
     throw UsageError("--batch " + std::to_string(o.batch) + " does not split into " +
                      std::to_string(o.dp) + " data-parallel ranks x " +
                      std::to_string(o.microBatches) + " micro-batches");

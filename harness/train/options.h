@@ -44,6 +44,17 @@ struct TrainOptions {
   std::string log;            // a JSON line per step (rank 0)
   std::string plot;           // FILE.svg|png: loss and tokens/s against step
   std::vector<std::string> plotLogs;  // --plot with logs and no --data: draw those, train nothing
+  // FlexSP (docs/harness.md, "FlexSP"): batches of --batch x --seq tokens
+  // of sequences up to --seq long, lognormal lengths of median flexspMedian
+  // and spread flexspSigma (of ln length) at least flexspMin long; planned
+  // groups each step, memory flexspMemory tokens a rank (0: the batch's
+  // share); flexspPlanSeconds the solver's budget (0: greedy).
+  bool flexsp = false;
+  double flexspMedian = 0, flexspSigma = 1.0;  // median 0: --seq / 4
+  int flexspMin = 0;                           // 0: the world size
+  int64_t flexspMemory = 0;
+  double flexspPlanSeconds = 0;
+  bool flexspUlysses = false;  // the baseline: one group of the whole world every step
   bool quiet = false;
   bool help = false;  // --help: print trainUsage() and train nothing
 };
