@@ -2,6 +2,7 @@
 // CMakeLists.txt):
 //
 //   gyrerun -n R harness_flexsp_rank [--memory M] [--plan-seconds S] [--zero Z] [--resume 1]
+//       [--ulysses 1]
 //
 // Each rank trains 20 steps through Trainer in FlexSP mode (harness/
 // trainer.h) on variable-length batches (VarlenLoader: lognormal lengths of
@@ -13,7 +14,8 @@
 // every rank, and (d) that some step's plan has groups of two sizes or more
 // (else the test would prove plain data parallelism only). With --resume,
 // a checkpoint after step 10 is loaded by a second Trainer whose steps 10
-// to 19 must repeat the first run's losses bit for bit.
+// to 19 must repeat the first run's losses bit for bit. With --ulysses, the
+// baseline: every sequence split unevenly over the whole world (no (d)).
 #include <unistd.h>
 
 #include <cmath>
@@ -103,6 +105,8 @@ int body(int argc, char** argv) {
       config.flexsp.planSeconds = std::stod(value);
     else if (flag == "--zero")
       config.zero = std::stoi(value);
+    else if (flag == "--ulysses")
+      config.flexsp.fixedUlysses = value == "1";
     else if (flag == "--resume")
       resume = value == "1";
     else
@@ -159,7 +163,7 @@ int body(int argc, char** argv) {
                              ref.model.layout(), ref.model.params(), kTolerance, who, &worstParam);
     failures += checkReplicas(world, params, who);
   }
-  if (mixedSteps == 0) {
+  if (mixedSteps == 0 && !config.flexsp.fixedUlysses) {
     std::printf("%s: no step's plan had groups of two sizes (sizes used:", who.c_str());
     for (int s : sizes) std::printf(" %d", s);
     std::printf("): the test proves nothing of FlexSP\n");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/train/options.h"
@@ -165,6 +166,43 @@ TEST(HarnessTrainOptions, MeshAgainstTheJob) {
     EXPECT_NE(std::string(e.what()).find("--ep 4 does not divide the data group"),
               std::string::npos)
         << e.what();
+  }
+}
+
+TEST(HarnessTrainOptions, FlexspFlagsAndWhatItRefuses) {
+  TrainOptions o = parse({"--data", "t", "--flexsp", "--flexsp-median", "50", "--flexsp-sigma",
+                          "1.5", "--flexsp-memory", "300", "--flexsp-plan-seconds", "0.5",
+                          "--batch", "6"});
+  EXPECT_TRUE(o.flexsp);
+  EXPECT_FALSE(o.flexspUlysses);
+  EXPECT_EQ(o.flexspMedian, 50);
+  EXPECT_EQ(o.flexspSigma, 1.5);
+  EXPECT_EQ(o.flexspMemory, 300);
+  EXPECT_EQ(o.flexspPlanSeconds, 0.5);
+  resolveMesh(o, 4);  // a token budget: 6 does not need to split over 4 ranks
+  EXPECT_EQ(o.flexspMin, 4);  // the world, by default
+  EXPECT_TRUE(parse({"--data", "t", "--flexsp-ulysses"}).flexspUlysses);
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--sp", "2"},
+                                                        {"--tp", "2"},
+                                                        {"--pp", "2"},
+                                                        {"--codec", "int8"},
+                                                        {"--decentralized", "ring"},
+                                                        {"--zero", "2"},
+                                                        {"--experts", "4"},
+                                                        {"--micro-batches", "2"}}) {
+    const std::string why = refusal({"--data", "t", "--flexsp", flag, value});
+    EXPECT_EQ(why.rfind("--flexsp ", 0), 0u) << flag << ": " << why;
+    EXPECT_NE(why.find(flag), std::string::npos) << flag << ": " << why;
+  }
+  EXPECT_NE(refusal({"--data", "t", "--flexsp-median", "9"}).find("need --flexsp"),
+            std::string::npos);
+  TrainOptions three = parse({"--data", "t", "--flexsp"});
+  try {
+    resolveMesh(three, 3);
+    FAIL() << "FlexSP on 3 ranks";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("on 3 ranks"), std::string::npos) << e.what();
   }
 }
 
