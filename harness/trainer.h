@@ -54,6 +54,10 @@ struct FlexspConfig {
   // The baseline FlexSP is measured against: every step one group of the
   // whole world running every sequence (fixed Ulysses over the world).
   bool fixedUlysses = false;
+  // The time model's compute constants for this model's layer (seconds per
+  // token squared and per token, gyre-flexsp-calibrate --hidden dim);
+  // 0: the built-in calibration at width 512, scaled to this width.
+  double attentionSeconds = 0, linearSeconds = 0;
 };
 
 struct TrainerConfig {

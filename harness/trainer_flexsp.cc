@@ -77,6 +77,8 @@ void Trainer::setUpFlexsp(gyreComm_t world) {
   const double w = config_.model.dim / static_cast<double>(time.compute.hidden);
   time.compute.attentionSeconds *= w;
   time.compute.linearSeconds *= w * w;
+  if (config_.flexsp.attentionSeconds > 0) time.compute.attentionSeconds = config_.flexsp.attentionSeconds;
+  if (config_.flexsp.linearSeconds > 0) time.compute.linearSeconds = config_.flexsp.linearSeconds;
   time.layers = config_.model.layers;
   flexspTime_ = std::make_unique<flexsp::UlyssesTime>(time, world);
   flexspGroups_ = std::make_unique<flexsp::GroupComms>(world);

@@ -55,6 +55,8 @@ TrainerConfig trainerConfig(const TrainOptions& o) {
   c.flexsp.memoryTokens = o.flexspMemory;
   c.flexsp.planSeconds = o.flexspPlanSeconds;
   c.flexsp.fixedUlysses = o.flexspUlysses;
+  c.flexsp.attentionSeconds = o.flexspAttentionSeconds;
+  c.flexsp.linearSeconds = o.flexspLinearSeconds;
   return c;
 }
 

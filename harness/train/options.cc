@@ -53,7 +53,8 @@ std::string trainUsage() {
          "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
          "                  [--flexsp [--flexsp-median N] [--flexsp-sigma X] [--flexsp-min N]\n"
-         "                   [--flexsp-memory TOKENS] [--flexsp-plan-seconds X] [--flexsp-ulysses]]\n"
+         "                   [--flexsp-memory TOKENS] [--flexsp-plan-seconds X] [--flexsp-ulysses]\n"
+         "                   [--flexsp-attention-seconds A] [--flexsp-linear-seconds B]]\n"
          "       gyre-train --plot FILE.svg|png LOG.jsonl [LOG.jsonl ...]   (draw earlier runs)\n"
          "Run it under gyrerun, torchrun, mpirun or srun; dp x sp x tp x pp must be the rank count.\n"
          "Testing aid: GYRE_TRAIN_KILL_AFTER_STEP=N in the environment ends every rank with\n"
@@ -107,6 +108,9 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
       {"--plot", [&](auto&, auto& v) { o.plot = v; }},
       {"--flexsp-median", [&](auto& f, auto& v) { o.flexspMedian = real(f, v, 1, 1e9); }},
       {"--flexsp-sigma", [&](auto& f, auto& v) { o.flexspSigma = real(f, v, 0, 100); }},
+      {"--flexsp-attention-seconds",
+       [&](auto& f, auto& v) { o.flexspAttentionSeconds = real(f, v, 0, 1); }},
+      {"--flexsp-linear-seconds", [&](auto& f, auto& v) { o.flexspLinearSeconds = real(f, v, 0, 1); }},
       {"--flexsp-min", [&](auto& f, auto& v) { o.flexspMin = integer(f, v, 1, 1 << 16); }},
       {"--flexsp-memory", [&](auto& f, auto& v) { o.flexspMemory = integer(f, v, 1, 1LL << 40); }},
       {"--flexsp-plan-seconds", [&](auto& f, auto& v) { o.flexspPlanSeconds = real(f, v, 0, 3600); }},

@@ -54,7 +54,9 @@ struct TrainOptions {
   int flexspMin = 0;                           // 0: the world size
   int64_t flexspMemory = 0;
   double flexspPlanSeconds = 0;
-  bool flexspUlysses = false;  // the baseline: one group of the whole world every step
+  bool flexspUlysses = false;
+  // The time model's compute constants (0: the built-in ones, scaled to --dim).
+  double flexspAttentionSeconds = 0, flexspLinearSeconds = 0;  // the baseline: one group of the whole world every step
   bool quiet = false;
   bool help = false;  // --help: print trainUsage() and train nothing
 };
