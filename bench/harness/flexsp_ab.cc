@@ -43,6 +43,12 @@ double slowest(double seconds, gyreComm_t world) {
   return seconds;
 }
 
+double fastest(double seconds, gyreComm_t world) {
+  checkGyre(gyreAllReduce(&seconds, &seconds, 1, gyreFloat64, gyreMin, world, nullptr),
+            "gyreAllReduce of the step time", world);
+  return seconds;
+}
+
 int run(int argc, char** argv) {
   std::vector<const char*> args(argv, argv + argc);
   args.push_back("--flexsp");
@@ -64,7 +70,7 @@ int run(int argc, char** argv) {
     std::vector<double> fm, um, fp, up, ratio;
     if (rank == 0)
       std::printf("step sequences tokens longest | flexsp_s ulysses_s ratio | predicted: flexsp_s "
-                  "ulysses_s ratio | flexsp plan\n");
+                  "ulysses_s ratio | compute s, least-most rank: flexsp ulysses | flexsp plan\n");
     for (int64_t step = 0; step < o.steps; ++step) {
       StepReport ra, rb;
       if (step % 2 == 0) {
@@ -75,14 +81,18 @@ int run(int argc, char** argv) {
         ra = a.step(step, loader);
       }
       const double sa = slowest(ra.seconds, world), sb = slowest(rb.seconds, world);
+      // The ranks' compute (forward and backward less the exchanges): how
+      // evenly the plan loaded them.
+      const double ca0 = fastest(ra.compute, world), ca1 = slowest(ra.compute, world);
+      const double cb0 = fastest(rb.compute, world), cb1 = slowest(rb.compute, world);
       const std::vector<int64_t> lengths = loader.lengths(step);
       if (rank == 0)
-        std::printf("%lld %zu %lld %lld | %.4f %.4f %.2fx | %.4f %.4f %.2fx | %s\n",
+        std::printf("%lld %zu %lld %lld | %.4f %.4f %.2fx | %.4f %.4f %.2fx | %.3f-%.3f %.3f-%.3f | %s\n",
                     static_cast<long long>(step), lengths.size(),
                     static_cast<long long>(ra.tokens),
                     static_cast<long long>(*std::max_element(lengths.begin(), lengths.end())), sa,
-                    sb, sb / sa, ra.predicted, rb.predicted, rb.predicted / ra.predicted,
-                    ra.plan.c_str());
+                    sb, sb / sa, ra.predicted, rb.predicted, rb.predicted / ra.predicted, ca0,
+                    ca1, cb0, cb1, ra.plan.c_str());
       if (step == 0) continue;  // the first step makes the groups' communicators
       fm.push_back(sa);
       um.push_back(sb);
