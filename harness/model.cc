@@ -188,8 +188,10 @@ void Gpt::setSeqParallel(SeqParallel sp) {
   if (!sp.runs.empty()) {
     if (static_cast<int>(sp.runs.size()) != sp.size ||
         std::any_of(sp.runs.begin(), sp.runs.end(), [](int n) { return n < 1; }))
-      throw std::invalid_argument("Gpt: sequence-parallel runs need one count of at least 1 token "
-                                  "per rank of " + std::to_string(sp.size));
+      throw std::invalid_argument(
+          "Gpt: sequence-parallel runs need one count of at least 1 token "
+          "per rank of " +
+          std::to_string(sp.size));
   }
   if (sp.size == 1) sp.shareHeads = localHeads;
   sp_ = std::move(sp);
@@ -308,11 +310,12 @@ void Gpt::blockForward(int l, const float* x, Activations::Block& a, int B, int 
 float Gpt::forward(Activations& a, const int* inputs, const int* targets, const float* input, int B,
                    int T) {
   if (B <= 0 || T <= 0 || attentionSide(T).tokens > config_.maxSeq) {
-    throw std::invalid_argument("Gpt::forward: need B > 0 and 0 < T, the whole sequence (T on each "
-                                "sequence-parallel rank, or their runs) <= maxSeq (" +
-                                std::to_string(config_.maxSeq) + "), got B " + std::to_string(B) +
-                                ", T " + std::to_string(T) + " on rank " +
-                                std::to_string(sp_.rank) + " of " + std::to_string(sp_.size));
+    throw std::invalid_argument(
+        "Gpt::forward: need B > 0 and 0 < T, the whole sequence (T on each "
+        "sequence-parallel rank, or their runs) <= maxSeq (" +
+        std::to_string(config_.maxSeq) + "), got B " + std::to_string(B) + ", T " +
+        std::to_string(T) + " on rank " + std::to_string(sp_.rank) + " of " +
+        std::to_string(sp_.size));
   }
   const int N = B * T, C = config_.dim, V = config_.vocab;
   if (shard_.embeddings ? inputs == nullptr : input == nullptr)

@@ -132,7 +132,8 @@ class Gpt {
     using Exchange = std::function<void(const float* in, float* out, int B,
                                         std::span<const size_t> tokens, bool qkv)>;
     Exchange toHeads;
-    // The reverse: [B][sum of tokens][parts x share][headDim] -> [B][tokens[rank]][parts x heads][headDim].
+    // The reverse: [B][sum of tokens][parts x share][headDim] -> [B][tokens[rank]][parts x
+    // heads][headDim].
     Exchange toSeq;
     int shareHeads = 0;  // the heads this rank attends over
   };

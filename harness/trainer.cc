@@ -33,16 +33,18 @@ void validateFlexsp(const TrainerConfig& c) {
     refuse("with a fixed sequence-parallel size (sp " + std::to_string(c.mesh.sp) +
            "): FlexSP chooses each step's groups itself; leave sp at 1");
   if (c.codec != gyreCodecNone || c.decentralized)
-    refuse("with compressed or decentralized averaging: the ranks of a group must hold the same "
-           "parameters bit for bit");
+    refuse(
+        "with compressed or decentralized averaging: the ranks of a group must hold the same "
+        "parameters bit for bit");
   if (c.zero >= 2)
     refuse("with ZeRO stage " + std::to_string(c.zero) +
            ": stages 2 and 3 reduce or gather in every backward, and FlexSP's groups run "
            "different numbers of sequences; use ZeRO 0 or 1");
   if (c.microBatches != 1) refuse("with micro-batches: each group's sequences are its passes");
   if (c.model.experts > 0)
-    refuse("with a mixture of experts: the experts' capacity and load-balancing loss are per "
-           "rank's tokens, which FlexSP's groups make uneven");
+    refuse(
+        "with a mixture of experts: the experts' capacity and load-balancing loss are per "
+        "rank's tokens, which FlexSP's groups make uneven");
   const int world = c.mesh.dp;
   if (world < 1 || (world & (world - 1)) != 0)
     refuse("on " + std::to_string(world) +
@@ -53,9 +55,9 @@ void validateFlexsp(const TrainerConfig& c) {
            " ranks gives each rank a run of at least one token; raise the shortest length");
   const int64_t budget = static_cast<int64_t>(c.batch) * c.seq;
   if (c.flexsp.memoryTokens > 0 && c.flexsp.memoryTokens * world < budget)
-    refuse("with memory for " + std::to_string(c.flexsp.memoryTokens) + " tokens a rank: " +
-           std::to_string(world) + " ranks hold fewer than a batch's " + std::to_string(budget) +
-           " (batch x seq); raise the memory or lower the batch");
+    refuse("with memory for " + std::to_string(c.flexsp.memoryTokens) +
+           " tokens a rank: " + std::to_string(world) + " ranks hold fewer than a batch's " +
+           std::to_string(budget) + " (batch x seq); raise the memory or lower the batch");
   if (c.flexsp.fixedUlysses && flexspLargestGroup(c) < world)
     refuse("as fixed Ulysses over " + std::to_string(world) + " ranks: the model's " +
            std::to_string(c.model.heads) + " heads do not split over them");
@@ -213,9 +215,7 @@ Trainer::Trainer(gyreComm_t world, const TrainerConfig& config) : config_(config
 
 Trainer::~Trainer() = default;
 
-void Trainer::setUpSequenceParallel() {
-  model_->setSeqParallel(seqParallelOver(mesh_->sp()));
-}
+void Trainer::setUpSequenceParallel() { model_->setSeqParallel(seqParallelOver(mesh_->sp())); }
 
 Gpt::SeqParallel Trainer::seqParallelOver(gyreComm_t comm, std::vector<int> runs) {
   int size = 0, rank = 0;
@@ -229,13 +229,12 @@ Gpt::SeqParallel Trainer::seqParallelOver(gyreComm_t comm, std::vector<int> runs
             comm);
   // One exchange per sequence of the micro-batch, all launched, then waited.
   auto exchange = [this, comm, rank, heads, headDim, share](bool toHeads) {
-    return [=, this](const float* in, float* out, int B, std::span<const size_t> tokens,
-                     bool qkv) {
+    return [=, this](const float* in, float* out, int B, std::span<const size_t> tokens, bool qkv) {
       const double start = now();
       const size_t parts = qkv ? 3 : 1;
       size_t seqLen = 0;
       for (size_t n : tokens) seqLen += n;
-      const gyreSeqLayout_t layout{heads, 0, headDim, qkv ? gyreSeqQKV : gyreSeqQ, seqLen,
+      const gyreSeqLayout_t layout{heads,        0, headDim, qkv ? gyreSeqQKV : gyreSeqQ, seqLen,
                                    tokens.data()};
       const size_t seqSide = tokens[rank] * parts * heads * headDim;
       const size_t headSide = seqLen * parts * share * headDim;

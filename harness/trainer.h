@@ -169,8 +169,7 @@ class Trainer {
   void setUpFlexsp(gyreComm_t world);
   // This rank's group's forward and backward of the batch under the plan;
   // returns its token-weighted share of the loss.
-  float flexspForwardBackward(const VarlenBatch& batch, const flexsp::Plan& plan,
-                              gyreComm_t group);
+  float flexspForwardBackward(const VarlenBatch& batch, const flexsp::Plan& plan, gyreComm_t group);
 
   TrainerConfig config_;
   std::unique_ptr<Mesh> mesh_;

@@ -77,7 +77,8 @@ void Trainer::setUpFlexsp(gyreComm_t world) {
   const double w = config_.model.dim / static_cast<double>(time.compute.hidden);
   time.compute.attentionSeconds *= w;
   time.compute.linearSeconds *= w * w;
-  if (config_.flexsp.attentionSeconds > 0) time.compute.attentionSeconds = config_.flexsp.attentionSeconds;
+  if (config_.flexsp.attentionSeconds > 0)
+    time.compute.attentionSeconds = config_.flexsp.attentionSeconds;
   if (config_.flexsp.linearSeconds > 0) time.compute.linearSeconds = config_.flexsp.linearSeconds;
   time.layers = config_.model.layers;
   flexspTime_ = std::make_unique<flexsp::UlyssesTime>(time, world);
@@ -96,7 +97,8 @@ float Trainer::flexspForwardBackward(const VarlenBatch& batch, const flexsp::Pla
   const flexsp::Group* mine = nullptr;
   for (const flexsp::Group& g : plan.groups)
     if (rank >= g.firstRank && rank < g.firstRank + g.size) mine = &g;
-  if (mine == nullptr) throw std::logic_error("FlexSP: the plan leaves rank " + std::to_string(rank) + " out");
+  if (mine == nullptr)
+    throw std::logic_error("FlexSP: the plan leaves rank " + std::to_string(rank) + " out");
   if (micro_.empty()) micro_.resize(1);
   // Each pass's loss is the mean over this rank's run; weighted by its
   // tokens x world / the batch's, Zero's average over the world becomes the
@@ -149,8 +151,9 @@ StepReport Trainer::step(int64_t step, const VarlenLoader& loader) {
     options.useSolver = config_.flexsp.planSeconds > 0;
     options.log = [](bool, const std::string&) {};  // plan.method and plan.note say it
     try {
-      plan = config_.flexsp.fixedUlysses ? flexsp::ulyssesPlan(problem, flexspTime_->function())
-                                         : flexsp::planBatch(problem, flexspTime_->function(), options);
+      plan = config_.flexsp.fixedUlysses
+                 ? flexsp::ulyssesPlan(problem, flexspTime_->function())
+                 : flexsp::planBatch(problem, flexspTime_->function(), options);
     } catch (const flexsp::PlanError& e) {
       plan = {};  // no groups: every rank stops below, not waiting for this one
       planError = e.what();

@@ -64,13 +64,14 @@ int run(int argc, char** argv) {
   uly.flexsp.fixedUlysses = true;
   {
     Trainer a(world, flex), b(world, uly);
-    const fs::path tokens = fs::temp_directory_path() /
-                            ("gyre-flexsp-ab-" + std::to_string(rank) + ".tokens");
+    const fs::path tokens =
+        fs::temp_directory_path() / ("gyre-flexsp-ab-" + std::to_string(rank) + ".tokens");
     const VarlenLoader loader(openText(o.data, tokens), Trainer::varlenConfig(flex));
     std::vector<double> fm, um, fp, up, ratio;
     if (rank == 0)
-      std::printf("step sequences tokens longest | flexsp_s ulysses_s ratio | predicted: flexsp_s "
-                  "ulysses_s ratio | compute s, least-most rank: flexsp ulysses | flexsp plan\n");
+      std::printf(
+          "step sequences tokens longest | flexsp_s ulysses_s ratio | predicted: flexsp_s "
+          "ulysses_s ratio | compute s, least-most rank: flexsp ulysses | flexsp plan\n");
     for (int64_t step = 0; step < o.steps; ++step) {
       StepReport ra, rb;
       if (step % 2 == 0) {
@@ -87,12 +88,12 @@ int run(int argc, char** argv) {
       const double cb0 = fastest(rb.compute, world), cb1 = slowest(rb.compute, world);
       const std::vector<int64_t> lengths = loader.lengths(step);
       if (rank == 0)
-        std::printf("%lld %zu %lld %lld | %.4f %.4f %.2fx | %.4f %.4f %.2fx | %.3f-%.3f %.3f-%.3f | %s\n",
-                    static_cast<long long>(step), lengths.size(),
-                    static_cast<long long>(ra.tokens),
-                    static_cast<long long>(*std::max_element(lengths.begin(), lengths.end())), sa,
-                    sb, sb / sa, ra.predicted, rb.predicted, rb.predicted / ra.predicted, ca0,
-                    ca1, cb0, cb1, ra.plan.c_str());
+        std::printf(
+            "%lld %zu %lld %lld | %.4f %.4f %.2fx | %.4f %.4f %.2fx | %.3f-%.3f %.3f-%.3f | %s\n",
+            static_cast<long long>(step), lengths.size(), static_cast<long long>(ra.tokens),
+            static_cast<long long>(*std::max_element(lengths.begin(), lengths.end())), sa, sb,
+            sb / sa, ra.predicted, rb.predicted, rb.predicted / ra.predicted, ca0, ca1, cb0, cb1,
+            ra.plan.c_str());
       if (step == 0) continue;  // the first step makes the groups' communicators
       fm.push_back(sa);
       um.push_back(sb);
@@ -101,12 +102,12 @@ int run(int argc, char** argv) {
       ratio.push_back(sb / sa);
     }
     if (rank == 0)
-      std::printf("medians over steps 1-%lld: flexsp %.4f s, ulysses %.4f s, ratio of medians "
-                  "%.2fx, median of ratios %.2fx; predicted flexsp %.4f s, ulysses %.4f s, "
-                  "%.2fx\n",
-                  static_cast<long long>(o.steps - 1), median(fm), median(um),
-                  median(um) / median(fm), median(ratio), median(fp), median(up),
-                  median(up) / median(fp));
+      std::printf(
+          "medians over steps 1-%lld: flexsp %.4f s, ulysses %.4f s, ratio of medians "
+          "%.2fx, median of ratios %.2fx; predicted flexsp %.4f s, ulysses %.4f s, "
+          "%.2fx\n",
+          static_cast<long long>(o.steps - 1), median(fm), median(um), median(um) / median(fm),
+          median(ratio), median(fp), median(up), median(up) / median(fp));
   }
   checkGyre(gyreCommFinalize(world), "gyreCommFinalize", world);
   gyreCommDestroy(world);

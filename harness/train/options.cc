@@ -53,7 +53,8 @@ std::string trainUsage() {
          "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
          "                  [--flexsp [--flexsp-median N] [--flexsp-sigma X] [--flexsp-min N]\n"
-         "                   [--flexsp-memory TOKENS] [--flexsp-plan-seconds X] [--flexsp-ulysses]\n"
+         "                   [--flexsp-memory TOKENS] [--flexsp-plan-seconds X] "
+         "[--flexsp-ulysses]\n"
          "                   [--flexsp-attention-seconds A] [--flexsp-linear-seconds B]]\n"
          "       gyre-train --plot FILE.svg|png LOG.jsonl [LOG.jsonl ...]   (draw earlier runs)\n"
          "Run it under gyrerun, torchrun, mpirun or srun; dp x sp x tp x pp must be the rank count.\n"
@@ -110,10 +111,12 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
       {"--flexsp-sigma", [&](auto& f, auto& v) { o.flexspSigma = real(f, v, 0, 100); }},
       {"--flexsp-attention-seconds",
        [&](auto& f, auto& v) { o.flexspAttentionSeconds = real(f, v, 0, 1); }},
-      {"--flexsp-linear-seconds", [&](auto& f, auto& v) { o.flexspLinearSeconds = real(f, v, 0, 1); }},
+      {"--flexsp-linear-seconds",
+       [&](auto& f, auto& v) { o.flexspLinearSeconds = real(f, v, 0, 1); }},
       {"--flexsp-min", [&](auto& f, auto& v) { o.flexspMin = integer(f, v, 1, 1 << 16); }},
       {"--flexsp-memory", [&](auto& f, auto& v) { o.flexspMemory = integer(f, v, 1, 1LL << 40); }},
-      {"--flexsp-plan-seconds", [&](auto& f, auto& v) { o.flexspPlanSeconds = real(f, v, 0, 3600); }},
+      {"--flexsp-plan-seconds",
+       [&](auto& f, auto& v) { o.flexspPlanSeconds = real(f, v, 0, 3600); }},
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -234,8 +237,9 @@ void resolveMesh(TrainOptions& o, int ranks) {
                      "), whose ranks it spreads the experts over");
   }
   if ((o.dp & (o.dp - 1)) != 0 && o.flexsp)
-    throw UsageError("--flexsp on " + std::to_string(ranks) +
-                     " ranks: its groups are powers of two covering the world, which must be one too");
+    throw UsageError(
+        "--flexsp on " + std::to_string(ranks) +
+        " ranks: its groups are powers of two covering the world, which must be one too");
   if (o.flexsp && o.flexspMin == 0) o.flexspMin = ranks;
   if (!o.flexsp && o.batch % (o.dp * o.microBatches) != 0) {
     throw UsageError("--batch " + std::to_string(o.batch) + " does not split into " +

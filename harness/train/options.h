@@ -56,7 +56,8 @@ struct TrainOptions {
   double flexspPlanSeconds = 0;
   bool flexspUlysses = false;
   // The time model's compute constants (0: the built-in ones, scaled to --dim).
-  double flexspAttentionSeconds = 0, flexspLinearSeconds = 0;  // the baseline: one group of the whole world every step
+  double flexspAttentionSeconds = 0,
+         flexspLinearSeconds = 0;  // the baseline: one group of the whole world every step
   bool quiet = false;
   bool help = false;  // --help: print trainUsage() and train nothing
 };

@@ -150,7 +150,8 @@ int body(int argc, char** argv) {
         std::printf("step %d: plan %s:", step, trainer.lastPlan().method.c_str());
         for (const gyre::flexsp::Group& g : trainer.lastPlan().groups) {
           std::printf(" [ranks %d-%d:", g.firstRank, g.firstRank + g.size - 1);
-          for (int s : g.sequences) std::printf(" %lld", static_cast<long long>(loader.lengths(step)[s]));
+          for (int s : g.sequences)
+            std::printf(" %lld", static_cast<long long>(loader.lengths(step)[s]));
           std::printf("]");
         }
         std::printf("\n");
@@ -169,10 +170,11 @@ int body(int argc, char** argv) {
     std::printf("): the test proves nothing of FlexSP\n");
     ++failures;
   }
-  std::printf("rank %d of %d, FlexSP, zero %d: loss %.5f -> %.5f, %d of %d steps with groups of "
-              "several sizes; worst relative difference from one rank: loss %.3g, parameters %.3g\n",
-              rank, ranks, config.zero, losses.front(), losses.back(), mixedSteps, kSteps,
-              worstLoss, worstParam);
+  std::printf(
+      "rank %d of %d, FlexSP, zero %d: loss %.5f -> %.5f, %d of %d steps with groups of "
+      "several sizes; worst relative difference from one rank: loss %.3g, parameters %.3g\n",
+      rank, ranks, config.zero, losses.front(), losses.back(), mixedSteps, kSteps, worstLoss,
+      worstParam);
 
   if (resume) {
     Trainer trainer(world, config);
@@ -185,8 +187,8 @@ int body(int argc, char** argv) {
     for (int step = kSaveAt; step < kSteps; ++step) {
       const float loss = trainer.step(step, loader).loss;
       if (loss != losses[step]) {
-        std::printf("%s: resumed step %d loss %.9g, uninterrupted %.9g\n", who.c_str(), step,
-                    loss, losses[step]);
+        std::printf("%s: resumed step %d loss %.9g, uninterrupted %.9g\n", who.c_str(), step, loss,
+                    losses[step]);
         ++failures;
       }
     }

@@ -42,9 +42,8 @@ class HarnessVarlen : public ::testing::Test {
   std::string text_;
 };
 
-const VarlenConfig kConfig{.lengths = {.mu = 3.0, .sigma = 1.0, .minLen = 4, .maxLen = 64},
-                           .tokens = 256,
-                           .seed = 5};
+const VarlenConfig kConfig{
+    .lengths = {.mu = 3.0, .sigma = 1.0, .minLen = 4, .maxLen = 64}, .tokens = 256, .seed = 5};
 
 TEST_F(HarnessVarlen, SameSeedAndStepSameBatchAnotherStepAnother) {
   const VarlenLoader a = loader(kConfig), b = loader(kConfig);
