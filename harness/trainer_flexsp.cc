@@ -149,7 +149,9 @@ StepReport Trainer::step(int64_t step, const VarlenLoader& loader) {
     flexsp::PlanOptions options;
     options.timeLimitSeconds = config_.flexsp.planSeconds;
     options.useSolver = config_.flexsp.planSeconds > 0;
-    options.log = [](bool, const std::string&) {};  // plan.method and plan.note say it
+    // The planner's own log line (docs/sequence-parallel.md, "Solver and
+    // fallback"): a fallback or a time limit at WARN, the rest at
+    // GYRE_DEBUG=INFO; the progress line names the method too.
     try {
       plan = config_.flexsp.fixedUlysses
                  ? flexsp::ulyssesPlan(problem, flexspTime_->function())
