@@ -58,6 +58,15 @@ void validateFlexsp(const TrainerConfig& c) {
     refuse("with memory for " + std::to_string(c.flexsp.memoryTokens) +
            " tokens a rank: " + std::to_string(world) + " ranks hold fewer than a batch's " +
            std::to_string(budget) + " (batch x seq); raise the memory or lower the batch");
+  // The planner's memory (the default as setUpFlexsp takes it): the
+  // longest sequence must fit the largest group.
+  const int64_t memory =
+      c.flexsp.memoryTokens > 0 ? c.flexsp.memoryTokens : (budget + world - 1) / world;
+  if (memory * flexspLargestGroup(c) < c.seq)
+    refuse("with memory for " + std::to_string(memory) + " tokens a rank: a sequence of " +
+           std::to_string(c.seq) + " tokens (seq) needs more than the largest group, " +
+           std::to_string(flexspLargestGroup(c)) +
+           " ranks, holds; raise the memory or lower seq");
   if (c.flexsp.fixedUlysses && flexspLargestGroup(c) < world)
     refuse("as fixed Ulysses over " + std::to_string(world) + " ranks: the model's " +
            std::to_string(c.model.heads) + " heads do not split over them");

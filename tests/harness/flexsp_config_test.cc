@@ -51,6 +51,13 @@ TEST(HarnessFlexspConfig, BadConfigurationsAreRefusedByName) {
                 "4 ranks hold fewer than a batch's 64");
   expectRefused(
       [](TrainerConfig& c) {
+        c.model.heads = 1;  // groups of one rank only, each holding 16 tokens
+        c.flexsp.lengths.minLen = 1;
+        c.flexsp.memoryTokens = 16;  // 4 ranks x 16: the batch's 2 x 32 tokens
+      },
+      "a sequence of 32 tokens (seq) needs more than the largest group, 1 ranks, holds");
+  expectRefused(
+      [](TrainerConfig& c) {
         c.mesh.dp = 8;
         c.flexsp.lengths.minLen = 8;
         c.flexsp.fixedUlysses = true;
