@@ -14,7 +14,8 @@ On a generated corpus and a small model, under gyrerun with 4 ranks:
    file or the field, with a non-zero status and no step trained after them;
    a step without its index is passed over for the newest complete one;
 4. --plot writes SVG and PNG, draws earlier logs, and bad flags exit 2 naming
-   the flag.
+   the flag;
+5. --flexsp learns, names its plans, and resumes bit for bit.
 
 Standard library only; each check prints a line, the first failure ends the
 test with its output.
@@ -331,6 +332,29 @@ class TrainCli(unittest.TestCase):
                                    "--resume"])
         self.assertEqual(status, 0, out)
 
+    def test_flexsp(self):
+        """--flexsp: variable-length batches planned each step (the progress line names
+        the plan), learning; killed after step 10 and resumed, the losses are the
+        uninterrupted run's bit for bit."""
+        args = ["--flexsp", "--flexsp-median", "12"]
+        status, out = train(args + ["--log", "flex.jsonl"])
+        self.assertEqual(status, 0, out)
+        lines = [l for l in out.splitlines() if re.search(r"step \d+/%d " % STEPS, l)]
+        self.assertTrue(lines and all(re.search(r"plan greedy: \d+x\d", l) for l in lines), out)
+        ref = losses("flex.jsonl")
+        self.assertEqual(sorted(ref), list(range(STEPS)))
+        self.assertLess(ref[STEPS - 1], ref[0] - 0.5)
+        status, out = train(args + ["--checkpoint-dir", "flex", "--checkpoint-every", "5"],
+                            env={"GYRE_TRAIN_KILL_AFTER_STEP": "10"})
+        self.assertEqual(status, 137, out)
+        status, out = train(args + ["--checkpoint-dir", "flex", "--resume", "--log", "flex2.jsonl"])
+        self.assertEqual(status, 0, out)
+        self.expect_resumed_from(out, "flex", 10)
+        got = losses("flex2.jsonl")
+        self.assertEqual(sorted(got), list(range(10, STEPS)))
+        for step, loss in got.items():
+            self.assertEqual(loss, ref[step], "step %d" % step)
+
     def test_bad_flags_exit_2_naming_the_flag(self):
         cases = [
             (["--steps", "ten"], "--steps"),
@@ -344,6 +368,8 @@ class TrainCli(unittest.TestCase):
             (["--experts", "2", "--top-k", "3"], "--top-k 3 is more than --experts 2"),
             (["--experts", "2", "--tp", "2"], "--experts with --tp"),
             (["--experts", "4", "--ep", "2", "--zero", "2"], "--ep with --zero 2"),
+            (["--flexsp", "--tp", "2"], "--flexsp with --tp"),
+            (["--flexsp", "--sp", "2"], "drop --sp"),
         ]
         for extra, flag in cases:
             base = ["--data", CORPUS] if "--data" not in extra else []
