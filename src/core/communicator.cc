@@ -1,4 +1,5 @@
 #include "core/communicator.h"
+#include "core/trace.h"
 
 #include <immintrin.h>
 
@@ -149,6 +150,7 @@ Communicator::~Communicator() {
 }
 
 void Communicator::setUpTransports(Deadline deadline) {
+  traceRow_ = trace::addCommunicator(rank_, nranks_, config_.commName);
   // Ranks must agree on the transport settings, or their exchanges would
   // not line up: compare them first.
   std::vector<SharedSettings> all(static_cast<size_t>(nranks_));

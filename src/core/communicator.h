@@ -205,6 +205,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // req, the call's name and number for errors and stall reports (`kind`
   // names it), and checkReports.
   void beginCollective(collectives::CallRequest& req, collectives::OpKind kind);
+  // GYRE_TRACE_FILE (trace.h): this communicator's row, 0 when off, and
+  // one call's event from its start.
+  int traceRow_ = 0;
+  void traceCall(const Operation& op, int64_t startNs, const char* result);
   // A wait that ran out (GYRE_TIMEOUT_MS), or another rank's report that
   // its own did (`report`) while this one waits too. Tells every rank what
   // this wait is stuck on, looks a moment for their reports, and follows

@@ -8,6 +8,8 @@
 #include "collectives/peer_average.h"
 #include "collectives/point_to_point.h"
 #include "core/communicator.h"
+#include "core/trace.h"
+#include "transport/connection_manager.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/scale.h"
 #include "topology/affinity.h"
@@ -165,19 +167,63 @@ void Communicator::runGroupMembers(std::vector<Operation>& ops) {
   std::vector<Operation> p2p;
   for (Operation& op : ops)
     if (op.kind == OpKind::SendRecv) p2p.push_back(op);
-  if (!p2p.empty()) executePointToPoint(p2p);
+  if (!p2p.empty()) {
+    const int64_t start = traceRow_ ? nowNs() : 0;
+    const char* result = "ok";
+    try {
+      executePointToPoint(p2p);
+    } catch (const Error& e) {
+      result = gyreGetErrorString(e.code());
+      if (traceRow_)
+        for (const Operation& op : p2p) traceCall(op, start, result);
+      throw;
+    }
+    if (traceRow_)
+      for (const Operation& op : p2p) traceCall(op, start, result);
+  }
   for (Operation& op : ops)
     if (op.kind != OpKind::SendRecv) execute(op);
 }
 
 void Communicator::execute(Operation& op) {
-  if (op.kind == OpKind::SendRecv) {
-    executePointToPoint(std::span<Operation>(&op, 1));
-  } else if (collectives::isMoeExchange(op.kind)) {
-    executeMoe(op);
-  } else {
-    executeCollective(op);
+  const int64_t start = traceRow_ ? nowNs() : 0;
+  try {
+    if (op.kind == OpKind::SendRecv) {
+      executePointToPoint(std::span<Operation>(&op, 1));
+    } else if (collectives::isMoeExchange(op.kind)) {
+      executeMoe(op);
+    } else {
+      executeCollective(op);
+    }
+  } catch (const Error& e) {
+    if (traceRow_) traceCall(op, start, gyreGetErrorString(e.code()));
+    throw;
   }
+  if (traceRow_) traceCall(op, start, "ok");
+}
+
+void Communicator::traceCall(const Operation& op, int64_t startNs, const char* result) {
+  trace::Call c;
+  const bool p2p = op.kind == OpKind::SendRecv;
+  c.name = p2p ? (op.isSend ? "send" : "recv") : collectives::opKindName(op.kind);
+  c.seq = opSeq_;
+  c.startNs = startNs;
+  c.endNs = nowNs();
+  c.bytes = std::max(op.sendBytes, op.recvBytes);
+  c.dtype = kernels::dtypeName(static_cast<kernels::DType>(op.dtype));
+  c.algorithm = p2p || collectives::isMoeExchange(op.kind) ? "" : planCache_.algorithm;
+  c.result = result;
+  // The transports to the call's peers (every peer but for a send or receive).
+  std::vector<std::string> names;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_ || (p2p && p != op.peer)) continue;
+    transport::Connection* conn = connections_ ? connections_->connection(p) : nullptr;
+    if (!conn) continue;
+    const std::string name = conn->transport().name();
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  for (const std::string& n : names) c.transports += (c.transports.empty() ? "" : "+") + n;
+  trace::record(traceRow_, c);
 }
 
 void Communicator::bindPreMulSum(Operation& op) const {

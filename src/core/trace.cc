@@ -1,0 +1,132 @@
+#include "core/trace.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "base/log.h"
+
+namespace gyre::core::trace {
+
+namespace {
+
+// The open file. Events go out as they come (flushed), each a line after a
+// comma, so a trace cut short by a crash still reads: the format lets the
+// closing bracket go missing, and the file is closed properly at exit.
+struct Sink {
+  std::mutex mu;
+  FILE* file = nullptr;
+  bool opened = false;  // tried
+  int rows = 0;
+  int pid = 0;  // the trace's "pid": the first communicator's rank
+  bool first = true;
+
+  ~Sink() {
+    if (file) {
+      std::fputs("\n]\n", file);
+      std::fclose(file);
+    }
+  }
+};
+
+Sink& sink() {
+  static Sink s;
+  return s;
+}
+
+const char* setting() {
+  static const char* path = [] {
+    const char* v = std::getenv("GYRE_TRACE_FILE");
+    return v && *v ? v : nullptr;
+  }();
+  return path;
+}
+
+// %h host, %p pid, %r the first communicator's rank.
+std::string expand(const char* pattern, int rank) {
+  char host[64] = "?";
+  gethostname(host, sizeof host - 1);
+  std::string out;
+  for (const char* p = pattern; *p; ++p) {
+    if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p' || p[1] == 'r')) {
+      out += p[1] == 'h' ? std::string(host) : std::to_string(p[1] == 'p' ? getpid() : rank);
+      ++p;
+    } else {
+      out += *p;
+    }
+  }
+  return out;
+}
+
+// JSON string contents: quotes, backslashes and control characters escaped.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void emit(Sink& s, const std::string& event) {
+  std::fputs(s.first ? "[\n" : ",\n", s.file);
+  s.first = false;
+  std::fputs(event.c_str(), s.file);
+  std::fflush(s.file);
+}
+
+}  // namespace
+
+bool enabled() { return setting() != nullptr; }
+
+int addCommunicator(int rank, int nranks, const std::string& name) {
+  if (!enabled()) return 0;
+  Sink& s = sink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.opened) {
+    s.opened = true;
+    s.pid = rank;
+    const std::string path = expand(setting(), rank);
+    s.file = std::fopen(path.c_str(), "w");
+    if (!s.file) GYRE_WARN("cannot write GYRE_TRACE_FILE %s; no trace", path.c_str());
+  }
+  const int row = ++s.rows;
+  if (!s.file) return row;
+  std::string label = "comm " + std::to_string(row) + ": rank " + std::to_string(rank) + " of " +
+                      std::to_string(nranks) + (name.empty() ? "" : " (" + name + ")");
+  emit(s, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(s.pid) +
+              ",\"tid\":" + std::to_string(row) + ",\"args\":{\"name\":\"" + escaped(label) + "\"}}");
+  if (row == 1)
+    emit(s, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(s.pid) +
+                ",\"args\":{\"name\":\"rank " + std::to_string(rank) + " (pid " +
+                std::to_string(getpid()) + ")\"}}");
+  return row;
+}
+
+void record(int row, const Call& c) {
+  if (row <= 0) return;
+  Sink& s = sink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.file) return;
+  char times[96];
+  std::snprintf(times, sizeof times, "\"ts\":%.3f,\"dur\":%.3f", c.startNs / 1e3,
+                (c.endNs - c.startNs) / 1e3);
+  emit(s, std::string("{\"name\":\"") + escaped(c.name) + "\",\"cat\":\"gyre\",\"ph\":\"X\"," +
+              times + ",\"pid\":" + std::to_string(s.pid) + ",\"tid\":" + std::to_string(row) +
+              ",\"args\":{\"seq\":" + std::to_string(c.seq) + ",\"bytes\":" +
+              std::to_string(c.bytes) + ",\"dtype\":\"" + escaped(c.dtype) +
+              "\",\"algorithm\":\"" + escaped(c.algorithm) + "\",\"transports\":\"" +
+              escaped(c.transports) + "\",\"result\":\"" + escaped(c.result) + "\"}}");
+}
+
+}  // namespace gyre::core::trace
