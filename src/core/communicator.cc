@@ -479,6 +479,11 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
 }
 
 Error Communicator::fail(const Error& cause, int failedPeer) {
+  // A call that broke because this rank aborted or revoked the communicator
+  // (its connections shut under it) failed for that reason, whatever the
+  // transport saw.
+  if (abortRequested_.load() && !dynamic_cast<const PeerFailure*>(&cause))
+    return fail(PeerFailure(gyreInvalidUsage, rank_, stoppedSentence()), failedPeer);
   int origin = rank_;
   std::string sentence = cause.what();
   gyreResult_t code = cause.code();
