@@ -291,14 +291,8 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
     if (e.code() == gyreTimeout) throwError(gyreTimeout, std::string(e.what()) + timeoutSuffix());
     throw;
   }
-  ConnHello h{};
-  h.magic = kConnMagic;
-  h.kind = static_cast<uint32_t>(kind);
-  h.fromRank = rank_;
-  h.tag = tag;
-  std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
   try {
-    s.sendAll(&h, sizeof(h), deadline, describe(peer));
+    sendHello(s, peer, kind, tag, deadline);
   } catch (const Error& e) {
     if (e.code() == gyreTimeout) throw;
     peerGone(peer,
@@ -306,6 +300,16 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
              "destroyed");
   }
   return s;
+}
+
+void Bootstrap::sendHello(Socket& s, int peer, ConnKind kind, uint32_t tag, Deadline deadline) {
+  ConnHello h{};
+  h.magic = kConnMagic;
+  h.kind = static_cast<uint32_t>(kind);
+  h.fromRank = rank_;
+  h.tag = tag;
+  std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
+  s.sendAll(&h, sizeof(h), deadline, describe(peer));
 }
 
 std::optional<Socket> Bootstrap::connectToSurvivor(int peer, ConnKind kind, uint32_t tag,
@@ -323,14 +327,8 @@ std::optional<Socket> Bootstrap::connectToSurvivor(int peer, ConnKind kind, uint
     if (e.code() == gyreTimeout) return std::nullopt;
     throw;
   }
-  ConnHello h{};
-  h.magic = kConnMagic;
-  h.kind = static_cast<uint32_t>(kind);
-  h.fromRank = rank_;
-  h.tag = tag;
-  std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
   try {
-    s.sendAll(&h, sizeof(h), deadline, describe(peer));
+    sendHello(s, peer, kind, tag, deadline);
   } catch (const Error&) {
     return std::nullopt;
   }

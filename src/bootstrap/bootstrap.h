@@ -172,6 +172,8 @@ class Bootstrap {
  private:
   Bootstrap() : incoming_(refusals_) {}
   SockAddr peerAddress(int peer) const;
+  // A new connection's introduction: kind, tag, this rank and the secret.
+  void sendHello(Socket& s, int peer, ConnKind kind, uint32_t tag, Deadline deadline);
   // Whether data connections between this rank and `peer` that `owner`
   // accepts go through owner's data listener.
   bool viaDataListener(int owner, int peer) const;
