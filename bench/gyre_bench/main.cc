@@ -39,6 +39,7 @@
 #include "bench/gyre_bench/options.h"
 #include "bench/gyre_bench/plot.h"
 #include "bench/gyre_bench/progress.h"
+#include "bench/gyre_bench/comm_stats.h"
 #include "bench/gyre_bench/rank_cards.h"
 #include "bench/gyre_bench/report.h"
 #include "bench/gyre_bench/row_timeout.h"
@@ -431,6 +432,11 @@ int runRank(const Options& opt, gyreComm_t comm) {
     std::fputs(tableFooter(report.outOfBounds, report.avgBusBw, maxErr).c_str(), stdout);
     std::fflush(stdout);
     if (!writeResults(o, report)) status = 1;
+  }
+  if (o.commStats) {
+    const std::string table = commStatsTable(comm, c.rank, c.nranks);
+    std::fputs(table.c_str(), stdout);
+    std::fflush(stdout);
   }
   gProgress = nullptr;
   CHECKG(gyreCommDestroy(comm));

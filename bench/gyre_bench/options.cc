@@ -50,6 +50,7 @@ const char* const kUsage =
     "  --device host|cuda      cuda: buffers in GPU memory, calls on a CUDA stream (default host)\n"
     "output:\n"
     "  --percentiles           time each iteration; add p50/p99 latency columns\n"
+    "  --stats                 after the table, every rank's calls, bytes, time and bytes sent by transport\n"
     "  --json FILE, --csv FILE every row and the run's settings\n"
     "  --plot FILE.svg|.png    busbw and latency against size\n"
     "  --label NAME            the run's name in plots and result files\n"
@@ -228,6 +229,7 @@ Options parseOptions(int argc, char** argv) {
     else if (a == "--codec") o.codec = parseCodec(next());
     else if (a == "--peers") o.peers = parsePeers(next());
     else if (a == "--percentiles") o.percentiles = true;
+    else if (a == "--stats") o.commStats = true;
     else if (a == "--json") o.jsonPath = fileName(a, next());
     else if (a == "--csv") o.csvPath = fileName(a, next());
     else if (a == "--plot") o.plotPath = fileName(a, next());

@@ -38,6 +38,7 @@ struct Options {
   // --device cuda: buffers in device memory, calls on a CUDA stream
   // (device_memory.h); "host" (the default): host memory, host calls.
   std::string device = "host";
+  bool commStats = false;    // --stats: every rank's gyreCommGetStats under the table
   bool percentiles = false;  // --percentiles: time each iteration, add p50/p99
   int spawn = 0;       // --ranks N: fork N local ranks
   bool bind = false;   // --bind core: pin spawned rank i to CPU i mod ncpus

@@ -646,6 +646,22 @@ GYRE_API gyreResult_t gyreEstimate(gyreCall_t call, size_t count, gyreDataType_t
                                    int nranks, gyreComm_t comm, double* microseconds);
 
 /* A fixed string for a result code. */
+/* What a communicator has done on this rank since it was made. */
+typedef struct {
+  uint64_t calls;       /* calls run (each collective, send, receive, exchange) */
+  uint64_t failedCalls; /* of which ended in an error */
+  uint64_t bytes;       /* the calls' bytes (each call's larger of input and output) */
+  double seconds;       /* time inside those calls */
+} gyreCommStats_t;
+/* The communicator's statistics; sentToPeer, if not NULL, gets nranks
+ * counts: the bytes this rank sent each peer (the collectives' and
+ * exchanges' messages and the sends). */
+GYRE_API gyreResult_t gyreCommGetStats(const gyreComm_t comm, gyreCommStats_t* stats, uint64_t* sentToPeer);
+/* The transport this rank reaches peer with ("shm", "tcp", "ucx", "verbs",
+ * a net plugin's name), or "" while not connected (connections are made at
+ * first use) and for this rank itself; name holds size bytes. */
+GYRE_API gyreResult_t gyreCommPeerTransport(const gyreComm_t comm, int peer, char* name, size_t size);
+
 /* Reads GYRE_DEBUG and GYRE_DEBUG_FILE again, for a program that changes
  * them while it runs (NCCL's ncclResetDebugInit). */
 GYRE_API void gyreResetDebugInit(void);

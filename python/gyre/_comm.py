@@ -330,6 +330,23 @@ class Comm:
 
     _ESTIMATE_CALLS = ("allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall")
 
+    def stats(self):
+        """What this communicator did on this rank so far (gyreCommGetStats): a dict of
+        calls, failed_calls, bytes (each call's larger of input and output), seconds inside
+        calls, sent_to_peer (bytes per rank) and transports (per rank: "shm", "tcp", ...,
+        "" for itself and peers not connected yet)."""
+        from ._lib import CommStats
+        s = CommStats()
+        sent = (ctypes.c_uint64 * self.size)()
+        check(lib.gyreCommGetStats(self._handle(), ctypes.byref(s), sent))
+        names = []
+        for p in range(self.size):
+            buf = ctypes.create_string_buffer(64)
+            check(lib.gyreCommPeerTransport(self._handle(), p, buf, 64))
+            names.append(buf.value.decode())
+        return {"calls": s.calls, "failed_calls": s.failedCalls, "bytes": s.bytes,
+                "seconds": s.seconds, "sent_to_peer": list(sent), "transports": names}
+
     def estimate(self, call, count, dtype="float32", *, nranks=None):
         """Microseconds one call would take by the tuner's cost model (gyreEstimate), with the
         algorithm it would choose; nothing is sent. call: "allreduce", "broadcast", "reduce",

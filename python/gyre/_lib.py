@@ -90,6 +90,11 @@ class SeqLayout(ctypes.Structure):
     ]
 
 
+class CommStats(ctypes.Structure):
+    _fields_ = [("calls", ctypes.c_uint64), ("failedCalls", ctypes.c_uint64),
+                ("bytes", ctypes.c_uint64), ("seconds", ctypes.c_double)]
+
+
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
@@ -111,6 +116,8 @@ _PROTOTYPES = {
     "gyreCommDestroy": [_comm],
     "gyreCommAbort": [_comm],
     "gyreCommRevoke": [_comm, _c_int],
+    "gyreCommGetStats": [_comm, ctypes.c_void_p, ctypes.c_void_p],
+    "gyreCommPeerTransport": [_comm, _c_int, ctypes.c_char_p, _c_size],
     "gyreCommGetAsyncError": [_comm, _pint],
     "gyreCommCount": [_comm, _pint],
     "gyreCommUserRank": [_comm, _pint],

@@ -269,6 +269,21 @@ def test_shrink_leaves_out_the_excluded_rank(comm, side):
     comm.barrier()
 
 
+def test_stats_follow_the_calls(comm):
+    child = comm.split(0)
+    before = child.stats()
+    assert before["calls"] == 0 and before["transports"][comm.rank] == ""
+    x = np.ones(100, np.float32)
+    child.allreduce(x)
+    after = child.stats()
+    assert after["calls"] == 1 and after["bytes"] == 400 and after["failed_calls"] == 0
+    assert after["seconds"] > 0 and after["sent_to_peer"][comm.rank] == 0
+    for p, sent in enumerate(after["sent_to_peer"]):
+        if sent:
+            assert after["transports"][p] in ("shm", "tcp"), after
+    child.close()
+
+
 def test_closed_communicator(comm):
     child = comm.split(0)
     with child as c:

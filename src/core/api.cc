@@ -1,5 +1,6 @@
 // The C ABI: argument checks, and the translation of gyre::Error into result
 // codes and the thread's last-error sentence. No exception leaves this file.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -275,6 +276,32 @@ gyreResult_t gyreCommAbort(gyreComm_t comm) {
     if (!comm) throwError(gyreInvalidArgument, "comm is NULL");
     if (comm->impl) comm->impl->abort();
     delete comm;
+  });
+}
+
+gyreResult_t gyreCommGetStats(const gyreComm_t comm, gyreCommStats_t* stats, uint64_t* sentToPeer) {
+  return guarded("gyreCommGetStats", [&] {
+    if (!stats) throwError(gyreInvalidArgument, "stats is NULL");
+    const gyre::core::Communicator::Stats s = impl(comm).stats();
+    stats->calls = s.calls;
+    stats->failedCalls = s.failed;
+    stats->bytes = s.bytes;
+    stats->seconds = s.seconds;
+    if (sentToPeer) std::copy(s.sentToPeer.begin(), s.sentToPeer.end(), sentToPeer);
+  });
+}
+
+gyreResult_t gyreCommPeerTransport(const gyreComm_t comm, int peer, char* name, size_t size) {
+  return guarded("gyreCommPeerTransport", [&] {
+    gyre::core::Communicator& c = impl(comm);
+    if (!name || size == 0) throwError(gyreInvalidArgument, "name is NULL or size is 0");
+    if (peer < 0 || peer >= c.nranks())
+      throwError(gyreInvalidArgument, "peer " + std::to_string(peer) + " is not a rank of the communicator (0.." +
+                                          std::to_string(c.nranks() - 1) + ")");
+    const std::string t = c.peerTransport(peer);
+    if (t.size() + 1 > size)
+      throwError(gyreInvalidArgument, "size " + std::to_string(size) + " is too small for \"" + t + "\"");
+    std::memcpy(name, t.c_str(), t.size() + 1);
   });
 }
 

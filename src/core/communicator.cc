@@ -657,6 +657,7 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       collectives::execute(plan_, args, *this);
       if (online_->record(pick, double(nowNs() - t0) / 1e3)) settleOnline(pick, req);
     }
+    countSent(plan_, req.elemSize);
   } catch (const Error& e) {
     throw fail(e);
   }

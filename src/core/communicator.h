@@ -209,6 +209,27 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // one call's event from its start.
   int traceRow_ = 0;
   void traceCall(const Operation& op, int64_t startNs, const char* result);
+  // gyreCommGetStats: every call that ran (execute), and what its plan sent
+  // each peer.
+ public:
+  struct Stats {
+    uint64_t calls = 0, failed = 0, bytes = 0;
+    double seconds = 0;
+    std::vector<uint64_t> sentToPeer;
+  };
+
+ private:
+  Stats stats_;
+  mutable std::mutex statsMu_;  // stats() may be asked from another thread
+  void countCall(const Operation& op, int64_t startNs, bool failed);
+  void countSent(const collectives::Plan& plan, size_t elemSize);
+
+ public:
+  Stats stats() const;
+  // The transport reaching peer ("" while unconnected and for this rank).
+  std::string peerTransport(int peer) const;
+
+ private:
   // A wait that ran out (GYRE_TIMEOUT_MS), or another rank's report that
   // its own did (`report`) while this one waits too. Tells every rank what
   // this wait is stuck on, looks a moment for their reports, and follows

@@ -40,6 +40,7 @@ void Communicator::executeMoe(Operation& op) {
     plan.tags.assign(1, collectives::makeTag(req.desc));
     args.scratch = plan.scratchElems ? scratch(plan.scratchElems * req.elemSize) : nullptr;
     collectives::execute(plan, args, *this);
+    countSent(plan, req.elemSize);
   };
   if (!counts) moePacked_.resize(r.packedRows() * rowBytes);
   try {

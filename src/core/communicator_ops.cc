@@ -168,25 +168,30 @@ void Communicator::runGroupMembers(std::vector<Operation>& ops) {
   for (Operation& op : ops)
     if (op.kind == OpKind::SendRecv) p2p.push_back(op);
   if (!p2p.empty()) {
-    const int64_t start = traceRow_ ? nowNs() : 0;
+    // Run together, so each is counted and traced over the whole batch.
+    const int64_t start = nowNs();
     const char* result = "ok";
     try {
       executePointToPoint(p2p);
     } catch (const Error& e) {
       result = gyreGetErrorString(e.code());
-      if (traceRow_)
-        for (const Operation& op : p2p) traceCall(op, start, result);
+      for (const Operation& op : p2p) {
+        countCall(op, start, true);
+        if (traceRow_) traceCall(op, start, result);
+      }
       throw;
     }
-    if (traceRow_)
-      for (const Operation& op : p2p) traceCall(op, start, result);
+    for (const Operation& op : p2p) {
+      countCall(op, start, false);
+      if (traceRow_) traceCall(op, start, result);
+    }
   }
   for (Operation& op : ops)
     if (op.kind != OpKind::SendRecv) execute(op);
 }
 
 void Communicator::execute(Operation& op) {
-  const int64_t start = traceRow_ ? nowNs() : 0;
+  const int64_t start = nowNs();
   try {
     if (op.kind == OpKind::SendRecv) {
       executePointToPoint(std::span<Operation>(&op, 1));
@@ -196,10 +201,45 @@ void Communicator::execute(Operation& op) {
       executeCollective(op);
     }
   } catch (const Error& e) {
+    countCall(op, start, true);
     if (traceRow_) traceCall(op, start, gyreGetErrorString(e.code()));
     throw;
   }
+  countCall(op, start, false);
   if (traceRow_) traceCall(op, start, "ok");
+}
+
+void Communicator::countCall(const Operation& op, int64_t startNs, bool failed) {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  ++stats_.calls;
+  stats_.failed += failed;
+  stats_.bytes += std::max(op.sendBytes, op.recvBytes);
+  stats_.seconds += static_cast<double>(nowNs() - startNs) / 1e9;
+  if (op.kind == OpKind::SendRecv && op.isSend && !failed && op.peer >= 0 && op.peer < nranks_) {
+    stats_.sentToPeer.resize(static_cast<size_t>(nranks_));
+    stats_.sentToPeer[op.peer] += op.sendBytes;
+  }
+}
+
+void Communicator::countSent(const collectives::Plan& plan, size_t elemSize) {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  stats_.sentToPeer.resize(static_cast<size_t>(nranks_));
+  for (const collectives::Step& s : plan.steps)
+    if (s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_)
+      stats_.sentToPeer[s.sendPeer] += s.count * elemSize;
+}
+
+Communicator::Stats Communicator::stats() const {
+  std::lock_guard<std::mutex> lock(statsMu_);
+  Stats s = stats_;
+  s.sentToPeer.resize(static_cast<size_t>(nranks_));
+  return s;
+}
+
+std::string Communicator::peerTransport(int peer) const {
+  if (peer == rank_ || !connections_) return "";
+  transport::Connection* conn = connections_->connection(peer);
+  return conn ? conn->transport().name() : "";
 }
 
 void Communicator::traceCall(const Operation& op, int64_t startNs, const char* result) {
