@@ -151,6 +151,7 @@ Communicator::~Communicator() {
 
 void Communicator::setUpTransports(Deadline deadline) {
   traceRow_ = trace::addCommunicator(rank_, nranks_, config_.commName);
+  stats_.sentToPeer.assign(static_cast<size_t>(nranks_), 0);
   // Ranks must agree on the transport settings, or their exchanges would
   // not line up: compare them first.
   std::vector<SharedSettings> all(static_cast<size_t>(nranks_));

@@ -100,6 +100,15 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // "rank 3 revoked the communicator (gyreCommRevoke)", or aborted it.
   std::string stoppedSentence() const;
   gyreResult_t asyncError() const { return revoked_.load() ? gyreSuccess : failedCode_.load(); }
+  // gyreCommGetStats: every call that ran, and what its plans sent each peer.
+  struct Stats {
+    uint64_t calls = 0, failed = 0, bytes = 0;
+    double seconds = 0;
+    std::vector<uint64_t> sentToPeer;
+  };
+  Stats stats() const;
+  // The transport reaching peer ("" while unconnected and for this rank).
+  std::string peerTransport(int peer) const;
   int device() const { return device_; }
 
   // gyreEstimate: the tuner's choice and the model's microseconds for a
@@ -205,31 +214,16 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // req, the call's name and number for errors and stall reports (`kind`
   // names it), and checkReports.
   void beginCollective(collectives::CallRequest& req, collectives::OpKind kind);
-  // GYRE_TRACE_FILE (trace.h): this communicator's row, 0 when off, and
-  // one call's event from its start.
+  // GYRE_TRACE_FILE (trace.h): this communicator's row, 0 when off.
   int traceRow_ = 0;
   void traceCall(const Operation& op, int64_t startNs, const char* result);
-  // gyreCommGetStats: every call that ran (execute), and what its plan sent
-  // each peer.
- public:
-  struct Stats {
-    uint64_t calls = 0, failed = 0, bytes = 0;
-    double seconds = 0;
-    std::vector<uint64_t> sentToPeer;
-  };
-
- private:
+  // A call that ran (execute), from startNs, failed when failure is set:
+  // into the statistics and the trace.
+  void noteCall(const Operation& op, int64_t startNs, const Error* failure);
+  // What a plan that ran sent each peer, into the statistics.
+  void countSent(const collectives::Plan& plan, size_t elemSize);
   Stats stats_;
   mutable std::mutex statsMu_;  // stats() may be asked from another thread
-  void countCall(const Operation& op, int64_t startNs, bool failed);
-  void countSent(const collectives::Plan& plan, size_t elemSize);
-
- public:
-  Stats stats() const;
-  // The transport reaching peer ("" while unconnected and for this rank).
-  std::string peerTransport(int peer) const;
-
- private:
   // A wait that ran out (GYRE_TIMEOUT_MS), or another rank's report that
   // its own did (`report`) while this one waits too. Tells every rank what
   // this wait is stuck on, looks a moment for their reports, and follows

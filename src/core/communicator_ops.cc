@@ -170,21 +170,13 @@ void Communicator::runGroupMembers(std::vector<Operation>& ops) {
   if (!p2p.empty()) {
     // Run together, so each is counted and traced over the whole batch.
     const int64_t start = nowNs();
-    const char* result = "ok";
     try {
       executePointToPoint(p2p);
     } catch (const Error& e) {
-      result = gyreGetErrorString(e.code());
-      for (const Operation& op : p2p) {
-        countCall(op, start, true);
-        if (traceRow_) traceCall(op, start, result);
-      }
+      for (const Operation& op : p2p) noteCall(op, start, &e);
       throw;
     }
-    for (const Operation& op : p2p) {
-      countCall(op, start, false);
-      if (traceRow_) traceCall(op, start, result);
-    }
+    for (const Operation& op : p2p) noteCall(op, start, nullptr);
   }
   for (Operation& op : ops)
     if (op.kind != OpKind::SendRecv) execute(op);
@@ -201,29 +193,26 @@ void Communicator::execute(Operation& op) {
       executeCollective(op);
     }
   } catch (const Error& e) {
-    countCall(op, start, true);
-    if (traceRow_) traceCall(op, start, gyreGetErrorString(e.code()));
+    noteCall(op, start, &e);
     throw;
   }
-  countCall(op, start, false);
-  if (traceRow_) traceCall(op, start, "ok");
+  noteCall(op, start, nullptr);
 }
 
-void Communicator::countCall(const Operation& op, int64_t startNs, bool failed) {
+void Communicator::noteCall(const Operation& op, int64_t startNs, const Error* failure) {
+  const bool failed = failure != nullptr;
+  if (traceRow_) traceCall(op, startNs, failed ? gyreGetErrorString(failure->code()) : "ok");
   std::lock_guard<std::mutex> lock(statsMu_);
   ++stats_.calls;
   stats_.failed += failed;
   stats_.bytes += std::max(op.sendBytes, op.recvBytes);
   stats_.seconds += static_cast<double>(nowNs() - startNs) / 1e9;
-  if (op.kind == OpKind::SendRecv && op.isSend && !failed && op.peer >= 0 && op.peer < nranks_) {
-    stats_.sentToPeer.resize(static_cast<size_t>(nranks_));
+  if (op.kind == OpKind::SendRecv && op.isSend && !failed && op.peer >= 0 && op.peer < nranks_)
     stats_.sentToPeer[op.peer] += op.sendBytes;
-  }
 }
 
 void Communicator::countSent(const collectives::Plan& plan, size_t elemSize) {
   std::lock_guard<std::mutex> lock(statsMu_);
-  stats_.sentToPeer.resize(static_cast<size_t>(nranks_));
   for (const collectives::Step& s : plan.steps)
     if (s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_)
       stats_.sentToPeer[s.sendPeer] += s.count * elemSize;
@@ -231,9 +220,7 @@ void Communicator::countSent(const collectives::Plan& plan, size_t elemSize) {
 
 Communicator::Stats Communicator::stats() const {
   std::lock_guard<std::mutex> lock(statsMu_);
-  Stats s = stats_;
-  s.sentToPeer.resize(static_cast<size_t>(nranks_));
-  return s;
+  return stats_;
 }
 
 std::string Communicator::peerTransport(int peer) const {
@@ -256,11 +243,9 @@ void Communicator::traceCall(const Operation& op, int64_t startNs, const char* r
   // The transports to the call's peers (every peer but for a send or receive).
   std::vector<std::string> names;
   for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_ || (p2p && p != op.peer)) continue;
-    transport::Connection* conn = connections_ ? connections_->connection(p) : nullptr;
-    if (!conn) continue;
-    const std::string name = conn->transport().name();
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    if (p2p && p != op.peer) continue;
+    const std::string name = peerTransport(p);
+    if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   for (const std::string& n : names) c.transports += (c.transports.empty() ? "" : "+") + n;
   trace::record(traceRow_, c);
