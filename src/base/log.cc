@@ -29,21 +29,6 @@ std::mutex& lineMutex() {
   return mu;
 }
 
-std::string expandPath(const char* pattern, const char* host) {
-  std::string out;
-  for (const char* p = pattern; *p; ++p) {
-    if (p[0] == '%' && p[1] == 'h') {
-      out += host;
-      ++p;
-    } else if (p[0] == '%' && p[1] == 'p') {
-      out += std::to_string(getpid());
-      ++p;
-    } else {
-      out += *p;
-    }
-  }
-  return out;
-}
 
 // Reads GYRE_DEBUG and GYRE_DEBUG_FILE into s (under the lines' mutex).
 void readSettings(Sink& s) {
@@ -64,7 +49,7 @@ void readSettings(Sink& s) {
   if (s.file != stderr) std::fclose(s.file);
   s.file = stderr;
   if (const char* f = std::getenv("GYRE_DEBUG_FILE")) {
-    std::string path = expandPath(f, s.host);
+    std::string path = expandFilePattern(f, s.host);
     if (FILE* fp = std::fopen(path.c_str(), "a"))
       s.file = fp;
     else
@@ -89,6 +74,25 @@ Sink& sink() {
 thread_local int tlsRank = -1;
 
 }  // namespace
+
+std::string expandFilePattern(const char* pattern, const char* host, int rank) {
+  std::string out;
+  for (const char* p = pattern; *p; ++p) {
+    if (p[0] == '%' && p[1] == 'h') {
+      out += host;
+      ++p;
+    } else if (p[0] == '%' && p[1] == 'p') {
+      out += std::to_string(getpid());
+      ++p;
+    } else if (p[0] == '%' && p[1] == 'r' && rank >= 0) {
+      out += std::to_string(rank);
+      ++p;
+    } else {
+      out += *p;
+    }
+  }
+  return out;
+}
 
 Level level() { return sink().level.load(std::memory_order_relaxed); }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <string>
 
 namespace gyre::log {
 
@@ -10,6 +11,10 @@ enum class Level { None = 0, Warn = 1, Info = 2, Trace = 3 };
 
 Level level();
 inline bool enabled(Level l) { return static_cast<int>(level()) >= static_cast<int>(l); }
+
+// A file name from a pattern (GYRE_DEBUG_FILE, GYRE_TRACE_FILE): %h the
+// host name, %p the pid, and with rank >= 0 %r the rank.
+std::string expandFilePattern(const char* pattern, const char* host, int rank = -1);
 
 // Reads GYRE_DEBUG and GYRE_DEBUG_FILE again (gyreResetDebugInit, for
 // NCCL's ncclResetDebugInit): a program may change them while it runs.

@@ -44,21 +44,6 @@ const char* setting() {
   return path;
 }
 
-// %h host, %p pid, %r the first communicator's rank.
-std::string expand(const char* pattern, int rank) {
-  char host[64] = "?";
-  gethostname(host, sizeof host - 1);
-  std::string out;
-  for (const char* p = pattern; *p; ++p) {
-    if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p' || p[1] == 'r')) {
-      out += p[1] == 'h' ? std::string(host) : std::to_string(p[1] == 'p' ? getpid() : rank);
-      ++p;
-    } else {
-      out += *p;
-    }
-  }
-  return out;
-}
 
 // JSON string contents: quotes, backslashes and control characters escaped.
 std::string escaped(const std::string& s) {
@@ -96,7 +81,10 @@ int addCommunicator(int rank, int nranks, const std::string& name) {
   if (!s.opened) {
     s.opened = true;
     s.pid = rank;
-    const std::string path = expand(setting(), rank);
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    // %r: the first communicator's rank.
+    const std::string path = log::expandFilePattern(setting(), host, rank);
     s.file = std::fopen(path.c_str(), "w");
     if (!s.file) GYRE_WARN("cannot write GYRE_TRACE_FILE %s; no trace", path.c_str());
   }
