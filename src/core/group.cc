@@ -1,6 +1,8 @@
 #include "core/group.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -37,11 +39,26 @@ void add(Communicator& comm, Operation op) {
   tls.pending.back().second.push_back(std::move(op));
 }
 
-void end() {
-  if (tls.depth == 0) throwError(gyreInvalidUsage, "gyreGroupEnd without a matching gyreGroupStart");
-  if (--tls.depth > 0) return;
-  auto pending = std::move(tls.pending);
+namespace {
+
+using Pending = std::vector<std::pair<Communicator*, std::vector<Operation>>>;
+
+// The end of a group (`call` names it): its calls at the outermost end,
+// nothing at an inner one.
+std::optional<Pending> takeAtEnd(const char* call) {
+  if (tls.depth == 0) throwError(gyreInvalidUsage, std::string(call) + " without a matching gyreGroupStart");
+  if (--tls.depth > 0) return std::nullopt;
+  Pending pending = std::move(tls.pending);
   tls.pending.clear();
+  return pending;
+}
+
+}  // namespace
+
+void end() {
+  std::optional<Pending> taken = takeAtEnd("gyreGroupEnd");
+  if (!taken) return;
+  Pending& pending = *taken;
   // Every communicator's calls run, even after one fails; the first failure
   // (in the order the communicators were first used) is reported. Calls on
   // different communicators may depend on each other (a send on one that a
@@ -110,12 +127,10 @@ double estimateOne(const Communicator& c, const Operation& op) {
 }  // namespace
 
 double simulateEnd() {
-  if (tls.depth == 0) throwError(gyreInvalidUsage, "gyreGroupSimulateEnd without a matching gyreGroupStart");
-  if (--tls.depth > 0) return 0.0;
-  auto pending = std::move(tls.pending);
-  tls.pending.clear();
+  std::optional<Pending> pending = takeAtEnd("gyreGroupSimulateEnd");
+  if (!pending) return 0.0;
   double slowest = 0.0;
-  for (auto& [comm, ops] : pending) {
+  for (auto& [comm, ops] : *pending) {
     double sum = 0.0;
     for (Operation& op : ops) {
       sum += estimateOne(*comm, op);
