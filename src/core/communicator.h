@@ -140,6 +140,13 @@ class Communicator final : public collectives::ExecContext, public collectives::
   static bootstrap::Bootstrap::Params bootstrapParams(int rank, int nranks, const Config& config,
                                                       Deadline deadline);
   void setUpTransports(Deadline deadline);
+  // A split's or shrink's child: its shell and bootstrap listener, with a
+  // secret derived from this communicator's and secretLabel; then, given
+  // every member's listener, its connections (reporting a failure to the
+  // child's other members).
+  std::unique_ptr<Communicator> prepareChild(int rank, int nranks, const gyreConfig_t* userConfig,
+                                             Deadline deadline, const std::string& secretLabel);
+  void connectChild(Communicator& child, std::vector<bootstrap::PeerInfo> table, Deadline deadline);
   // The tuner's model and topology summary (calibration.cc): inherited
   // (a split's child), loaded, fixed or measured now.
   void setUpTuner(Deadline deadline, const collectives::CostModel* inherited);

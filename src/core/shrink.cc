@@ -256,14 +256,10 @@ std::unique_ptr<Communicator> Communicator::shrink(std::span<const int> exclude,
     if (view[r] == kMember) members.push_back(r);
   const int childRank =
       static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
-  const Config cfg = userConfig ? Config::resolve(userConfig) : config_;
-  std::unique_ptr<Communicator> child = makeShell(childRank, static_cast<int>(members.size()), cfg);
-  bootstrap::Bootstrap::Params bp = bootstrapParams(childRank, child->nranks_, cfg, deadline);
   // A secret only these members, agreeing on this view, can compute.
-  bp.id.secret = bootstrap::deriveSecret(bootstrap::secretHex(bootstrap_->secret()) + "/shrink/" +
-                                         std::to_string(shrinkNo) + "/" + listOf(view, kMember));
-  child->bootstrap_ =
-      bootstrap::Bootstrap::prepare(bp, bootstrap::SockAddr::unpack(bootstrap_->self().listenAddr));
+  std::unique_ptr<Communicator> child =
+      prepareChild(childRank, static_cast<int>(members.size()), userConfig, deadline,
+                   "/shrink/" + std::to_string(shrinkNo) + "/" + listOf(view, kMember));
 
   // The confirmation: the same view from every member, with its listener.
   std::map<int, std::vector<uint8_t>> got;
@@ -293,14 +289,7 @@ std::unique_ptr<Communicator> Communicator::shrink(std::span<const int> exclude,
     std::memcpy(&table[i], msg.data() + sizeof(ShrinkHeader) + viewBytes, sizeof(bootstrap::PeerInfo));
   }
   links = Links{};  // the agreement's connections are done with
-  try {
-    child->bootstrap_->complete(std::move(table), deadline);
-    child->setUpTransports(deadline);
-    child->setUpTuner(deadline, &tuning_.model);
-  } catch (const Error& e) {
-    child->bootstrap_->reportFailure(e);
-    throw;
-  }
+  connectChild(*child, std::move(table), deadline);
   log::setThreadRank(rank_);
   GYRE_INFO("rank %d: shrink %llu: rank %d of %d (excluded %s, dead %s)", rank_,
             static_cast<unsigned long long>(shrinkNo), childRank, child->nranks_,

@@ -10,6 +10,30 @@
 
 namespace gyre::core {
 
+std::unique_ptr<Communicator> Communicator::prepareChild(int rank, int nranks, const gyreConfig_t* userConfig,
+                                                         Deadline deadline, const std::string& secretLabel) {
+  const Config cfg = userConfig ? Config::resolve(userConfig) : config_;
+  std::unique_ptr<Communicator> child = makeShell(rank, nranks, cfg);
+  bootstrap::Bootstrap::Params bp = bootstrapParams(rank, nranks, cfg, deadline);
+  bp.id.secret = bootstrap::deriveSecret(bootstrap::secretHex(bootstrap_->secret()) + secretLabel);
+  // The child listens where the parent does (loopback stays loopback).
+  child->bootstrap_ = bootstrap::Bootstrap::prepare(bp, bootstrap::SockAddr::unpack(bootstrap_->self().listenAddr));
+  return child;
+}
+
+void Communicator::connectChild(Communicator& child, std::vector<bootstrap::PeerInfo> table, Deadline deadline) {
+  try {
+    child.bootstrap_->complete(std::move(table), deadline);
+    child.setUpTransports(deadline);
+    // The child runs on the same machine: it keeps the parent's numbers
+    // unless it was given a file of its own.
+    child.setUpTuner(deadline, &tuning_.model);
+  } catch (const Error& e) {
+    child.bootstrap_->reportFailure(e);  // the child's other members may wait on this one
+    throw;
+  }
+}
+
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyreConfig_t* userConfig) {
   ActiveScope active(activeCalls_);
   checkUsable();
@@ -46,14 +70,9 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
   std::vector<bootstrap::PeerInfo> infos(static_cast<size_t>(nranks_));
   std::memset(infos.data(), 0, infos.size() * sizeof(bootstrap::PeerInfo));
   if (childRank >= 0) {
-    Config cfg = userConfig ? Config::resolve(userConfig) : config_;
-    child = makeShell(childRank, static_cast<int>(members.size()), cfg);
-    bootstrap::Bootstrap::Params bp = bootstrapParams(childRank, child->nranks_, cfg, deadline);
     // A secret only this split's members can compute.
-    bp.id.secret = bootstrap::deriveSecret(bootstrap::secretHex(bootstrap_->secret()) + "/split/" +
-                                           std::to_string(splitNo) + "/" + std::to_string(color));
-    // The child listens where the parent does (loopback stays loopback).
-    child->bootstrap_ = bootstrap::Bootstrap::prepare(bp, bootstrap::SockAddr::unpack(bootstrap_->self().listenAddr));
+    child = prepareChild(childRank, static_cast<int>(members.size()), userConfig, deadline,
+                         "/split/" + std::to_string(splitNo) + "/" + std::to_string(color));
     infos[rank_] = child->bootstrap_->self();
   } else {
     infos[rank_].rank = -1;
@@ -63,16 +82,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const gyre
 
   std::vector<bootstrap::PeerInfo> table;
   for (int r : members) table.push_back(infos[r]);
-  try {
-    child->bootstrap_->complete(std::move(table), deadline);
-    child->setUpTransports(deadline);
-    // The child runs on the same machine: it keeps the parent's numbers
-    // unless it was given a file of its own.
-    child->setUpTuner(deadline, &tuning_.model);
-  } catch (const Error& e) {
-    child->bootstrap_->reportFailure(e);  // the child's other members may wait on this one
-    throw;
-  }
+  connectChild(*child, std::move(table), deadline);
   log::setThreadRank(rank_);
   GYRE_INFO("rank %d: split %llu, color %d: rank %d of %d", rank_, static_cast<unsigned long long>(splitNo), color,
             childRank, child->nranks_);
