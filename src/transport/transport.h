@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <optional>
 #include <span>
@@ -55,13 +56,26 @@ class MessageMismatch : public ConnectionError {
  public:
   MessageMismatch(int peer, const MessageTag& gotTag, size_t gotSize, const MessageTag& expectedTag,
                   size_t expectedSize)
-      : ConnectionError(gyreInvalidUsage, peer, "message mismatch"),
+      : ConnectionError(gyreInvalidUsage, peer,
+                        "message mismatch: got " + describe(gotTag, gotSize) + ", expected " +
+                            describe(expectedTag, expectedSize)),
         got(gotTag),
         expected(expectedTag),
         gotBytes(gotSize),
         expectedBytes(expectedSize) {}
   MessageTag got, expected;
   size_t gotBytes, expectedBytes;
+
+ private:
+  // The raw words, for whoever reads the error below the layer that
+  // knows what they mean (a transport's own tests).
+  static std::string describe(const MessageTag& t, size_t bytes) {
+    char b[96];
+    std::snprintf(b, sizeof b, "%zu bytes tagged %llx/%llx/%llx", bytes,
+                  static_cast<unsigned long long>(t.words[0]), static_cast<unsigned long long>(t.words[1]),
+                  static_cast<unsigned long long>(t.words[2]));
+    return b;
+  }
 };
 
 // An asynchronous send or receive (Connection::isend, irecv): its
