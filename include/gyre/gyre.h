@@ -213,6 +213,32 @@ GYRE_API gyreResult_t gyreCommRevoke(gyreComm_t comm, int flags);
 GYRE_API gyreResult_t gyreCommShrink(gyreComm_t comm, const int* excludeRanks, int excludeCount,
                                      gyreComm_t* newcomm, const gyreConfig_t* config, int flags);
 
+/* Growing a job: new processes join a running communicator's ranks in a
+ * larger communicator, at a point the job chooses (docs/reliability.md).
+ * 1. One rank of comm makes a join handle (gyreCommGetJoinHandle; local,
+ *    not collective) and the job passes its bytes to the new processes out
+ *    of band. The handle is good for one grow, within GYRE_TIMEOUT_MS of
+ *    its making (its rendezvous waits that long).
+ * 2. Every rank of comm calls gyreCommGrow(comm, newNranks, handle, -1, ...)
+ *    with the handle where it has it and NULL elsewhere (the handle travels
+ *    over comm), and every new process calls gyreCommGrow(NULL, newNranks,
+ *    handle, newRank, ...). comm's ranks keep their numbers; the new ones
+ *    take newRank, from comm's size to newNranks - 1, each once.
+ * Errors, on every rank of comm: different newNranks, no rank or two
+ * different handles, a handle of another communicator (another job's, or
+ * this job's before it grew or shrank), or one used already (stale):
+ * gyreInvalidUsage naming it. A new process's newRank outside that range:
+ * gyreInvalidArgument; its stale handle: gyreRemoteError at once (the
+ * handle's rendezvous is over). config NULL: comm's settings (new
+ * processes: the environment's). comm stays for gyreCommDestroy. */
+#define GYRE_JOIN_HANDLE_BYTES 256
+typedef struct {
+  char internal[GYRE_JOIN_HANDLE_BYTES];
+} gyreJoinHandle;
+GYRE_API gyreResult_t gyreCommGetJoinHandle(gyreComm_t comm, gyreJoinHandle* handle);
+GYRE_API gyreResult_t gyreCommGrow(gyreComm_t comm, int newNranks, const gyreJoinHandle* handle,
+                                   int newRank, gyreComm_t* newcomm, const gyreConfig_t* config);
+
 /* gyreSuccess while healthy; gyreInProgress while a nonblocking init
  * (config.blocking = 0) is still connecting; otherwise the error that broke
  * the communicator or ended its init (a dead peer, a timeout, an abort), and

@@ -25,7 +25,7 @@ from ._errors import (  # noqa: F401
     Timeout,
 )
 from . import _errors
-from ._comm import Comm, Compressor, Request, get_unique_id, group, init, init_rank, version  # noqa: F401
+from ._comm import Comm, Compressor, Request, get_unique_id, group, init, init_rank, join, version  # noqa: F401
 from ._decentralized import Averager, Decentralized  # noqa: F401
 from ._lib import UNIQUE_ID_BYTES, lib as _lib  # noqa: F401
 from ._types import NAMES as dtypes, Codec, Op, Peers, PreMulSum  # noqa: F401
@@ -41,4 +41,4 @@ library_path = _lib._name  # the libgyre file loaded
 __all__ = ["AVG", "MAX", "MIN", "PROD", "SUM", "Averager", "Codec", "Comm", "Compressor", "CudaError", "Decentralized",
            "Error", "InProgress", "InternalError", "InvalidArgument", "InvalidUsage", "Op", "Peers", "PreMulSum",
            "RemoteError", "Request", "Timeout", "UNIQUE_ID_BYTES", "dtypes", "get_unique_id", "group", "init",
-           "init_rank", "library_path", "version"]
+           "init_rank", "join", "library_path", "version"]

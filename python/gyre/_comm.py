@@ -9,7 +9,7 @@ from ._decentralized import Averager, Decentralized, host_model
 from ._device import CallBuffers, stream_handle
 from ._errors import Error, InvalidArgument, InvalidUsage, check, error_for
 from ._lib import (COMPRESSOR_ERROR_FEEDBACK, CONFIG_MAGIC, CONFIG_UNDEF_INT, CONFIG_VERSION, SPLIT_NOCOLOR,
-                   UNIQUE_ID_BYTES, Config, UniqueId, lib)
+                   JOIN_HANDLE_BYTES, UNIQUE_ID_BYTES, Config, JoinHandle, UniqueId, lib)
 from ._types import (NAMES, SIZE_MAX, Codec, Op, address, as_array, c_int, codec_code, integer, resolve_dtype,
                      scalar_bytes)
 
@@ -535,6 +535,46 @@ class Comm:
         check(lib.gyreCommShrink(self._handle(), arr if ranks else None, len(ranks), ctypes.byref(child),
                                  _ref(cfg), 1 if after_failure else 0))
         return Comm(child)
+
+    def join_handle(self):
+        """The bytes (256) that let new processes join this communicator's ranks in a larger
+        one (gyreCommGetJoinHandle); local to this rank. Give them to the new processes
+        (gyre.join) and to this rank's grow(); good for one grow."""
+        h = JoinHandle()
+        check(lib.gyreCommGetJoinHandle(self._handle(), ctypes.byref(h)))
+        return bytes(h)
+
+    def grow(self, size, handle=None, *, timeout_ms=None, transport=None, algo=None, name=None,
+             tuner_online=None):
+        """A communicator of size ranks: this one's, keeping their numbers, and the new
+        processes that call gyre.join (gyreCommGrow). Collective over this communicator;
+        the rank that made the handle passes it, the others may pass None."""
+        h = _join_handle(handle) if handle is not None else None
+        cfg = _config(timeout_ms, transport, algo, name, tuner_online)
+        child = ctypes.c_void_p()
+        check(lib.gyreCommGrow(self._handle(), c_int(size, "size"), ctypes.byref(h) if h else None, -1,
+                               ctypes.byref(child), _ref(cfg)))
+        return Comm(child)
+
+
+def _join_handle(raw):
+    raw = bytes(raw)
+    if len(raw) != JOIN_HANDLE_BYTES:
+        raise InvalidArgument(f"the join handle has {len(raw)} bytes, not {JOIN_HANDLE_BYTES}")
+    h = JoinHandle()
+    ctypes.memmove(ctypes.byref(h), raw, JOIN_HANDLE_BYTES)
+    return h
+
+
+def join(size, handle, rank, *, timeout_ms=None, transport=None, algo=None, name=None, tuner_online=None):
+    """A new process's side of Comm.grow: joins the running ranks as rank (from their count
+    to size - 1) through the handle one of them made (gyreCommGrow with no communicator)."""
+    h = _join_handle(handle)
+    cfg = _config(timeout_ms, transport, algo, name, tuner_online)
+    child = ctypes.c_void_p()
+    check(lib.gyreCommGrow(None, c_int(size, "size"), ctypes.byref(h), c_int(rank, "rank"), ctypes.byref(child),
+                           _ref(cfg)))
+    return Comm(child)
 
 
 class Compressor:

@@ -99,6 +99,13 @@ class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
 
+JOIN_HANDLE_BYTES = 256  # GYRE_JOIN_HANDLE_BYTES
+
+
+class JoinHandle(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * JOIN_HANDLE_BYTES)]
+
+
 _c_int, _c_size, _vp = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p
 _comm = ctypes.c_void_p
 _req = ctypes.c_void_p
@@ -180,6 +187,8 @@ _PROTOTYPES = {
     "gyreMoeDispatch": [_vp, _vp, _c_size, _c_size, _c_int, _c_int, _vp, _comm, _vp],
     "gyreMoeCombine": [_vp, _c_size, _vp, _vp, _c_size, _c_int, _vp, _comm, _vp],
     "gyreCommSplit": [_comm, _c_int, _c_int, _pcomm, ctypes.POINTER(Config)],
+    "gyreCommGetJoinHandle": [_comm, ctypes.POINTER(JoinHandle)],
+    "gyreCommGrow": [_comm, _c_int, ctypes.POINTER(JoinHandle), _c_int, _pcomm, ctypes.POINTER(Config)],
     "gyreCommShrink": [_comm, ctypes.POINTER(ctypes.c_int), _c_int, _pcomm, ctypes.POINTER(Config), _c_int],
     "gyreEstimate": [_c_int, _c_size, _c_int, _c_int, _comm, ctypes.POINTER(ctypes.c_double)],
     "gyreGetErrorString": [_c_int],

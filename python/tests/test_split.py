@@ -1,6 +1,7 @@
 """Communicator split, and a communicator made from a unique id."""
 
 import numpy as np
+import pytest
 
 import gyre
 
@@ -51,3 +52,33 @@ def test_init_rank_from_unique_id(comm):
     with gyre.init_rank(comm.size, uid.tobytes(), comm.rank, name="from-id") as fresh:
         assert (fresh.rank, fresh.size) == (comm.rank, comm.size)
         np.testing.assert_array_equal(fresh.allreduce(np.ones(4, np.int32)), np.full(4, comm.size))
+
+
+def test_grow_by_a_new_process(comm):
+    """Every rank grows the communicator by one new process that rank 0 starts with the
+    join handle's bytes; the running ranks keep their numbers, the newcomer is the last."""
+    import subprocess
+    import sys
+
+    n = comm.size
+    handle = comm.join_handle() if comm.rank == 0 else None
+    newcomer = None
+    if comm.rank == 0:
+        program = ("import sys, numpy as np, gyre\n"
+                   "c = gyre.join(int(sys.argv[1]), bytes.fromhex(sys.argv[2]), int(sys.argv[1]) - 1)\n"
+                   "x = c.allreduce(np.array([c.rank], np.int64))\n"
+                   "assert (c.size, c.rank) == (int(sys.argv[1]), int(sys.argv[1]) - 1) and x[0] == sum(range(c.size))\n"
+                   "c.close()\n")
+        newcomer = subprocess.Popen([sys.executable, "-c", program, str(n + 1), handle.hex()])
+    try:
+        with comm.grow(n + 1, handle) as grown:
+            assert (grown.size, grown.rank) == (n + 1, comm.rank)
+            x = grown.allreduce(np.array([grown.rank], np.int64))
+            assert x[0] == sum(range(n + 1))
+    finally:
+        if newcomer:
+            assert newcomer.wait(timeout=60) == 0
+    # The handle is spent: every rank is told so at once.
+    with pytest.raises(gyre.InvalidUsage, match="stale"):
+        comm.grow(n + 1, handle)
+    comm.barrier()

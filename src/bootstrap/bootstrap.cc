@@ -59,8 +59,22 @@ std::vector<PeerInfo> rendezvous(const Bootstrap::Params& p, const PeerInfo& sel
   const std::string who = "the rendezvous root at " + p.id.root.str() +
                           (p.id.rankZeroHostsRoot ? " (hosted by rank 0)" : "");
   int backoffMs = 1;
+  // A hosted id's root listened before the id existed: a refusal means its
+  // round is over (every rank it was made for came) or its host is gone,
+  // and waiting for the timeout would tell nothing more. A root opened at
+  // init (GYRE_COMM_ID, a launcher) may not be up yet.
+  const bool refusedIsFinal = !p.id.fromEnvironment;
   for (;;) {
-    Socket s = Socket::connectTo(p.id.root, p.deadline, who);
+    Socket s = [&] {
+      try {
+        return Socket::connectTo(p.id.root, p.deadline, who, refusedIsFinal);
+      } catch (const ConnectionRefused& e) {
+        throwError(gyreRemoteError,
+                   "rank " + std::to_string(p.rank) + ": " + e.what() +
+                       ": its rendezvous is over (every rank it was made for has come) or the process that "
+                       "made the id is gone");
+      }
+    }();
     Hello h{};
     h.magic = kHelloMagic;
     h.version = kProtocolVersion;

@@ -26,6 +26,7 @@ const char* opKindName(OpKind k) {
     case OpKind::Barrier: return "barrier";
     case OpKind::SendRecv: return "send/recv";
     case OpKind::CommSplit: return "commsplit";
+    case OpKind::CommGrow: return "commgrow";
     case OpKind::PeerAverage: return "peeraverage";
     case OpKind::SeqToHeads: return "seqtoheads";
     case OpKind::HeadsToSeq: return "headstoseq";
@@ -69,7 +70,8 @@ std::string describeCall(const CallDesc& d, int receiver, bool expected) {
            (!expected && receiver >= 0 ? " to rank " + std::to_string(receiver) : std::string()) + ")";
   }
   s = std::string(opKindName(d.kind)) + " #" + std::to_string(d.seq) + " (";
-  if (d.kind == OpKind::Barrier || d.kind == OpKind::CommSplit) return s.substr(0, s.size() - 2);
+  if (d.kind == OpKind::Barrier || d.kind == OpKind::CommSplit || d.kind == OpKind::CommGrow)
+    return s.substr(0, s.size() - 2);
   if (isSeqExchange(d.kind))
     return s + type + ", " + describeSeqLayout(d.count) +
            (d.root >= 0 ? ", a block of " + std::to_string(d.root) + " tokens" : std::string()) + ")";

@@ -43,6 +43,8 @@ enum class OpKind : uint8_t {
   MoeCounts,
   MoeDispatch,
   MoeCombine,
+  // gyreCommGrow's agreement among the running ranks (as CommSplit).
+  CommGrow,
 };
 
 inline bool isSeqExchange(OpKind k) { return k == OpKind::SeqToHeads || k == OpKind::HeadsToSeq; }

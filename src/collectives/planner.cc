@@ -209,6 +209,7 @@ void setExtents(const CallRequest& req, int n, Plan& plan) {
     case OpKind::AllGather:
     case OpKind::Gather:
     case OpKind::CommSplit:
+    case OpKind::CommGrow:
       out = all;
       break;
     case OpKind::ReduceScatter:

@@ -197,6 +197,61 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
   return gyreCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
+gyreResult_t gyreCommGetJoinHandle(gyreComm_t comm, gyreJoinHandle* handle) {
+  return guarded("gyreCommGetJoinHandle", [&] {
+    gyre::core::Communicator& c = impl(comm);
+    if (!handle) throwError(gyreInvalidArgument, "handle is NULL");
+    // The larger communicator's rendezvous: a root of this process's, as
+    // gyreGetUniqueId's, on the interface this communicator uses.
+    gyreUniqueId rendezvous;
+    hostedUniqueId(c.config(), &rendezvous);
+    gyre::core::encodeJoinHandle(c.makeJoinHandle(rendezvous), handle);
+  });
+}
+
+gyreResult_t gyreCommGrow(gyreComm_t comm, int newNranks, const gyreJoinHandle* handle, int newRank,
+                          gyreComm_t* newcomm, const gyreConfig_t* config) {
+  return guarded("gyreCommGrow", [&] {
+    if (!newcomm) throwError(gyreInvalidArgument, "newcomm is NULL");
+    *newcomm = nullptr;
+    gyre::core::InitArgs args;
+    args.nranks = newNranks;
+    gyre::core::JoinHandle h;
+    if (comm) {
+      // A running rank: it keeps its number.
+      gyre::core::Communicator& c = impl(comm);
+      if (newRank != -1)
+        throwError(gyreInvalidArgument, "newRank is " + std::to_string(newRank) +
+                                            "; a rank of comm passes -1 (it keeps its number, " +
+                                            std::to_string(c.rank()) + ")");
+      // newNranks and the handle are checked after the ranks have compared
+      // them, so that every rank fails alike, at once.
+      h = c.agreeOnGrow(newNranks, handle);
+      args.rank = c.rank();
+      args.config = config ? gyre::core::Config::resolve(config) : c.config();
+    } else {
+      // A new process: the handle says where the running ranks' numbers end.
+      if (!handle) throwError(gyreInvalidArgument, "comm and handle are both NULL: a new process passes the join handle");
+      if (newNranks > GYRE_MAX_RANKS)
+        throwError(gyreInvalidArgument, "newNranks is " + std::to_string(newNranks) + ", over GYRE_MAX_RANKS (" +
+                                            std::to_string(GYRE_MAX_RANKS) + ")");
+      h = gyre::core::decodeJoinHandle(*handle);
+      if (newNranks <= h.oldNranks)
+        throwError(gyreInvalidArgument, "newNranks " + std::to_string(newNranks) + " does not grow the " +
+                                            std::to_string(h.oldNranks) + " ranks the join handle was made for");
+      if (newRank < h.oldNranks || newRank >= newNranks)
+        throwError(gyreInvalidArgument,
+                   "newRank is " + std::to_string(newRank) + "; a joining process takes one of " +
+                       std::to_string(h.oldNranks) + ".." + std::to_string(newNranks - 1) + " (0.." +
+                       std::to_string(h.oldNranks - 1) + " are the running ranks')");
+      args.rank = newRank;
+      args.config = gyre::core::Config::resolve(config);
+    }
+    args.id = gyre::bootstrap::decodeUniqueId(h.rendezvous);
+    initComm(newcomm, args);
+  });
+}
+
 gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ncomms, const int* devlist) {
   return guarded("gyreCommInitAll", [&] {
     if (!comms) throwError(gyreInvalidArgument, "comms is NULL");
@@ -247,6 +302,7 @@ gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm, gyreConfig_t* config) {
     args.id.secret = env.secret;
     args.id.secretDerived = env.secretDerived;
     args.id.rankZeroHostsRoot = !env.rootExternal;
+    args.id.fromEnvironment = true;  // its root opens at init: it may not be up yet
     std::shared_ptr<gyre::bootstrap::RootServer> root;
     if (env.rank == 0 && !env.rootExternal) root = startRankZeroRoot(args);
     GYRE_INFO("init from %s environment: rank %d of %d, root %s, secret %s", env.source.c_str(), env.rank,

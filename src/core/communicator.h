@@ -25,6 +25,7 @@
 #include "collectives/tuner.h"
 #include "core/config.h"
 #include "core/device_engine.h"
+#include "core/join_handle.h"
 #include "core/operation.h"
 #include "device/staging_pool.h"
 #include "gyre/gyre.h"
@@ -86,6 +87,16 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // the excluded ranks.
   std::unique_ptr<Communicator> shrink(std::span<const int> exclude, bool afterFailure,
                                        const gyreConfig_t* userConfig);
+  // gyreCommGetJoinHandle (grow.cc): a handle around `rendezvous` (a fresh
+  // id whose root this process hosts), good for one grow of this
+  // communicator.
+  JoinHandle makeJoinHandle(const gyreUniqueId& rendezvous);
+  // gyreCommGrow's part on this communicator's ranks, collective over them:
+  // every rank's newNranks and handle bytes (`mine`, or nullptr) are compared,
+  // the handle is checked to be this communicator's and unspent, and is
+  // spent; returns it. A disagreement throws the same named error on every
+  // rank.
+  JoinHandle agreeOnGrow(int newNranks, const gyreJoinHandle* mine);
 
   // Waits until every call queued before it has completed (gyreCommFinalize).
   void finalize();
@@ -248,7 +259,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
                            bool startIsMe);
   // gyreCommSplit's exchanges: an AllGather through the transports, tagged
   // as the split's own call (bytesPerRank at data + rank * bytesPerRank).
-  void exchangeForSplit(void* data, size_t bytesPerRank);
+  void exchangeForSplit(void* data, size_t bytesPerRank, collectives::OpKind as = collectives::OpKind::CommSplit);
   // Records a failure that breaks the communicator and tells the peers;
   // returns the error to throw, its message naming the origin. failedPeer:
   // the peer whose connection broke, if known.
@@ -326,6 +337,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   std::vector<PreMulSum> premulOps_;
   uint64_t splits_ = 0;   // splits made from this communicator
   uint64_t shrinks_ = 0;  // and shrinks
+  // Join handles this rank made and no grow has used yet, by serial.
+  std::mutex joinMutex_;
+  uint64_t joinHandlesMade_ = 0;
+  std::unordered_set<uint64_t> liveJoinHandles_;
 
   // Nonblocking calls run, in order, on worker_; a blocking call made while
   // some are queued or running waits its turn. busy_: the executor is in

@@ -429,7 +429,7 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
   }
 }
 
-void Communicator::exchangeForSplit(void* data, size_t bytesPerRank) {
+void Communicator::exchangeForSplit(void* data, size_t bytesPerRank, OpKind as) {
   ActiveScope active(activeCalls_);
   collectives::CallRequest req;
   req.desc.kind = OpKind::AllGather;
@@ -437,7 +437,7 @@ void Communicator::exchangeForSplit(void* data, size_t bytesPerRank) {
   req.desc.count = bytesPerRank;
   req.elemSize = 1;
   req.inPlace = true;
-  beginCollective(req, OpKind::CommSplit);  // a collective call like any other: every rank makes it here
+  beginCollective(req, as);  // a collective call like any other: every rank makes it here
   try {
     collectives::CallArgs args;
     args.dtype = kernels::DType::Uint8;
@@ -447,7 +447,7 @@ void Communicator::exchangeForSplit(void* data, size_t bytesPerRank) {
     collectives::Plan plan;  // plan_ stays the user's last call's
     collectives::planCall(req, *this, collectives::AlgoOverrides(), plan);
     collectives::CallTag tag = collectives::makeTag(req.desc);
-    tag.op = static_cast<uint8_t>(OpKind::CommSplit);  // what a rank making another call is told
+    tag.op = static_cast<uint8_t>(as);  // what a rank making another call is told
     plan.tags.assign(1, tag);
     args.scratch = plan.scratchElems ? scratch(plan.scratchElems) : nullptr;
     collectives::execute(plan, args, *this);
