@@ -40,6 +40,38 @@ std::string oneOf(const std::string& flag, const std::string& value,
   throw UsageError(flag + " takes " + list + ", not '" + value + "'");
 }
 
+// --elastic MIN:MAX, 1 <= MIN <= MAX.
+void elasticRange(const std::string& flag, const std::string& value, TrainOptions& o) {
+  const size_t colon = value.find(':');
+  if (colon == std::string::npos)
+    throw UsageError(flag + " takes MIN:MAX (the fewest and the most ranks to go on with), not '" + value + "'");
+  o.elasticMin = static_cast<int>(integer(flag + "'s MIN", value.substr(0, colon), 1, 4096));
+  o.elasticMax = static_cast<int>(integer(flag + "'s MAX", value.substr(colon + 1), 1, 4096));
+  if (o.elasticMin > o.elasticMax)
+    throw UsageError(flag + " " + value + ": MIN is above MAX");
+}
+
+// What elastic training needs: it varies data parallelism alone, restarts
+// from checkpoints, and must split the global batch over any count it may
+// meet, so that every count trains the same batches.
+void checkElastic(const TrainOptions& o) {
+  const std::string e = "--elastic " + std::to_string(o.elasticMin) + ":" + std::to_string(o.elasticMax);
+  if (o.checkpointDir.empty() || o.checkpointEvery <= 0)
+    throw UsageError(e + " needs --checkpoint-dir and --checkpoint-every: a lost rank's work is redone "
+                         "from the last checkpoint, where new processes join too");
+  if (o.dp != 0 || o.sp != 1 || o.tp != 1 || o.pp != 1 || o.ep != 1 || o.flexsp)
+    throw UsageError(e + " varies data parallelism over whoever is there: no --dp, --sp, --tp, --pp, "
+                         "--ep or --flexsp");
+  if (o.codec != "none" || !o.decentralized.empty())
+    throw UsageError(e + " needs exact data parallelism (no --codec, no --decentralized)");
+  const int micro = o.microBatches > 0 ? o.microBatches : 1;
+  for (int n = o.elasticMin; n <= o.elasticMax; ++n)
+    if (o.batch % (n * micro) != 0)
+      throw UsageError(e + ": --batch " + std::to_string(o.batch) + " does not split into " + std::to_string(n) +
+                       " ranks x " + std::to_string(micro) + " micro-batches; it must for every count from MIN to "
+                       "MAX (e.g. --batch 12 for 2:4)");
+}
+
 }  // namespace
 
 std::string trainUsage() {
@@ -50,7 +82,7 @@ std::string trainUsage() {
          "                  [--dim C] [--heads H] [--experts E] [--top-k K] [--ep N]\n"
          "                  [--capacity-factor X] [--aux-coef X] [--lr X] [--min-lr X] [--warmup N] [--clip X]\n"
          "                  [--weight-decay X] [--seed S] --data TEXT [--checkpoint-dir DIR]\n"
-         "                  [--checkpoint-every N] [--resume] [--log FILE.jsonl]\n"
+         "                  [--checkpoint-every N] [--resume] [--elastic MIN:MAX] [--log FILE.jsonl]\n"
          "                  [--plot FILE.svg|png] [--quiet]\n"
          "                  [--flexsp [--flexsp-median N] [--flexsp-sigma X] [--flexsp-min N]\n"
          "                   [--flexsp-memory TOKENS] [--flexsp-plan-seconds X] "
@@ -58,8 +90,10 @@ std::string trainUsage() {
          "                   [--flexsp-attention-seconds A] [--flexsp-linear-seconds B]]\n"
          "       gyre-train --plot FILE.svg|png LOG.jsonl [LOG.jsonl ...]   (draw earlier runs)\n"
          "Run it under gyrerun, torchrun, mpirun or srun; dp x sp x tp x pp must be the rank count.\n"
-         "Testing aid: GYRE_TRAIN_KILL_AFTER_STEP=N in the environment ends every rank with\n"
-         "status 137, as a crash would, right after step N and its checkpoint are done.\n";
+         "Testing aids: GYRE_TRAIN_KILL_AFTER_STEP=N in the environment ends every rank with\n"
+         "status 137, as a crash would, right after step N and its checkpoint are done;\n"
+         "GYRE_TRAIN_KILL_RANK=R:N kills the process that started as rank R with SIGKILL as\n"
+         "step N begins (for --elastic).\n";
 }
 
 TrainOptions parseTrainOptions(int argc, const char* const* argv) {
@@ -106,6 +140,7 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
       {"--checkpoint-every",
        [&](auto& f, auto& v) { o.checkpointEvery = integer(f, v, 0, 1LL << 40); }},
       {"--log", [&](auto&, auto& v) { o.log = v; }},
+      {"--elastic", [&](auto& f, auto& v) { elasticRange(f, v, o); }},
       {"--plot", [&](auto&, auto& v) { o.plot = v; }},
       {"--flexsp-median", [&](auto& f, auto& v) { o.flexspMedian = real(f, v, 1, 1e9); }},
       {"--flexsp-sigma", [&](auto& f, auto& v) { o.flexspSigma = real(f, v, 0, 100); }},
@@ -147,6 +182,7 @@ TrainOptions parseTrainOptions(int argc, const char* const* argv) {
   if (!o.plotLogs.empty() && !o.data.empty())
     throw UsageError("give either --data (train) or logs to --plot (draw), not both");
   if (o.resume && o.checkpointDir.empty()) throw UsageError("--resume needs --checkpoint-dir");
+  if (o.elasticMax > 0) checkElastic(o);
   if (o.dim % o.heads != 0)
     throw UsageError("--dim " + std::to_string(o.dim) + " is not a multiple of --heads " +
                      std::to_string(o.heads));

@@ -41,6 +41,10 @@ struct TrainOptions {
   std::string checkpointDir;  // save there (every checkpointEvery steps and at the end)
   int checkpointEvery = 0;    // 0: only at the end
   bool resume = false;        // continue from the newest complete checkpoint in checkpointDir
+  // Elastic training (docs/harness.md, "Elastic training"): carry on with
+  // elasticMin..elasticMax ranks, data parallelism over whoever is there;
+  // 0: not elastic (a lost rank ends the run).
+  int elasticMin = 0, elasticMax = 0;
   std::string log;            // a JSON line per step (rank 0)
   std::string plot;           // FILE.svg|png: loss and tokens/s against step
   std::vector<std::string> plotLogs;  // --plot with logs and no --data: draw those, train nothing

@@ -15,7 +15,8 @@ namespace gyre::run {
 
 std::string usageText() {
   return "usage: gyrerun -n N [--bind none|core] [--tag-output | --no-prefix] [--output-dir DIR]\n"
-         "               [-x NAME=VALUE]... [--timeout SEC] [--grace SEC] [--] program [args...]\n";
+         "               [-x NAME=VALUE]... [--timeout SEC] [--grace SEC]\n"
+         "               [--elastic MIN:MAX [--max-restarts K]] [--] program [args...]\n";
 }
 
 namespace {
@@ -57,8 +58,8 @@ ParseResult usageError(const std::string& problem) {
 
 // The option names that take a value, short and long spellings.
 bool takesValue(const std::string& name) {
-  static const char* const names[] = {"-n", "--np",  "--bind",    "--output-dir",
-                                      "-x", "--env", "--timeout", "--grace"};
+  static const char* const names[] = {"-n",        "--np",    "--bind",    "--output-dir", "-x",
+                                      "--env",     "--timeout", "--grace", "--elastic",    "--max-restarts"};
   for (const char* n : names)
     if (name == n) return true;
   return false;
@@ -79,6 +80,10 @@ std::string helpText() {
          "  --timeout SEC       stop every rank after SEC seconds and exit with status 124\n"
          "  --grace SEC         seconds between SIGTERM and SIGKILL when stopping ranks (default "
          "3)\n"
+         "  --elastic MIN:MAX   a rank that fails is started again with GYRE_ELASTIC_REPLACEMENT=1\n"
+         "                      (gyre-train --elastic joins it to the others) while the others go\n"
+         "                      on; the job fails when fewer than MIN ranks are left\n"
+         "  --max-restarts K    ranks started again at most, in all (default 3; with --elastic)\n"
          "  -h, --help          print this help and exit\n"
          "  --version           print gyrerun's version and exit\n"
          "\n"
@@ -167,6 +172,19 @@ ParseResult parseOptions(int argc, const char* const* argv) {
       if (!s)
         return usageError("--timeout takes a positive number of seconds, not '" + value + "'");
       o.timeoutSec = *s;
+    } else if (name == "--elastic") {
+      const size_t colon = value.find(':');
+      auto lo = colon == std::string::npos ? std::nullopt : parseRankCount(value.substr(0, colon));
+      auto hi = colon == std::string::npos ? std::nullopt : parseRankCount(value.substr(colon + 1));
+      if (!lo || !hi || *lo > *hi)
+        return usageError("--elastic takes MIN:MAX, rank counts with MIN <= MAX, not '" + value + "'");
+      o.elasticMin = *lo;
+      o.elasticMax = *hi;
+    } else if (name == "--max-restarts") {
+      auto k = parseRankCount(value);
+      if (!k && value != "0")
+        return usageError("--max-restarts takes a count from 0 to 4096, not '" + value + "'");
+      o.maxRestarts = k ? *k : 0;
     } else if (name == "--grace") {
       auto s = parseSeconds(value, true);
       if (!s)
@@ -177,6 +195,9 @@ ParseResult parseOptions(int argc, const char* const* argv) {
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
   if (o.nranks == 0) return usageError("the number of ranks (-n N) is required");
   if (o.command.empty()) return usageError("no program to run");
+  if (o.elasticMax > 0 && (o.nranks < o.elasticMin || o.nranks > o.elasticMax))
+    return usageError("-n " + std::to_string(o.nranks) + " is outside --elastic " + std::to_string(o.elasticMin) +
+                      ":" + std::to_string(o.elasticMax));
   return result;
 }
 

@@ -19,6 +19,12 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> env;  // -x NAME=VALUE, in order
   double timeoutSec = 0;                                 // 0: no limit
   double graceSec = 3;                                   // SIGTERM .. SIGKILL
+  // --elastic MIN:MAX: a rank that fails is started again (with
+  // GYRE_ELASTIC_REPLACEMENT=1, to join the others) up to maxRestarts times
+  // in all, and the others go on; the job fails only when fewer than
+  // elasticMin ranks are left running. 0: not elastic.
+  int elasticMin = 0, elasticMax = 0;
+  int maxRestarts = 3;
   std::vector<std::string> command;                      // program and its arguments
 };
 

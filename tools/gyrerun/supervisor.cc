@@ -94,17 +94,18 @@ int Supervisor::run() {
 
 void Supervisor::startAll() {
   ranks_.resize(static_cast<size_t>(options_.nranks));
-  Program program(options_.command, env_.get("PATH"));
-  std::unique_ptr<CpuBinding> binding;
+  program_ = std::make_unique<Program>(options_.command, env_.get("PATH"));
+  const Program& program = *program_;
   int devNull = -1;
   try {
-    if (options_.bind == Bind::Core) binding = std::make_unique<CpuBinding>();
+    if (options_.bind == Bind::Core) binding_ = std::make_unique<CpuBinding>();
+    CpuBinding* binding = binding_.get();
     if (!options_.outputDir.empty()) makeDirectories(options_.outputDir);
     // Ranks read nothing: a rank in its own process group reading the
     // terminal would be stopped (SIGTTIN), and N readers of one stdin race.
     devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devNull < 0) throw systemError("cannot open /dev/null");
-    for (int r = 0; r < options_.nranks; ++r) startRank(r, program, binding.get(), devNull);
+    for (int r = 0; r < options_.nranks; ++r) startRank(r, program, binding, devNull);
   } catch (const std::exception& e) {
     say(std::string(e.what()) + (running_ > 0 ? "; stopping the ranks already started" : ""));
     exitCode_ = 1;
@@ -114,10 +115,11 @@ void Supervisor::startAll() {
   if (devNull >= 0) ::close(devNull);
 }
 
-void Supervisor::startRank(int r, const Program& program, CpuBinding* binding, int devNull) {
+void Supervisor::startRank(int r, const Program& program, CpuBinding* binding, int devNull, bool replacement) {
   RankSetup setup;
   Environment env = env_;
   env.set("GYRE_RANK", std::to_string(r));
+  if (replacement) env.set("GYRE_ELASTIC_REPLACEMENT", "1");
   env.set("GYRE_LOCAL_RANK", std::to_string(r));  // every rank is on this host
   setup.env = env.entries();
   setup.stdinFd = devNull;
@@ -131,7 +133,9 @@ void Supervisor::startRank(int r, const Program& program, CpuBinding* binding, i
   Rank& rank = ranks_[static_cast<size_t>(r)];
   int childOut = -1, childErr = -1;
   if (!options_.outputDir.empty()) {
-    std::string base = options_.outputDir + "/rank-" + std::to_string(r);
+    // A replacement's output goes beside its predecessor's, not over it.
+    std::string base = options_.outputDir + "/rank-" + std::to_string(r) +
+                       (replacement ? ".restart-" + std::to_string(restarts_) : std::string());
     childOut = openOutput(base + ".out");
     childErr = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (childErr < 0) {
@@ -209,16 +213,43 @@ void Supervisor::onExit(int r, int status) {
   if (rank.out) rank.out->drainAndClose();
   if (rank.err) rank.err->drainAndClose();
   if (exitCodeOf(status) == 0 || failed_) return;
-  failed_ = true;
-  exitCode_ = exitCodeOf(status);
   std::string what = "rank " + std::to_string(r) + " (pid " + std::to_string(rank.pid) + ") " +
                      describeStatus(status);
+  if (options_.elasticMax > 0 && !stopping_ && absorbFailure(r, what)) return;
+  failed_ = true;
+  exitCode_ = exitCodeOf(status);
   if (!stopping_ && running_ > 0) {
     say(what + "; stopping the other ranks");
     beginStop(SIGTERM);
   } else {
     say(what);
   }
+}
+
+bool Supervisor::absorbFailure(int r, const std::string& what) {
+  if (restarts_ < options_.maxRestarts) {
+    ++restarts_;
+    say(what + "; starting a replacement that joins the others (restart " + std::to_string(restarts_) + " of " +
+        std::to_string(options_.maxRestarts) + ")");
+    int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    try {
+      if (devNull < 0) throw systemError("cannot open /dev/null");
+      startRank(r, *program_, binding_.get(), devNull, true);
+    } catch (const std::exception& e) {
+      say(std::string("cannot start the replacement: ") + e.what());
+      if (devNull >= 0) ::close(devNull);
+      return running_ >= options_.elasticMin;
+    }
+    ::close(devNull);
+    return true;
+  }
+  if (running_ >= options_.elasticMin) {
+    say(what + "; no restarts left (--max-restarts " + std::to_string(options_.maxRestarts) + "): the other " +
+        ranks(running_) + " go on");
+    return true;
+  }
+  say(what + "; " + ranks(running_) + " left, fewer than --elastic's minimum " + std::to_string(options_.elasticMin));
+  return false;
 }
 
 void Supervisor::beginStop(int sig) {

@@ -37,7 +37,10 @@ class Supervisor {
   };
 
   void startAll();
-  void startRank(int rank, const Program& program, CpuBinding* binding, int devNull);
+  void startRank(int rank, const Program& program, CpuBinding* binding, int devNull, bool replacement = false);
+  // --elastic: rank r's process failed; true when a replacement was
+  // started or the others go on without it.
+  bool absorbFailure(int r, const std::string& what);
   void handleSignals();
   void reapExited();
   void onExit(int rank, int status);
@@ -55,6 +58,10 @@ class Supervisor {
   std::vector<Rank> ranks_;
   std::unordered_map<pid_t, int> rankOfPid_;
   int running_ = 0;
+  // Kept for replacements (--elastic).
+  std::unique_ptr<Program> program_;
+  std::unique_ptr<CpuBinding> binding_;
+  int restarts_ = 0;
 
   int exitCode_ = 0;
   bool failed_ = false;    // exitCode_ is a failure's; later ones are not reported
