@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "base/log.h"
 #include "bootstrap/interfaces.h"
@@ -50,6 +51,8 @@ const char* kindName(uint32_t kind) {
       return "abort notice";
     case ConnKind::Shrink:
       return "shrink";
+    case ConnKind::Status:
+      return "status";
   }
   return "unknown";
 }
@@ -408,6 +411,10 @@ void Bootstrap::file(IncomingConnections::Arrival& a) {
               a.onDataListener ? "data" : "bootstrap");
     return;
   }
+  if (h.kind == static_cast<uint32_t>(ConnKind::Status)) {
+    if (a.hasNotice) statuses_.push_back(Status{h.fromRank, std::move(a.noticeText)});
+    return;
+  }
   if (h.kind == static_cast<uint32_t>(ConnKind::AbortNotice)) {
     AbortNotice n;
     n.reporter = h.fromRank;
@@ -624,17 +631,49 @@ void Bootstrap::reportFailure(const Error& e) {
   notifyAbort(rank_, e.what(), -1, shared ? e.code() : gyreSuccess);
 }
 
+bool Bootstrap::anythingKnocking() {
+  if (incoming_.open()) return true;
+  pollfd fds[3];
+  nfds_t n = 0;
+  for (const Socket* l : {&listener_, &localListener_, &dataListener_})
+    if (l->valid()) fds[n++] = {l->fd(), POLLIN, 0};
+  return ::poll(fds, n, 0) > 0;
+}
+
 std::optional<AbortNotice> Bootstrap::pollAbortNotice() {
-  if (notices_.empty() && !incoming_.open()) {
-    pollfd fds[3];
-    nfds_t n = 0;
-    for (const Socket* l : {&listener_, &localListener_, &dataListener_})
-      if (l->valid()) fds[n++] = {l->fd(), POLLIN, 0};
-    if (::poll(fds, n, 0) <= 0) return std::nullopt;  // nothing is knocking
-  }
+  if (notices_.empty() && !anythingKnocking()) return std::nullopt;
   pumpListeners();
   if (notices_.empty()) return std::nullopt;
   return notices_.front();
+}
+
+bool Bootstrap::sendStatus(int peer, const std::string& message) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || peer == rank_) return false;
+  // Short: a peer that is gone or swamped must not hold up the sender's wait.
+  const Deadline deadline = Deadline::afterMs(200);
+  const std::string text = message.substr(0, kMaxNoticeBytes);
+  try {
+    Socket s = Socket::connectTo(peerAddress(peer), deadline, describe(peer), true);
+    ConnHello h{};
+    h.magic = kConnMagic;
+    h.kind = static_cast<uint32_t>(ConnKind::Status);
+    h.fromRank = rank_;
+    std::memcpy(h.secret, secret_.data(), sizeof(h.secret));
+    AbortNoticeHeader n{rank_, static_cast<uint32_t>(text.size()), -1, 0};
+    s.sendAll(&h, sizeof(h), deadline, describe(peer));
+    s.sendAll(&n, sizeof(n), deadline, describe(peer));
+    s.sendAll(text.data(), text.size(), deadline, describe(peer));
+    return true;
+  } catch (const Error& e) {
+    GYRE_INFO("rank %d: could not send a status to %s: %s", rank_, describe(peer).c_str(), e.what());
+    return false;
+  }
+}
+
+std::vector<Bootstrap::Status> Bootstrap::takeStatuses() {
+  if (statuses_.empty() && !anythingKnocking()) return {};
+  pumpListeners();
+  return std::exchange(statuses_, {});
 }
 
 const std::vector<AbortNotice>& Bootstrap::notices() {

@@ -159,6 +159,18 @@ class Bootstrap {
   std::optional<AbortNotice> pollAbortNotice();
   // Every notice received so far (after taking in what is pending).
   const std::vector<AbortNotice>& notices();
+
+  // Statuses: short messages between ranks that are no failure (a stall
+  // report's query and answers), opaque here. Best effort and bounded (a
+  // fifth of a second): false when the peer could not be reached.
+  bool sendStatus(int peer, const std::string& message);
+  struct Status {
+    int from = -1;
+    std::string message;
+  };
+  // The statuses received since the last call (non-blocking; one poll()
+  // when nothing is knocking).
+  std::vector<Status> takeStatuses();
   // A notice as a sentence that names where the failure began.
   std::string explain(const AbortNotice& n) const;
   // Throws PeerFailed if a peer reported a failure or a local peer exited
@@ -180,6 +192,8 @@ class Bootstrap {
   // Accepts and reads whatever is pending on the listeners; files the
   // connections that introduced themselves properly, refuses the rest.
   void pumpListeners();
+  // Whether a connection is waiting on a listener or half read (one poll()).
+  bool anythingKnocking();
   void file(IncomingConnections::Arrival& a);
   // poll() on the listeners, the open handshakes, the ring and `extra` for
   // at most capMs (or the deadline).
@@ -210,6 +224,7 @@ class Bootstrap {
   std::vector<IncomingConnections::Arrival>
       early_;  // data connections before openDataListener is done
   std::vector<AbortNotice> notices_;
+  std::vector<Status> statuses_;
   PeerLiveness liveness_;
 };
 

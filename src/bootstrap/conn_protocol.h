@@ -1,6 +1,7 @@
 // Wire format of connections between ranks (after the rendezvous): every
 // connection opens with a ConnHello; an abort notice follows its hello with
-// an AbortNoticeHeader and the message.
+// an AbortNoticeHeader and the message, and so does a status (the message
+// is then the layer above's, opaque here: a stall report's query or answer).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,12 @@ namespace gyre::bootstrap {
 
 constexpr uint32_t kConnMagic = 0x4759434e;  // "GYCN"
 
-enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3, Shrink = 4 };
+enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3, Shrink = 4, Status = 5 };
+
+// Kinds whose hello is followed by an AbortNoticeHeader and its message.
+inline bool carriesMessage(uint32_t kind) {
+  return kind == static_cast<uint32_t>(ConnKind::AbortNotice) || kind == static_cast<uint32_t>(ConnKind::Status);
+}
 
 struct ConnHello {
   uint32_t magic;

@@ -57,7 +57,7 @@ bool IncomingConnections::step(Pending& p, bool& dead) {
     if (p.got < helloEnd) {
       dst = reinterpret_cast<uint8_t*>(&p.a.hello) + p.got;
       want = helloEnd - p.got;
-    } else if (p.a.hello.kind != static_cast<uint32_t>(ConnKind::AbortNotice)) {
+    } else if (!carriesMessage(p.a.hello.kind)) {
       return true;
     } else if (p.got < headerEnd) {
       dst = reinterpret_cast<uint8_t*>(&p.a.notice) + (p.got - helloEnd);

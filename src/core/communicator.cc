@@ -104,6 +104,8 @@ std::unique_ptr<Communicator> Communicator::makeShell(int rank, int nranks, cons
   c->tuning_.mappedBuffers = c->config_.mappedBuffers;
   // A bad tuner file is an error now too.
   if (!c->config_.tunerFile.empty()) c->tuning_.model = collectives::CostModel::load(c->config_.tunerFile);
+  if (c->config_.stallReportMs > 0 && nranks > 1)
+    c->stallReport_ = std::make_unique<StallReportState>(nranks, c->config_.stallReportMs * kMs);
   c->sendSeq_.assign(static_cast<size_t>(nranks), 0);
   c->recvSeq_.assign(static_cast<size_t>(nranks), 0);
   return c;
@@ -393,6 +395,8 @@ void Communicator::checkReports() {
   // through the bootstrap listener (a poll(), only when some peer is not
   // local or GYRE_TRANSPORT=tcp).
   if (auto a = connections_->peerReport()) throw fail(PeerFailure(gyreRemoteError, a->origin, a->message));
+  if (stallReport_ && callStartNs_ - stallReport_->lastPollNs >= StallReportState::kPollEveryNs)
+    answerStallQuestions();
   if (!networkReports_) return;
   const int64_t now = nowNs();
   if (now - lastReportPollNs_ < kReportPollEveryNs) return;
@@ -466,6 +470,7 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
         } while (nowNs() < graceEnd);
         throw;
       }
+      if (stallReport_) stallTick(items, now);
     }
     int64_t slice = kBlockSliceNs;
     if (config_.timeoutMs > 0) {

@@ -27,6 +27,7 @@
 #include "core/device_engine.h"
 #include "core/join_handle.h"
 #include "core/operation.h"
+#include "core/stall_report.h"
 #include "device/staging_pool.h"
 #include "gyre/gyre.h"
 
@@ -257,6 +258,20 @@ class Communicator final : public collectives::ExecContext, public collectives::
   }
   PeerFailure explainStall(int start, int waitedOn, const std::string& sentence, gyreResult_t code,
                            bool startIsMe);
+  // GYRE_STALL_REPORT_MS (stall_report.cc), null when 0: a wait that long
+  // asks the others where they are and logs it (stallTick, from a wait's
+  // health checks); questions are answered there and as calls start
+  // (answerStallQuestions, at most every few ms, from callStartNs_, the
+  // time execute() reads anyway).
+  std::unique_ptr<StallReportState> stallReport_;
+  int64_t callStartNs_ = 0;
+  void stallTick(std::span<const WaitItem> items, int64_t now);
+  void answerStallQuestions();
+  std::vector<int> takeStallQuestions(int64_t now);
+  void answerStall(const std::vector<int>& askers, int64_t now);
+  void logStallReport(std::span<const WaitItem> items, int64_t now);
+  RankWhere whereAmI(bool ask, int64_t now) const;
+  std::string describeWhere(const RankWhere& w) const;
   // gyreCommSplit's exchanges: an AllGather through the transports, tagged
   // as the split's own call (bytesPerRank at data + rank * bytesPerRank).
   void exchangeForSplit(void* data, size_t bytesPerRank, collectives::OpKind as = collectives::OpKind::CommSplit);

@@ -170,6 +170,7 @@ void Communicator::runGroupMembers(std::vector<Operation>& ops) {
   if (!p2p.empty()) {
     // Run together, so each is counted and traced over the whole batch.
     const int64_t start = nowNs();
+    callStartNs_ = start;
     try {
       executePointToPoint(p2p);
     } catch (const Error& e) {
@@ -184,6 +185,7 @@ void Communicator::runGroupMembers(std::vector<Operation>& ops) {
 
 void Communicator::execute(Operation& op) {
   const int64_t start = nowNs();
+  callStartNs_ = start;
   try {
     if (op.kind == OpKind::SendRecv) {
       executePointToPoint(std::span<Operation>(&op, 1));

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/parse.h"
+#include "core/stall_report.h"
 
 namespace gyre::core {
 
@@ -52,6 +53,12 @@ const Param kParams[] = {
     {{"GYRE_TIMEOUT_MS", "600000", "fail a call that makes no progress for this long (0: never)"},
      [](Config& c, const std::string& v, const char* n) {
        c.timeoutMs = parseInt(v, n, 0, INT64_MAX / 1000000);
+     }},
+    {{"GYRE_STALL_REPORT_MS", "auto",
+      "a call that waits this long logs, on every rank, which ranks have not reached which call, and goes on "
+      "waiting (auto: a tenth of GYRE_TIMEOUT_MS, at most 30000; 0: never)"},
+     [](Config& c, const std::string& v, const char* n) {
+       c.stallReportMs = lower(v) == "auto" ? -1 : parseInt(v, n, 0, INT64_MAX / 1000000);
      }},
     {{"GYRE_TRANSPORT", "auto",
       "auto (shm within a host; across hosts the GYRE_NET_PLUGIN plugin if set, else tcp), or one for every "
@@ -221,7 +228,10 @@ Config Config::resolve(const gyreConfig_t* user) {
     const char* v = std::getenv(p.info.env);
     if (v && *v) p.set(c, v, p.info.env);
   }
-  if (!user) return c;
+  if (!user) {
+    if (c.stallReportMs < 0) c.stallReportMs = defaultStallReportMs(c.timeoutMs);
+    return c;
+  }
   if (user->magic != GYRE_CONFIG_MAGIC || user->size < sizeof(size_t) + 2 * sizeof(unsigned))
     throwError(gyreInvalidArgument,
                "config was not initialised with GYRE_CONFIG_INITIALIZER (bad magic or size)");
@@ -232,6 +242,7 @@ Config Config::resolve(const gyreConfig_t* user) {
     if (user->timeoutMs < 0) throwError(gyreInvalidArgument, "config.timeoutMs must be >= 0");
     c.timeoutMs = user->timeoutMs;
   }
+  if (c.stallReportMs < 0) c.stallReportMs = defaultStallReportMs(c.timeoutMs);
   if (has(offsetof(gyreConfig_t, transport), sizeof(char*)) && user->transport)
     setTransport(c, user->transport, "config.transport");
   if (has(offsetof(gyreConfig_t, algo), sizeof(char*)) && user->algo) c.algo = user->algo;

@@ -16,6 +16,9 @@ enum class TransportChoice { Auto, Shm, Tcp, Ucx, Net, Verbs };
 
 struct Config {
   int64_t timeoutMs = 600000;  // 0: wait forever
+  // GYRE_STALL_REPORT_MS: a wait this long logs a stall report (0: never;
+  // -1: defaultStallReportMs of the timeout, resolved in resolve()).
+  int64_t stallReportMs = -1;
   TransportChoice transport = TransportChoice::Auto;
   bool shmDisable = false;  // GYRE_SHM_DISABLE: never shared memory (as NCCL_SHM_DISABLE)
   bool tcpDisable = false;  // GYRE_TCP_DISABLE: never TCP between ranks
