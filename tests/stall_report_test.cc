@@ -3,7 +3,10 @@
 // waiting rank must log a report that names rank 2 as the rank its wait is
 // stuck behind and the call it has not reached; rank 2, once it makes the
 // call, must log that the others wait. Nobody fails: the reports only tell.
+// In the "stopped" runs rank 2 stops itself (SIGSTOP) instead, so it cannot
+// answer at all: the reports must name it, and see it stopped, all the same.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,13 +43,14 @@ bool contains(const std::string& s, const std::string& what) { return s.find(wha
 // The line of a waiting rank's log that reports the stall correctly: its
 // own call, and rank 2 (by pid) as the rank the wait is stuck behind, which
 // has not reached that call.
-std::string goodReport(const std::string& log, int latePid) {
+std::string goodReport(const std::string& log, int latePid, bool stopped) {
   const std::string call = "allreduce #" + std::to_string(kCall);
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);) {
     if (contains(line, "stall report: " + call + " has waited") &&
         contains(line, "the wait is stuck behind rank " + std::to_string(kLate) + " (pid " + std::to_string(latePid)) &&
-        contains(line, "which has not reached " + call))
+        contains(line, "which has not reached " + call) &&
+        (!stopped || contains(line, "and did not answer: it is stopped (SIGSTOP")))
       return line;
   }
   return "";
@@ -68,34 +72,36 @@ std::string logPath(const std::string& dir, int rank) { return dir + "/rank" + s
 // releases the late rank once every waiting rank's log holds a good report,
 // or gives up after a bound so that a wrong report fails the test instead
 // of hanging it.
-pid_t startWatcher(Shared* shared, const std::string& dir) {
+// A stopped late rank is continued (SIGCONT) instead of released.
+pid_t startWatcher(Shared* shared, const std::string& dir, bool stopped) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
-  for (int tries = 0; tries < 6000; ++tries) {  // 30 s at most
+  int outcome = 2;
+  for (int tries = 0; tries < 6000 && outcome == 2; ++tries) {  // 30 s at most
     bool all = shared->pids[kLate].load() != 0;
     for (int r = 0; r < kRanks && all; ++r)
-      if (r != kLate) all = !goodReport(readFile(logPath(dir, r)), shared->pids[kLate].load()).empty();
-    if (all) {
-      shared->release.store(1);
-      _exit(0);
-    }
-    usleep(5000);  // polling files: nothing to be woken by
+      if (r != kLate) all = !goodReport(readFile(logPath(dir, r)), shared->pids[kLate].load(), stopped).empty();
+    if (all) outcome = 1;
+    else usleep(5000);  // polling files: nothing to be woken by
   }
-  shared->release.store(2);
+  shared->release.store(outcome);
+  if (stopped && shared->pids[kLate].load()) kill(shared->pids[kLate].load(), SIGCONT);
   _exit(0);
 }
 
 class StallReport : public testing::TestWithParam<const char*> {};
 
 TEST_P(StallReport, WaitingRanksNameTheLateRankAndItsCall) {
-  const std::string transport = GetParam();
+  const std::string param = GetParam();
+  const bool stopped = param.ends_with("-stopped");
+  const std::string transport = param.substr(0, param.find('-'));
   char tmpl[] = "/tmp/gyre-stall-report-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   Shared* shared = new (mem) Shared();
-  const pid_t watcher = startWatcher(shared, dir);
+  const pid_t watcher = startWatcher(shared, dir, stopped);
   ASSERT_GT(watcher, 0);
   RunOptions o;
   o.timeoutSec = 60;
@@ -111,8 +117,12 @@ TEST_P(StallReport, WaitingRanksNameTheLateRankAndItsCall) {
         if (!comm) return 1;
         std::vector<float> v(1024);
         for (int call = 1; call <= kCall + 1; ++call) {
-          if (call == kCall && rank == kLate)
-            while (shared->release.load() == 0) usleep(1000);  // the application, busy
+          if (call == kCall && rank == kLate) {
+            if (stopped)
+              raise(SIGSTOP);  // until the watcher continues it
+            else
+              while (shared->release.load() == 0) usleep(1000);  // the application, busy
+          }
           std::fill(v.begin(), v.end(), float(rank + call));
           if (!check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
                               "allreduce #" + std::to_string(call)))
@@ -135,7 +145,7 @@ TEST_P(StallReport, WaitingRanksNameTheLateRankAndItsCall) {
       EXPECT_FALSE(lateRanksLine(logs[r]).empty()) << "rank 2's log:\n" << logs[r];
       continue;
     }
-    const std::string line = goodReport(logs[r], shared->pids[kLate].load());
+    const std::string line = goodReport(logs[r], shared->pids[kLate].load(), stopped);
     EXPECT_FALSE(line.empty()) << "rank " << r << "'s log:\n" << logs[r];
     // Nothing failed: the report is no error.
     EXPECT_FALSE(contains(logs[r], "failed on rank")) << logs[r];
@@ -147,7 +157,7 @@ TEST_P(StallReport, WaitingRanksNameTheLateRankAndItsCall) {
   munmap(mem, sizeof(Shared));
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, StallReport, testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, StallReport, testing::Values("shm", "tcp", "shm-stopped", "tcp-stopped"));
 
 TEST(StallReportSetting, MalformedValueIsNamed) {
   gyreUniqueId id;
