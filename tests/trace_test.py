@@ -1,9 +1,11 @@
 """GYRE_TRACE_FILE: gyre-bench's calls under gyrerun, 3 ranks, one trace per
 rank; each file is a JSON array (Chrome's Trace Event Format) whose events
 are the calls made, named, with bytes, type, algorithm, transport and
-result, on a row named after the communicator.
+result, on a row named after the communicator. With "steps"
+(GYRE_TRACE_STEPS=1) every AllReduce also holds its plan's steps, nested
+inside it: named, with peers and bytes; without it there are none.
 
-Usage: trace_test.py GYRERUN GYRE_BENCH TRANSPORT
+Usage: trace_test.py GYRERUN GYRE_BENCH TRANSPORT [steps]
 """
 import json
 import os
@@ -12,11 +14,36 @@ import sys
 import tempfile
 
 gyrerun, bench, transport = sys.argv[1:4]
+steps = sys.argv[4:5] == ["steps"]
 ranks = 3
+STEP_NAMES = {"copy", "reduce", "send", "recv", "recv-reduce", "recv-reduce-send", "recv-reduce-copy-send",
+              "recv-copy-send", "copy-send", "send-addresses", "recv-addresses", "read-copy", "read-reduce"}
+
+
+def check_steps(r, call, inside):
+    """The steps of one call: within its span, on its row, each a known
+    primitive whose peers are other ranks and whose messages carry bytes."""
+    assert inside, ("a call without steps", call)
+    eps = 0.002  # the microseconds' printed precision
+    for s in inside:
+        a = s["args"]
+        assert s["name"] in STEP_NAMES, s
+        assert s["ts"] >= call["ts"] - eps and s["ts"] + s["dur"] <= call["ts"] + call["dur"] + eps, (s, call)
+        assert s["dur"] >= 0 and a["lane"] == 0 and s["tid"] == call["tid"], s
+        for side in ("from", "to"):
+            if side in a:
+                assert 0 <= a[side] < ranks and a[side] != r, s
+        if s["name"].startswith(("send", "recv")) or s["name"].endswith("send"):
+            assert "from" in a or "to" in a, s
+            assert a["bytes"] > 0, s
+    # Within one lane the steps follow each other in the plan's order.
+    order = [s["args"]["step"] for s in sorted(inside, key=lambda s: s["ts"])]
+    assert order == sorted(order), order
+
 with tempfile.TemporaryDirectory(prefix="gyre-trace-") as d:
     pattern = os.path.join(d, "trace-%r.json")
     cmd = [gyrerun, "-n", str(ranks), "--timeout", "120", "-x", "GYRE_TRACE_FILE=" + pattern,
-           "-x", "GYRE_TRANSPORT=" + transport, bench, "allreduce", "-b", "1K", "-e", "64K",
+           "-x", "GYRE_TRANSPORT=" + transport, "-x", "GYRE_TRACE_STEPS=" + ("1" if steps else "0"), bench, "allreduce", "-b", "1K", "-e", "64K",
            "-f", "8", "-n", "3", "-w", "1"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
     assert p.returncode == 0, p.stdout
@@ -38,6 +65,16 @@ with tempfile.TemporaryDirectory(prefix="gyre-trace-") as d:
             assert e["pid"] == r and e["dur"] >= 0 and e["ts"] > 0, e
             assert a["result"] == "ok" and a["dtype"] == "float32" and a["algorithm"], e
             assert a["transports"] == transport, e
+        calls = [e for e in calls if e.get("cat") == "gyre"]
         seqs = [e["args"]["seq"] for e in calls]
         assert seqs == sorted(seqs), "calls out of order"
-print("PASS: %d traces over %s" % (ranks, transport))
+        step_events = [e for e in events if e.get("cat") == "step"]
+        if not steps:
+            assert not step_events, step_events[:3]
+            continue
+        for call in allreduces:
+            end = call["ts"] + call["dur"] + 0.002
+            inside = [s for s in step_events if s["tid"] == call["tid"] and call["ts"] - 0.002 <= s["ts"] <= end]
+            check_steps(r, call, inside)
+        print("rank %d: %d steps in %d allreduces" % (r, len(step_events), len(allreduces)))
+print("PASS: %d traces over %s%s" % (ranks, transport, " with steps" if steps else ""))

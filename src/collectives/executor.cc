@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "collectives/call.h"
 #include "collectives/seq_layout.h"
@@ -31,6 +33,7 @@ struct LaneState {
   uint32_t end = 0;
   uint8_t phase = 0;     // how far the current step has got (multi-part steps)
   bool partial = false;  // a part of the current step was done since the last report
+  int64_t stepStartNs = 0;  // the current step's first attempt (CallArgs::stepObserver only)
   WaitItem blocked{nullptr, Waiting::ForData};
   // A viewed step's runs of memory, for a connection that moves them itself
   // (kGatherIO): kept while the step is under way, as the transport may.
@@ -95,6 +98,7 @@ class Runner {
         continue;
       }
       Outcome o = Outcome::Blocked;
+      if (args_.stepObserver && l.stepStartNs == 0) l.stepStartNs = nowNs();
       try {
         o = tryStep(plan_.steps[l.next], l);
       } catch (const transport::MessageMismatch& m) {
@@ -110,6 +114,7 @@ class Runner {
       l.phase = 0;
       l.partial = false;
       if (args_.outputDeparture) outputWritten(plan_.steps[l.next]);
+      if (args_.stepObserver) tellStepDone(l);
       const Prim done = plan_.steps[l.next++].prim;
       if (oneMessage && !isLocal(done)) return true;
     }
@@ -199,6 +204,15 @@ class Runner {
     if (s.blockCount != kNoBlock) setBlockCount(t, s.blockCount);
     if (s.prim == Prim::SendAddresses || s.prim == Prim::RecvAddresses) t.flags |= kAddressesFlag;
     return t;
+  }
+
+  // GYRE_TRACE_STEPS: the lane's current step is done.
+  void tellStepDone(LaneState& l) {
+    const std::less<const LaneState*> before;  // (the prologue's and epilogue's lanes are apart)
+    const bool ofLanes = lanes_ && !before(&l, lanes_) && before(&l, lanes_ + nlanes_);
+    args_.stepObserver->stepDone(plan_.steps[l.next], l.next, ofLanes ? static_cast<size_t>(&l - lanes_) : 0,
+                                 l.stepStartNs, nowNs());
+    l.stepStartNs = 0;
   }
 
   // The lanes' states while they run (execute), for Await steps.

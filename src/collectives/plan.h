@@ -252,6 +252,19 @@ class LaneResolver {
   ~LaneResolver() = default;
 };
 
+// GYRE_TRACE_STEPS: told of every step of a plan once it is done, with its
+// index in the plan, the lane that ran it and when it began (the
+// executor's first attempt at it) and ended, on the steady clock
+// (base/clock.h). Null (the usual case): nothing is timed. Core fills it
+// and writes the trace; the executor knows no file.
+class StepObserver {
+ public:
+  virtual void stepDone(const Step& s, uint32_t index, size_t lane, int64_t startNs, int64_t endNs) = 0;
+
+ protected:
+  ~StepObserver() = default;
+};
+
 // What one call operates on.
 struct CallArgs {
   const void* input = nullptr;
@@ -276,6 +289,8 @@ struct CallArgs {
   DeviceEngine* engine = nullptr;
   // Set for a plan with Resolve steps.
   LaneResolver* resolver = nullptr;
+  // Set: every step is timed and told (GYRE_TRACE_STEPS).
+  StepObserver* stepObserver = nullptr;
   // A codec plan's values: the caller's type (float32, float16, bfloat16;
   // dtype is Uint8 and elemSize 1), and its error-feedback residuals
   // (float32; null: none kept): Input's indexed like the input's values,

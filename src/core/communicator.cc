@@ -1,5 +1,6 @@
 #include "core/communicator.h"
 #include "core/trace.h"
+#include "core/trace_steps.h"
 
 #include <immintrin.h>
 
@@ -153,6 +154,7 @@ Communicator::~Communicator() {
 
 void Communicator::setUpTransports(Deadline deadline) {
   traceRow_ = trace::addCommunicator(rank_, nranks_, config_.commName);
+  if (traceRow_ && config_.traceSteps) traceSteps_ = std::make_unique<TraceSteps>();
   stats_.sentToPeer.assign(static_cast<size_t>(nranks_), 0);
   // Ranks must agree on the transport settings, or their exchanges would
   // not line up: compare them first.
@@ -653,6 +655,10 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       args.scratch = args.engine ? args.engine->scratch(bytes) : scratch(bytes);
     } else {
       args.scratch = nullptr;
+    }
+    if (traceSteps_) {
+      traceSteps_->beginPlan(args.elemSize);
+      args.stepObserver = traceSteps_.get();
     }
     GYRE_TRACE("%s #%llu: %s, %zu steps", opName_, static_cast<unsigned long long>(opSeq_), algo,
                plan_.steps.size());

@@ -37,6 +37,8 @@ class ConnectionManager;
 
 namespace gyre::core {
 
+class TraceSteps;
+
 // A failure with the rank it started at, so every rank can name it.
 class PeerFailure : public Error {
  public:
@@ -235,6 +237,8 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void beginCollective(collectives::CallRequest& req, collectives::OpKind kind);
   // GYRE_TRACE_FILE (trace.h): this communicator's row, 0 when off.
   int traceRow_ = 0;
+  // GYRE_TRACE_STEPS=1 with a trace: the running plan's steps (trace_steps.h), else null.
+  std::unique_ptr<TraceSteps> traceSteps_;
   void traceCall(const Operation& op, int64_t startNs, const char* result);
   // A call that ran (execute), from startNs, failed when failure is set:
   // into the statistics and the trace.

@@ -9,6 +9,7 @@
 #include "collectives/point_to_point.h"
 #include "core/communicator.h"
 #include "core/trace.h"
+#include "core/trace_steps.h"
 #include "transport/connection_manager.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/scale.h"
@@ -251,6 +252,7 @@ void Communicator::traceCall(const Operation& op, int64_t startNs, const char* r
   }
   for (const std::string& n : names) c.transports += (c.transports.empty() ? "" : "+") + n;
   trace::record(traceRow_, c);
+  if (traceSteps_) traceSteps_->flush(traceRow_);
 }
 
 void Communicator::bindPreMulSum(Operation& op) const {
@@ -425,6 +427,10 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
     args.dtype = kernels::DType::Uint8;
     args.elemSize = 1;
     args.extra = buffers.data();
+    if (traceSteps_) {
+      traceSteps_->beginPlan(args.elemSize);
+      args.stepObserver = traceSteps_.get();
+    }
     collectives::execute(plan_, args, *this);
   } catch (const Error& e) {
     throw fail(e);

@@ -60,6 +60,10 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.stallReportMs = lower(v) == "auto" ? -1 : parseInt(v, n, 0, INT64_MAX / 1000000);
      }},
+    {{"GYRE_TRACE_STEPS", "0",
+      "1: the trace (GYRE_TRACE_FILE) shows each call's plan steps (send, recv, reduce, copy ...: peer, bytes, "
+      "start and end) nested under the call"},
+     [](Config& c, const std::string& v, const char* n) { c.traceSteps = parseInt(v, n, 0, 1) == 1; }},
     {{"GYRE_TRANSPORT", "auto",
       "auto (shm within a host; across hosts the GYRE_NET_PLUGIN plugin if set, else tcp), or one for every "
       "peer: shm, tcp, ucx, verbs, or net (the GYRE_NET_PLUGIN plugin)"},

@@ -49,6 +49,7 @@ struct Config {
   bool tunerOnline = false;      // time the model's best candidates per (operation, size class)
   uint64_t retuneCalls = 1000;   // trials' worth of a size class's calls between those measurements (0: once)
   bool checkRoots = true;        // rooted operations check the ranks agree on the root
+  bool traceSteps = false;       // GYRE_TRACE_STEPS: the trace (GYRE_TRACE_FILE) shows every call's plan steps
   bool blocking = true;          // false: init connects in the background (config only)
 
   // Defaults, then GYRE_* environment, then the user's struct (may be null).

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "base/log.h"
 
@@ -22,6 +24,7 @@ struct Sink {
   int rows = 0;
   int pid = 0;  // the trace's "pid": the first communicator's rank
   bool first = true;
+  std::set<std::pair<int, uint32_t>> laneRows;  // (row, lane) rows named so far
 
   ~Sink() {
     if (file) {
@@ -115,6 +118,46 @@ void record(int row, const Call& c) {
               std::to_string(c.bytes) + ",\"dtype\":\"" + escaped(c.dtype) +
               "\",\"algorithm\":\"" + escaped(c.algorithm) + "\",\"transports\":\"" +
               escaped(c.transports) + "\",\"result\":\"" + escaped(c.result) + "\"}}");
+}
+
+namespace {
+
+// A lane's row below its communicator's: tids the communicators' rows
+// (numbered from 1) never reach.
+int laneTid(int row, uint32_t lane) { return lane == 0 ? row : row * 1000 + static_cast<int>(lane); }
+
+}  // namespace
+
+void recordSteps(int row, const std::vector<Step>& steps) {
+  if (row <= 0 || steps.empty()) return;
+  Sink& s = sink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.file) return;
+  // One write and one flush for the call's steps, not one per step.
+  std::string out;
+  auto add = [&](const std::string& event) {
+    out += s.first ? "[\n" : ",\n";
+    s.first = false;
+    out += event;
+  };
+  for (const Step& st : steps) {
+    const int tid = laneTid(row, st.lane);
+    if (st.lane != 0 && s.laneRows.insert({row, st.lane}).second)
+      add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(s.pid) + ",\"tid\":" +
+          std::to_string(tid) + ",\"args\":{\"name\":\"comm " + std::to_string(row) + " lane " +
+          std::to_string(st.lane) + "\"}}");
+    char times[96];
+    std::snprintf(times, sizeof times, "\"ts\":%.3f,\"dur\":%.3f", st.startNs / 1e3, (st.endNs - st.startNs) / 1e3);
+    std::string peers;
+    if (st.from >= 0) peers += ",\"from\":" + std::to_string(st.from);
+    if (st.to >= 0) peers += ",\"to\":" + std::to_string(st.to);
+    add(std::string("{\"name\":\"") + st.name + "\",\"cat\":\"step\",\"ph\":\"X\"," + times +
+        ",\"pid\":" + std::to_string(s.pid) + ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"step\":" +
+        std::to_string(st.index) + ",\"lane\":" + std::to_string(st.lane) + peers + ",\"bytes\":" +
+        std::to_string(st.bytes) + "}}");
+  }
+  std::fputs(out.c_str(), s.file);
+  std::fflush(s.file);
 }
 
 }  // namespace gyre::core::trace

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gyre::core::trace {
 
@@ -34,5 +35,18 @@ struct Call {
 
 // Appends one call to the process's trace (thread safe).
 void record(int row, const Call& call);
+
+// GYRE_TRACE_STEPS=1: a call's plan steps, nested under it. Steps of a
+// plan's first lane go on the communicator's row; those of its other lanes,
+// which overlap the first's, on a row per lane below it ("comm 1 lane 2").
+struct Step {
+  const char* name = "";  // "send", "recv-reduce-send", "copy" ...
+  uint32_t index = 0;     // in the plan
+  uint32_t lane = 0;
+  int from = -1, to = -1;  // the peers it receives from and sends to (-1: none)
+  size_t bytes = 0;
+  int64_t startNs = 0, endNs = 0;
+};
+void recordSteps(int row, const std::vector<Step>& steps);
 
 }  // namespace gyre::core::trace
