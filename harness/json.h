@@ -45,6 +45,15 @@ struct Value {
   std::vector<Value> items;                            // an array's
   std::vector<std::pair<std::string, Value>> members;  // an object's, in file order
 
+  // Out of line (json.cc): clang with libstdc++ cannot instantiate them here,
+  // where pair<string, Value> is still incomplete.
+  Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+  ~Value();
+
   // The member called `key`, or nullptr.
   const Value* find(std::string_view key) const;
 };
