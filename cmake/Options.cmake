@@ -16,3 +16,11 @@ if(GYRE_SANITIZE)
     -fsanitize=${GYRE_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(gyre_flags INTERFACE -fsanitize=${GYRE_SANITIZE})
 endif()
+# libFuzzer (tests/fuzz): the library carries the coverage the fuzzers steer
+# by; only the fuzz targets themselves link libFuzzer's main.
+if(GYRE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "GYRE_FUZZ needs clang (CC=clang CXX=clang++; tools/fuzz.sh)")
+  endif()
+  target_compile_options(gyre_flags INTERFACE -fsanitize=fuzzer-no-link)
+endif()

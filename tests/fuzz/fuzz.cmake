@@ -1,0 +1,27 @@
+# Parsers of input gyre does not control (docs/reliability.md, "Fuzzing").
+# Every build links each target with replay_main.cc and replays its checked-in
+# corpus (ctest fuzz_replay_<name>, label fuzz); with GYRE_FUZZ=ON (clang,
+# tools/fuzz.sh) each is also a libFuzzer binary, <name>_fuzz.
+set(GYRE_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+# gyre_fuzz_target(<name> <libraries>...): tests/fuzz/<name>_fuzz.cc.
+function(gyre_fuzz_target name)
+  add_executable(${name}_fuzz_replay ${GYRE_FUZZ_DIR}/${name}_fuzz.cc ${GYRE_FUZZ_DIR}/replay_main.cc)
+  target_link_libraries(${name}_fuzz_replay PRIVATE ${ARGN} gyre_flags)
+  add_test(NAME fuzz_replay_${name} COMMAND ${name}_fuzz_replay ${GYRE_FUZZ_DIR}/corpus/${name})
+  set_tests_properties(fuzz_replay_${name} PROPERTIES LABELS fuzz TIMEOUT 60)
+  if(GYRE_FUZZ)
+    add_executable(${name}_fuzz ${GYRE_FUZZ_DIR}/${name}_fuzz.cc)
+    target_link_libraries(${name}_fuzz PRIVATE ${ARGN} gyre_flags)
+    target_link_options(${name}_fuzz PRIVATE -fsanitize=fuzzer)
+  endif()
+endfunction()
+
+gyre_fuzz_target(unique_id gyre_internal_core)
+gyre_fuzz_target(topology gyre_internal_core)
+gyre_fuzz_target(tuner_model gyre_internal_core)
+gyre_fuzz_target(algo gyre_internal_core)
+gyre_fuzz_target(settings gyre_internal_core)
+if(TARGET gyre_harness)
+  gyre_fuzz_target(checkpoint_index gyre_harness)
+endif()
