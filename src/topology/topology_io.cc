@@ -380,7 +380,15 @@ Graph loadTopologyFile(const std::string& path) {
 
 std::string toXml(const Graph& g) { return "<?xml version=\"1.0\"?>\n" + writeXml(graphToXml(g)); }
 
-std::string toJson(const Graph& g) { return toJsonTree(graphToXml(g)).dump(2) + "\n"; }
+std::string toJson(const Graph& g) {
+  // XML takes any bytes in an attribute; JSON strings must be UTF-8.
+  try {
+    return toJsonTree(graphToXml(g)).dump(2) + "\n";
+  } catch (const nlohmann::json::type_error& e) {
+    throw TopologyError(g.source, 0, std::string("cannot be written as JSON: an attribute is not UTF-8 (") +
+                                         e.what() + ")");
+  }
+}
 
 void saveTopologyFile(const Graph& g, const std::string& path) {
   const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
