@@ -280,7 +280,8 @@ void RootLoop::conflict(ClientIt it, Round& round, const std::string& problem) {
 void RootLoop::completeRound(uint64_t roundNo) {
   Round& round = rounds_[roundNo];
   std::vector<uint8_t> table(size_t(round.nranks) * round.infoBytes);
-  for (int r = 0; r < round.nranks; ++r)
+  // (A trusted round's first hello may claim 0 bytes: then table.data() may be null.)
+  for (int r = 0; r < round.nranks && round.infoBytes > 0; ++r)
     std::memcpy(table.data() + size_t(r) * round.infoBytes, round.byRank[r]->info.data(),
                 round.infoBytes);
   for (int r = 0; r < round.nranks; ++r)
