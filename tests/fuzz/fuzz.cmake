@@ -18,6 +18,8 @@ function(gyre_fuzz_target name)
 endfunction()
 
 gyre_fuzz_target(unique_id gyre_internal_core)
+gyre_fuzz_target(rendezvous gyre_internal_core)
+gyre_fuzz_target(conn_hello gyre_internal_core)
 gyre_fuzz_target(topology gyre_internal_core)
 gyre_fuzz_target(tuner_model gyre_internal_core)
 gyre_fuzz_target(algo gyre_internal_core)
