@@ -363,6 +363,8 @@ Graph parseTopology(std::string_view text, const std::string& source) {
       int line = 1;
       for (size_t i = 0; i < e.byte && i < text.size(); ++i) line += text[i] == '\n';
       throw TopologyError(source, line, std::string("bad JSON: ") + e.what());
+    } catch (const nlohmann::json::exception& e) {  // a number too large for a double, ...
+      throw TopologyError(source, 0, std::string("bad JSON: ") + e.what());
     }
     return graphFromXml(fromJsonTree(j, source, 0), source);
   }
