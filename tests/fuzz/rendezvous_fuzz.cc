@@ -59,7 +59,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto& piece : pieces) {
     if (!(flags & 1) && piece.size() >= kSecretOffset + o.secret.size())
       std::memcpy(piece.data() + kSecretOffset, o.secret.data(), o.secret.size());
-    Socket s = Socket::connectTo(root->address(), gyre::Deadline::afterMs(5000), "the fuzzed root");
+    // A one-round root closes once its round is decided: the later pieces
+    // are then refused, as a late rank would be.
+    Socket s;
+    try {
+      s = Socket::connectTo(root->address(), gyre::Deadline::afterMs(5000), "the fuzzed root", true);
+    } catch (const ConnectionRefused&) {
+      break;
+    }
     // Blocking sends: a piece is at most 64 KiB, which the socket buffers hold.
     for (size_t sent = 0; sent < piece.size();) {
       ssize_t n = ::send(s.fd(), piece.data() + sent, piece.size() - sent, MSG_NOSIGNAL);
