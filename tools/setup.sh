@@ -20,6 +20,7 @@ packages=(
   librsvg2-bin                                   # gyre-bench --plot FILE.png (rsvg-convert)
   libopenblas-dev                                # the training harness's matrix products (harness/)
   libglpk-dev                                    # the FlexSP planner's MIP solver (flexsp/; greedy without it)
+  clang libclang-rt-14-dev                       # tools/fuzz.sh: the libFuzzer targets (clang, libclang_rt.fuzzer)
   vim-runtime                                    # real text for gyre-train (/usr/share/vim/vim90/doc/usr_*.txt)
 )
 missing=()
