@@ -164,16 +164,17 @@ struct RandomOpsEnd {
 // operation i is launched.
 inline RandomOpsEnd runRandomOps(Checker& check, gyreComm_t world, gyreComm_t half, int rank, int n, int ops,
                                  uint64_t seed, const std::function<void(int)>& atOp = {}) {
-  RandomOpsEnd end;
+  RandomOpsEnd end, waitEnd;
   Rng rng{seed};
   std::vector<std::unique_ptr<Op>> pending;  // nonblocking, not waited yet
-  auto failed = [&](gyreResult_t r) {
-    if (r != gyreSuccess && end.failed == gyreSuccess) {
-      end.failed = r;
-      end.error = gyreGetLastError(nullptr);
+  auto record = [](RandomOpsEnd& e, gyreResult_t r) {
+    if (r != gyreSuccess && e.failed == gyreSuccess) {
+      e.failed = r;
+      e.error = gyreGetLastError(nullptr);
     }
     return r != gyreSuccess;
   };
+  auto failed = [&](gyreResult_t r) { return record(end, r); };
   auto finish = [&](Op& op) {
     std::string what;
     const size_t wrong = op.check(&what);
@@ -182,12 +183,16 @@ inline RandomOpsEnd runRandomOps(Checker& check, gyreComm_t world, gyreComm_t ha
                  opLabel(op.op) + ", " + std::to_string(op.count) + " elements): " + std::to_string(wrong) +
                  " wrong, first " + what);
   };
+  // A nonblocking call that failed in the background makes the next call
+  // refuse (gyreInvalidUsage, "failed earlier"): the waits' failures come
+  // first, as their calls did.
   auto waitAll = [&] {
     for (auto& p : pending)
-      if (!failed(gyreWait(p->request)) && end.failed == gyreSuccess) finish(*p);
+      if (!record(waitEnd, gyreWait(p->request)) && end.failed == gyreSuccess && waitEnd.failed == gyreSuccess)
+        finish(*p);
     pending.clear();
   };
-  for (int i = 0; i < ops && end.failed == gyreSuccess && check.failures() == 0;) {
+  for (int i = 0; i < ops && end.failed == gyreSuccess && waitEnd.failed == gyreSuccess && check.failures() == 0;) {
     // A run of 1 to 3 operations, blocking, nonblocking or in a group.
     const int mode = rng.below(3), runLength = 1 + rng.below(3);
     std::vector<std::unique_ptr<Op>> run;
@@ -226,6 +231,10 @@ inline RandomOpsEnd runRandomOps(Checker& check, gyreComm_t world, gyreComm_t ha
     }
   }
   waitAll();
+  if (waitEnd.failed != gyreSuccess) {
+    end.failed = waitEnd.failed;
+    end.error = waitEnd.error;
+  }
   return end;
 }
 
