@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <list>
 #include <mutex>
 #include <string>
@@ -552,14 +553,26 @@ void RootServer::keepAlive(std::shared_ptr<RootServer> root) {
   static std::once_flag atforkOnce;
   std::call_once(atforkOnce, [] {
     // A forked rank must not keep the parent's root listener open: it would
-    // hold the port and accept nothing.
-    pthread_atfork(nullptr, nullptr, [] {
-      for (auto& r : registry()) r->listener_.reset();
-    });
+    // hold the port and accept nothing. The fork happens under the
+    // registry's lock, so the child copies the list and each listener whole,
+    // not halfway through a root thread's closing of its listener (run) or
+    // another thread's change to the list.
+    pthread_atfork([] { gRegistryMu.lock(); }, [] { gRegistryMu.unlock(); },
+                   [] {
+                     for (auto& r : registry()) r->listener_.reset();
+                     gRegistryMu.unlock();
+                   });
   });
-  std::lock_guard<std::mutex> lock(gRegistryMu);
-  registry().remove_if([](const std::shared_ptr<RootServer>& r) { return r->finished(); });
-  registry().push_back(std::move(root));
+  std::list<std::shared_ptr<RootServer>> finished;  // joined outside the lock: run() takes it to close its listener
+  {
+    std::lock_guard<std::mutex> lock(gRegistryMu);
+    for (auto it = registry().begin(); it != registry().end();) {
+      auto next = std::next(it);
+      if ((*it)->finished()) finished.splice(finished.end(), registry(), it);
+      it = next;
+    }
+    registry().push_back(std::move(root));
+  }
 }
 
 void RootServer::releaseAddress(const SockAddr& address) {
@@ -583,6 +596,7 @@ void RootServer::releaseAddress(const SockAddr& address) {
 void RootServer::run() {
   RootLoop(options_, advertise_, listener_, wakePipe_[0], finished_, lingering_).run();
   finished_.store(true);
+  std::lock_guard<std::mutex> lock(gRegistryMu);  // a fork's child closes the listener too (keepAlive)
   listener_.reset();
 }
 
