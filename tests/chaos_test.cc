@@ -36,7 +36,8 @@ int envInt(const char* name, int fallback) {
 }
 
 int64_t monotonicNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -53,9 +54,9 @@ std::set<std::string> shmNames() {
 struct Trial {
   uint64_t seed;
   int victim;
-  bool stop;      // SIGSTOP (the others time out) rather than SIGKILL
-  int atOp;       // the victim tells the parent as it starts this operation
-  int delayUs;    // after which the parent waits this long, the ranks going on
+  bool stop;    // SIGSTOP (the others time out) rather than SIGKILL
+  int atOp;     // the victim tells the parent as it starts this operation
+  int delayUs;  // after which the parent waits this long, the ranks going on
   uint64_t opsSeed;
 
   Trial(uint64_t base, int number) : seed(base * 1000003ull + static_cast<uint64_t>(number)) {
@@ -68,8 +69,8 @@ struct Trial {
   }
   std::string describe() const {
     return "trial seed " + std::to_string(seed) + ": " + (stop ? "SIGSTOP" : "SIGKILL") + " rank " +
-           std::to_string(victim) + " at operation " + std::to_string(atOp) + " + " + std::to_string(delayUs) +
-           " us";
+           std::to_string(victim) + " at operation " + std::to_string(atOp) + " + " +
+           std::to_string(delayUs) + " us";
   }
 };
 
@@ -86,7 +87,9 @@ bool parseReport(const std::string& output, Survivor* s) {
   const size_t at = output.find(kReport);
   if (at == std::string::npos) return false;
   const size_t eol = output.find('\n', at);
-  std::string line = output.substr(at + std::strlen(kReport), eol == std::string::npos ? std::string::npos : eol - at - std::strlen(kReport));
+  std::string line =
+      output.substr(at + std::strlen(kReport),
+                    eol == std::string::npos ? std::string::npos : eol - at - std::strlen(kReport));
   const size_t sp1 = line.find(' '), sp2 = line.find(' ', sp1 + 1);
   if (sp1 == std::string::npos || sp2 == std::string::npos) return false;
   s->atNs = std::atoll(line.substr(0, sp1).c_str());
@@ -95,8 +98,8 @@ bool parseReport(const std::string& output, Survivor* s) {
   return true;
 }
 
-int rankBody(int rank, int n, const gyreUniqueId& id, const char* transport, const Trial& trial, int timeoutMs,
-             int reachedFd, int doneFd) {
+int rankBody(int rank, int n, const gyreUniqueId& id, const char* transport, const Trial& trial,
+             int timeoutMs, int reachedFd, int doneFd) {
   Checker check(rank);
   gyreComm_t world = initRank(rank, n, id, transport, timeoutMs);
   if (!world) return 1;
@@ -111,8 +114,8 @@ int rankBody(int rank, int n, const gyreUniqueId& id, const char* transport, con
   // More operations than run before the victim is gone: every survivor must
   // end in an error.
   const RandomOpsEnd end = runRandomOps(check, world, half, rank, n, INT_MAX, trial.opsSeed, atOp);
-  std::printf("%s%lld %d %s\n", kReport, static_cast<long long>(monotonicNs()), static_cast<int>(end.failed),
-              end.error.c_str());
+  std::printf("%s%lld %d %s\n", kReport, static_cast<long long>(monotonicNs()),
+              static_cast<int>(end.failed), end.error.c_str());
   const char b = 1;
   check.expect(write(doneFd, &b, 1) == 1, "telling the parent this rank is done");
   check.expect(end.failed == gyreRemoteError || end.failed == gyreTimeout,
@@ -130,7 +133,7 @@ TEST_P(Chaos, EverySurvivorGetsANamedErrorAndNothingIsLeft) {
   const uint64_t seed = static_cast<uint64_t>(envInt("GYRE_CHAOS_SEED", 1));
   const int stopTimeoutMs = envInt("GYRE_CHAOS_STOP_TIMEOUT_MS", 2000);
   std::vector<double> kills, stops;  // seconds from the signal to each survivor's error
-  int passed = 0, directly = 0;  // survivors whose error names the victim itself
+  int passed = 0, directly = 0;      // survivors whose error names the victim itself
   for (int t = 0; t < trials; ++t) {
     const Trial trial(seed, t);
     SCOPED_TRACE(trial.describe());
@@ -150,7 +153,8 @@ TEST_P(Chaos, EverySurvivorGetsANamedErrorAndNothingIsLeft) {
       close(done[1]);
       killer = std::thread([&] {
         char b;
-        if (read(reached[0], &b, 1) != 1) return;  // the victim never got there: the checks below say why
+        if (read(reached[0], &b, 1) != 1)
+          return;  // the victim never got there: the checks below say why
         const int64_t until = monotonicNs() + trial.delayUs * 1000ll;
         while (monotonicNs() < until) {
         }
@@ -207,7 +211,8 @@ TEST_P(Chaos, EverySurvivorGetsANamedErrorAndNothingIsLeft) {
       if (signalledNs) (trial.stop ? stops : kills).push_back((s.atNs - signalledNs) / 1e9);
     }
     auto names = [&](int survivor, int rank) {
-      return reports[survivor].message.find("pid " + std::to_string(pids[rank]) + " ") != std::string::npos;
+      return reports[survivor].message.find("pid " + std::to_string(pids[rank]) + " ") !=
+             std::string::npos;
     };
     for (int r = 0; r < 4; ++r) blamesVictim[r] = reported[r] && names(r, trial.victim);
     for (int r = 0; r < 4; ++r) directly += blamesVictim[r];
@@ -215,17 +220,20 @@ TEST_P(Chaos, EverySurvivorGetsANamedErrorAndNothingIsLeft) {
       grew = false;
       for (int r = 0; r < 4; ++r)
         for (int other = 0; other < 4 && reported[r] && !blamesVictim[r]; ++other)
-          if (other != trial.victim && blamesVictim[other] && names(r, other)) grew = blamesVictim[r] = true;
+          if (other != trial.victim && blamesVictim[other] && names(r, other))
+            grew = blamesVictim[r] = true;
     }
     for (int r = 0; r < 4; ++r)
       if (reported[r] && r != trial.victim)
-        expect(blamesVictim[r], "rank " + std::to_string(r) + "'s error names neither the victim (pid " +
-                                    std::to_string(pids[trial.victim]) + ") nor a survivor whose error does: " +
-                                    reports[r].message);
+        expect(blamesVictim[r], "rank " + std::to_string(r) +
+                                    "'s error names neither the victim (pid " +
+                                    std::to_string(pids[trial.victim]) +
+                                    ") nor a survivor whose error does: " + reports[r].message);
     for (const std::string& name : shmNames()) {
       if (before.count(name)) continue;
       for (pid_t pid : pids)
-        if (name.rfind("gyre-" + std::to_string(pid) + "-", 0) == 0) expect(false, "left in /dev/shm: " + name);
+        if (name.rfind("gyre-" + std::to_string(pid) + "-", 0) == 0)
+          expect(false, "left in /dev/shm: " + name);
     }
     if (problems.empty()) {
       ++passed;
@@ -239,12 +247,15 @@ TEST_P(Chaos, EverySurvivorGetsANamedErrorAndNothingIsLeft) {
     if (v.empty()) return std::string("none");
     std::sort(v.begin(), v.end());
     char s[96];
-    std::snprintf(s, sizeof(s), "%zu errors, median %.3f s, max %.3f s", v.size(), v[v.size() / 2], v.back());
+    std::snprintf(s, sizeof(s), "%zu errors, median %.3f s, max %.3f s", v.size(), v[v.size() / 2],
+                  v.back());
     return std::string(s);
   };
-  std::printf("chaos over %s: %d of %d trials passed; %d of %d survivors' errors name the victim itself; "
-              "from SIGKILL to a survivor's error: %s; from SIGSTOP: %s\n",
-              transport, passed, trials, directly, 3 * trials, summary(kills).c_str(), summary(stops).c_str());
+  std::printf(
+      "chaos over %s: %d of %d trials passed; %d of %d survivors' errors name the victim itself; "
+      "from SIGKILL to a survivor's error: %s; from SIGSTOP: %s\n",
+      transport, passed, trials, directly, 3 * trials, summary(kills).c_str(),
+      summary(stops).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Chaos, testing::Values("shm", "tcp"),

@@ -30,22 +30,27 @@ TEST(Soak, RandomOperationsOnFourRanksAreExact) {
   for (const char* transport : {"shm", "tcp"}) {
     RunOptions o;
     o.timeoutSec = 600;
-    RunOutcome out = runRanks(4, [&](int rank, int n, const gyreUniqueId& id) {
-      Checker check(rank);
-      gyreComm_t world = initRank(rank, n, id, transport, 60000);
-      if (!world) return 1;
-      gyreComm_t half = nullptr;  // ranks of the same parity
-      check.expectOk(gyreCommSplit(world, rank % 2, rank, &half, nullptr), "split");
-      const RandomOpsEnd end = runRandomOps(check, world, half, rank, n, ops, seed);
-      if (end.failed != gyreSuccess)
-        check.fail("a call failed after " + std::to_string(end.started) + " operations started: " + gyreGetErrorString(end.failed) + ": " +
-                   end.error);
-      const long wrongOps = end.wrongOps;
-      if (rank == 0) std::printf("%d random operations over %s: %s\n", ops, transport, wrongOps ? "wrong results" : "exact");
-      check.expectOk(gyreCommDestroy(half), "destroy half");
-      check.expectOk(gyreCommDestroy(world), "destroy");
-      return check.failures();
-    }, o);
+    RunOutcome out = runRanks(
+        4,
+        [&](int rank, int n, const gyreUniqueId& id) {
+          Checker check(rank);
+          gyreComm_t world = initRank(rank, n, id, transport, 60000);
+          if (!world) return 1;
+          gyreComm_t half = nullptr;  // ranks of the same parity
+          check.expectOk(gyreCommSplit(world, rank % 2, rank, &half, nullptr), "split");
+          const RandomOpsEnd end = runRandomOps(check, world, half, rank, n, ops, seed);
+          if (end.failed != gyreSuccess)
+            check.fail("a call failed after " + std::to_string(end.started) +
+                       " operations started: " + gyreGetErrorString(end.failed) + ": " + end.error);
+          const long wrongOps = end.wrongOps;
+          if (rank == 0)
+            std::printf("%d random operations over %s: %s\n", ops, transport,
+                        wrongOps ? "wrong results" : "exact");
+          check.expectOk(gyreCommDestroy(half), "destroy half");
+          check.expectOk(gyreCommDestroy(world), "destroy");
+          return check.failures();
+        },
+        o);
     EXPECT_FALSE(out.timedOut) << out.describe();
     EXPECT_TRUE(out.allSucceeded()) << transport << ": " << out.describe();
   }

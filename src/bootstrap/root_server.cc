@@ -563,7 +563,8 @@ void RootServer::keepAlive(std::shared_ptr<RootServer> root) {
                      gRegistryMu.unlock();
                    });
   });
-  std::list<std::shared_ptr<RootServer>> finished;  // joined outside the lock: run() takes it to close its listener
+  // Joined outside the lock: run() takes it to close its listener.
+  std::list<std::shared_ptr<RootServer>> finished;
   {
     std::lock_guard<std::mutex> lock(gRegistryMu);
     for (auto it = registry().begin(); it != registry().end();) {
@@ -596,7 +597,8 @@ void RootServer::releaseAddress(const SockAddr& address) {
 void RootServer::run() {
   RootLoop(options_, advertise_, listener_, wakePipe_[0], finished_, lingering_).run();
   finished_.store(true);
-  std::lock_guard<std::mutex> lock(gRegistryMu);  // a fork's child closes the listener too (keepAlive)
+  // Under the lock that a fork takes: the child closes its copy (keepAlive).
+  std::lock_guard<std::mutex> lock(gRegistryMu);
   listener_.reset();
 }
 

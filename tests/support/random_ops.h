@@ -28,11 +28,12 @@ struct Rng {
   int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
 };
 
-const gyreDataType_t kTypes[] = {gyreInt8,    gyreUint8,   gyreInt32,   gyreUint32, gyreInt64,
-                                 gyreUint64,  gyreFloat16, gyreFloat32, gyreFloat64, gyreBfloat16};
+const gyreDataType_t kTypes[] = {gyreInt8,   gyreUint8,   gyreInt32,   gyreUint32,  gyreInt64,
+                                 gyreUint64, gyreFloat16, gyreFloat32, gyreFloat64, gyreBfloat16};
 const gyreRedOp_t kOps[] = {gyreSum, gyreProd, gyreMax, gyreMin, gyreAvg};
 enum Kind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Ring, kKinds };
-const char* const kNames[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "ring"};
+const char* const kNames[] = {"allreduce",     "broadcast", "reduce", "allgather",
+                              "reducescatter", "alltoall",  "ring"};
 
 // One drawn operation with its buffers, launched and later checked.
 struct Op {
@@ -48,7 +49,9 @@ struct Op {
   gyreRequest_t request = nullptr;
 
   size_t bytes(size_t elems) const { return elems * dtypeBytes(t); }
-  uint64_t seed(int from, int to) const { return (static_cast<uint64_t>(index) << 16) ^ (from << 8) ^ to; }
+  uint64_t seed(int from, int to) const {
+    return (static_cast<uint64_t>(index) << 16) ^ (from << 8) ^ to;
+  }
 
   void prepare() {
     const size_t e = dtypeBytes(t);
@@ -61,8 +64,10 @@ struct Op {
         break;
       case Broadcast:
         in.resize(count * e);
-        if (rank == root) fillPattern(in.data(), count, t, seed(root, 0));
-        else fillConstant(in.data(), count, t, 0);
+        if (rank == root)
+          fillPattern(in.data(), count, t, seed(root, 0));
+        else
+          fillConstant(in.data(), count, t, 0);
         break;
       case AllGather:
         in.resize(count * e);
@@ -79,7 +84,8 @@ struct Op {
         in.resize((kind == Ring ? 1 : n) * count * e);
         out.assign(in.size(), 0);
         for (int j = 0; j < (kind == Ring ? 1 : n); ++j)
-          fillPattern(in.data() + j * count * e, count, t, seed(rank, kind == Ring ? (rank + 1) % n : j));
+          fillPattern(in.data() + j * count * e, count, t,
+                      seed(rank, kind == Ring ? (rank + 1) % n : j));
         break;
       default:
         break;
@@ -133,7 +139,8 @@ struct Op {
       case Broadcast:
         return countPatternWrong(in.data(), count, t, seed(root, 0), what);
       case AllGather:
-        for (int j = 0; j < n; ++j) wrong += countPatternWrong(out.data() + j * count * e, count, t, seed(j, 0), what);
+        for (int j = 0; j < n; ++j)
+          wrong += countPatternWrong(out.data() + j * count * e, count, t, seed(j, 0), what);
         return wrong;
       case ReduceScatter:
         return countWrong(out.data(), count, t, op, n, what, rank * count);
@@ -151,7 +158,7 @@ struct Op {
 
 // How a run of random operations ended.
 struct RandomOpsEnd {
-  int started = 0;                   // operations launched
+  int started = 0;                    // operations launched
   gyreResult_t failed = gyreSuccess;  // the first call that failed, if any
   std::string error;                  // its gyreGetLastError
   long wrongOps = 0;                  // operations whose result was not exact
@@ -162,8 +169,9 @@ struct RandomOpsEnd {
 // to check). Stops at the first call that fails; the nonblocking calls still
 // outstanding are waited for, so none is left behind. atOp(i) runs before
 // operation i is launched.
-inline RandomOpsEnd runRandomOps(Checker& check, gyreComm_t world, gyreComm_t half, int rank, int n, int ops,
-                                 uint64_t seed, const std::function<void(int)>& atOp = {}) {
+inline RandomOpsEnd runRandomOps(Checker& check, gyreComm_t world, gyreComm_t half, int rank, int n,
+                                 int ops, uint64_t seed,
+                                 const std::function<void(int)>& atOp = {}) {
   RandomOpsEnd end, waitEnd;
   Rng rng{seed};
   std::vector<std::unique_ptr<Op>> pending;  // nonblocking, not waited yet
@@ -179,20 +187,22 @@ inline RandomOpsEnd runRandomOps(Checker& check, gyreComm_t world, gyreComm_t ha
     std::string what;
     const size_t wrong = op.check(&what);
     if (wrong && end.wrongOps++ < 5)
-      check.fail(std::string(kNames[op.kind]) + " #" + std::to_string(op.index) + " (" + dtypeLabel(op.t) + ", " +
-                 opLabel(op.op) + ", " + std::to_string(op.count) + " elements): " + std::to_string(wrong) +
-                 " wrong, first " + what);
+      check.fail(std::string(kNames[op.kind]) + " #" + std::to_string(op.index) + " (" +
+                 dtypeLabel(op.t) + ", " + opLabel(op.op) + ", " + std::to_string(op.count) +
+                 " elements): " + std::to_string(wrong) + " wrong, first " + what);
   };
   // A nonblocking call that failed in the background makes the next call
   // refuse (gyreInvalidUsage, "failed earlier"): the waits' failures come
   // first, as their calls did.
   auto waitAll = [&] {
     for (auto& p : pending)
-      if (!record(waitEnd, gyreWait(p->request)) && end.failed == gyreSuccess && waitEnd.failed == gyreSuccess)
+      if (!record(waitEnd, gyreWait(p->request)) && end.failed == gyreSuccess &&
+          waitEnd.failed == gyreSuccess)
         finish(*p);
     pending.clear();
   };
-  for (int i = 0; i < ops && end.failed == gyreSuccess && waitEnd.failed == gyreSuccess && check.failures() == 0;) {
+  for (int i = 0; i < ops && end.failed == gyreSuccess && waitEnd.failed == gyreSuccess &&
+                  check.failures() == 0;) {
     // A run of 1 to 3 operations, blocking, nonblocking or in a group.
     const int mode = rng.below(3), runLength = 1 + rng.below(3);
     std::vector<std::unique_ptr<Op>> run;
