@@ -8,13 +8,11 @@
 // GYRE_CHAOS_TRIALS sets the trials per transport, GYRE_CHAOS_SEED the seed
 // (each trial draws from it and its number, printed on failure);
 // GYRE_CHAOS_STOP_TIMEOUT_MS the ranks' GYRE_TIMEOUT_MS in a stop trial.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -24,8 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/random_ops.h"
+#include "tests/support/shm_names.h"
 
 namespace gyre::test {
 namespace {
@@ -33,21 +33,6 @@ namespace {
 int envInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
-}
-
-int64_t monotonicNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::set<std::string> shmNames() {
-  std::set<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) names.insert(e->d_name);
-    closedir(d);
-  }
-  return names;
 }
 
 // What one trial does, all drawn from the seed and the trial's number.
@@ -114,7 +99,7 @@ int rankBody(int rank, int n, const gyreUniqueId& id, const char* transport, con
   // More operations than run before the victim is gone: every survivor must
   // end in an error.
   const RandomOpsEnd end = runRandomOps(check, world, half, rank, n, INT_MAX, trial.opsSeed, atOp);
-  std::printf("%s%lld %d %s\n", kReport, static_cast<long long>(monotonicNs()),
+  std::printf("%s%lld %d %s\n", kReport, static_cast<long long>(nowNs()),
               static_cast<int>(end.failed), end.error.c_str());
   const char b = 1;
   check.expect(write(doneFd, &b, 1) == 1, "telling the parent this rank is done");
@@ -156,10 +141,10 @@ TEST_P(Chaos, EverySurvivorGetsANamedErrorAndNothingIsLeft) {
         char b;
         if (read(reached[0], &b, 1) != 1)
           return;  // the victim never got there: the checks below say why
-        const int64_t until = monotonicNs() + trial.delayUs * 1000ll;
-        while (monotonicNs() < until) {
+        const int64_t until = nowNs() + trial.delayUs * 1000ll;
+        while (nowNs() < until) {
         }
-        signalledNs = monotonicNs();
+        signalledNs = nowNs();
         kill(pids[trial.victim], trial.stop ? SIGSTOP : SIGKILL);
         if (!trial.stop) return;
         // The stopped rank goes once every survivor has its error (or the
@@ -230,12 +215,7 @@ TEST_P(Chaos, EverySurvivorGetsANamedErrorAndNothingIsLeft) {
                                     "'s error names neither the victim (pid " +
                                     std::to_string(pids[trial.victim]) +
                                     ") nor a survivor whose error does: " + reports[r].message);
-    for (const std::string& name : shmNames()) {
-      if (before.count(name)) continue;
-      for (pid_t pid : pids)
-        if (name.rfind("gyre-" + std::to_string(pid) + "-", 0) == 0)
-          expect(false, "left in /dev/shm: " + name);
-    }
+    for (const std::string& name : shmSegmentsOf(pids, before)) expect(false, "left in /dev/shm: " + name);
     if (problems.empty()) {
       ++passed;
     } else {

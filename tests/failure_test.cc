@@ -1,7 +1,6 @@
 // Failures and bad input: killed ranks, aborts, timeouts, mismatched calls
 // and arguments. Each must end with an error naming the problem on every
 // surviving rank, within a bound, and leave nothing in /dev/shm.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,31 +16,16 @@
 #include "bench/exact_values.h"
 #include "device/backend.h"
 #include "tests/support/multiprocess.h"
+#include "tests/support/shm_names.h"
 
 namespace gyre::test {
 namespace {
 
-std::set<std::string> shmNames() {
-  std::set<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) names.insert(e->d_name);
-    closedir(d);
-  }
-  return names;
-}
-
-// Segments named after the run's ranks that it left behind. Only those that
-// were not there before it: pids wrap (32768 here, and every thread takes
-// one), so an earlier process with a rank's pid (a rank killed by another
-// test) may have left one under the same name.
-std::vector<std::string> shmSegmentsOf(const RunOutcome& out, const std::set<std::string>& before) {
-  std::vector<std::string> left;
-  for (const std::string& name : shmNames()) {
-    if (before.count(name)) continue;
-    for (const RankOutcome& r : out.ranks)
-      if (name.rfind("gyre-" + std::to_string(r.pid) + "-", 0) == 0) left.push_back(name);
-  }
-  return left;
+// The run's ranks' segments left behind (shm_names.h).
+std::vector<std::string> segmentsLeftBy(const RunOutcome& out, const std::set<std::string>& before) {
+  std::vector<pid_t> pids;
+  for (const RankOutcome& r : out.ranks) pids.push_back(r.pid);
+  return shmSegmentsOf(std::span<const pid_t>(pids), before);
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {
@@ -113,7 +97,7 @@ TEST_P(KilledRank, SurvivorsGetRemoteErrorNamingTheDeadRank) {
     else
       EXPECT_EQ(r.exitCode, 0) << out.describe();
   }
-  const std::vector<std::string> left = shmSegmentsOf(out, before);
+  const std::vector<std::string> left = segmentsLeftBy(out, before);
   EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.front();
 }
 
@@ -133,11 +117,9 @@ TEST(SharedMemory, NothingLeftInDevShmDuringOrAfterARun) {
     gyreComm_t comm = initRank(rank, n, id, "shm");
     if (!comm) return 1;
     // Already unlinked while in use: a kill now would leak nothing.
-    DIR* d = opendir("/dev/shm");
-    while (dirent* e = readdir(d))
-      check.expect(std::string(e->d_name).rfind("gyre-" + std::to_string(getpid()) + "-", 0) != 0,
-                   std::string("segment still linked: ") + e->d_name);
-    closedir(d);
+    const pid_t me = getpid();
+    for (const std::string& name : shmSegmentsOf(std::span<const pid_t>(&me, 1), {}))
+      check.fail("segment still linked: " + name);
     std::vector<float> v(1000, 1.0f);
     check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr),
                    "allreduce");
@@ -146,7 +128,7 @@ TEST(SharedMemory, NothingLeftInDevShmDuringOrAfterARun) {
     return check.failures();
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
-  EXPECT_TRUE(shmSegmentsOf(out, before).empty());
+  EXPECT_TRUE(segmentsLeftBy(out, before).empty());
 }
 
 // ---- gyreCommAbort from another thread ends a blocked call ----

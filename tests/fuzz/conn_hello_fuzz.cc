@@ -11,17 +11,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "bootstrap/incoming.h"
-
-namespace {
-
-// Closes with a reset, so that thousands of runs leave no TIME_WAIT behind.
-void closeHard(gyre::bootstrap::Socket& s) {
-  linger l{1, 0};
-  setsockopt(s.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  s.reset();
-}
-
-}  // namespace
+#include "tests/fuzz/loopback.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gyre::bootstrap;
@@ -41,12 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Refusals refusals;
   IncomingConnections incoming(refusals);
   Socket client = Socket::connectTo(where, gyre::Deadline::afterMs(5000), "the fuzzed listener");
-  for (size_t sent = 0; sent < size;) {
-    ssize_t n = ::send(client.fd(), data + sent, size - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += size_t(n);
-  }
-  ::shutdown(client.fd(), SHUT_WR);
+  gyre::fuzz::sendAllAndEnd(client, data, size);
   const int64_t until = gyre::nowNs() + 5'000'000'000;
   while (incoming.open() == 0 && gyre::nowNs() < until) {
     incoming.acceptFrom(listener, size > 0 && data[0] & 1);
@@ -64,6 +49,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)refusals.describe();
   arrived.clear();
-  closeHard(client);
+  gyre::fuzz::closeHard(client);
   return 0;
 }

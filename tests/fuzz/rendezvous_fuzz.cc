@@ -20,18 +20,12 @@
 #include "base/error.h"
 #include "bootstrap/rendezvous_protocol.h"
 #include "bootstrap/root_server.h"
+#include "tests/fuzz/loopback.h"
 
 namespace {
 
 constexpr size_t kMaxConnections = 4;
 constexpr size_t kSecretOffset = offsetof(gyre::bootstrap::Hello, secret);
-
-// Closes with a reset, so that thousands of runs leave no TIME_WAIT behind.
-void closeHard(gyre::bootstrap::Socket& s) {
-  linger l{1, 0};
-  setsockopt(s.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  s.reset();
-}
 
 }  // namespace
 
@@ -68,12 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     // Blocking sends: a piece is at most 64 KiB, which the socket buffers hold.
-    for (size_t sent = 0; sent < piece.size();) {
-      ssize_t n = ::send(s.fd(), piece.data() + sent, piece.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;  // the root closed it: refused
-      sent += size_t(n);
-    }
-    ::shutdown(s.fd(), SHUT_WR);
+    gyre::fuzz::sendAllAndEnd(s, piece.data(), piece.size());  // the root may close it: refused
     conns.push_back(std::move(s));
   }
   // Every answer to its end, each bounded: the root answers or closes
@@ -88,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (::poll(&p, 1, int(left / 1'000'000) + 1) <= 0) break;
       if (::recv(s.fd(), buf, sizeof buf, 0) <= 0) break;
     }
-    closeHard(s);
+    gyre::fuzz::closeHard(s);
   }
   root->stop();
   return 0;
