@@ -126,6 +126,19 @@ int decodeBlocks(size_t n) { return static_cast<int>(std::max<size_t>(1, std::mi
 
 }  // namespace
 
+int loadCodecKernels() {
+  int first = 0;
+  auto load = [&](const void* k) {
+    cudaFuncAttributes a;
+    if (const cudaError_t e = cudaFuncGetAttributes(&a, k); e != cudaSuccess && first == 0) first = static_cast<int>(e);
+  };
+  load(reinterpret_cast<const void*>(quantizeMinMaxKernel));
+  load(reinterpret_cast<const void*>(dequantizeMinMaxKernel));
+  load(reinterpret_cast<const void*>(packSignsKernel));
+  load(reinterpret_cast<const void*>(unpackSignsKernel));
+  return first;
+}
+
 int quantizeMinMax(DType dtype, const void* in, size_t n, void* message, float* residual, void* stream) {
   codec::Input type;
   if (int e = inputOf(dtype, type)) return e;

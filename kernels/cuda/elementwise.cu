@@ -194,6 +194,40 @@ int cast(DType from, DType to, void* out, const void* in, size_t count, void* st
   });
 }
 
+namespace {
+template <class Kernel>
+void loadOne(Kernel* k, int& first) {
+  cudaFuncAttributes a;
+  if (const cudaError_t e = cudaFuncGetAttributes(&a, k); e != cudaSuccess && first == 0) first = static_cast<int>(e);
+}
+}  // namespace
+
+int loadKernels() {
+  int first = 0;
+  for (DType d : {DType::Int8, DType::Uint8, DType::Int32, DType::Uint32, DType::Int64, DType::Uint64, DType::Float16,
+                  DType::Float32, DType::Float64, DType::Bfloat16}) {
+    arith::withFormat(d, [&](auto s) {
+      using S = decltype(s);
+      loadOne(reduceKernel<S, arith::kCopy, false>, first);
+      loadOne(reduceKernel<S, arith::kCopy, true>, first);
+      for (Op op : {Op::Sum, Op::Prod, Op::Max, Op::Min})
+        arith::withOp(op, [&](auto tag) {
+          loadOne(reduceKernel<S, decltype(tag)::value, false>, first);
+          loadOne(reduceKernel<S, decltype(tag)::value, true>, first);
+          return 0;
+        });
+      loadOne(scaleKernel<S>, first);
+      return 0;
+    });
+  }
+  loadOne(castKernel<arith::Plain<float>, arith::Half>, first);
+  loadOne(castKernel<arith::Half, arith::Plain<float>>, first);
+  loadOne(castKernel<arith::Plain<float>, arith::Bfloat16>, first);
+  loadOne(castKernel<arith::Bfloat16, arith::Plain<float>>, first);
+  const int codecs = loadCodecKernels();
+  return first != 0 ? first : codecs;
+}
+
 std::string errorString(int code) {
   return std::string(cudaGetErrorName(static_cast<cudaError_t>(code))) + ": " +
          cudaGetErrorString(static_cast<cudaError_t>(code));

@@ -41,6 +41,15 @@ int dequantizeMinMax(const void* message, size_t n, float* out, bool accumulate,
 int packSigns(DType dtype, const void* in, size_t n, void* message, float* residual, void* stream);
 int unpackSigns(const void* message, size_t n, float* out, bool accumulate, void* stream);
 
+// Loads every kernel here on the current device now (0, or the first
+// error). CUDA loads a kernel lazily, at its first launch, and that load may
+// wait for the whole device to be idle: a caller's stream held by gyre's
+// stream gate until gyre's own stream has run the call would then never
+// drain. The device backend calls this before it first gates a stream.
+int loadKernels();
+// The codecs' part of loadKernels() (codec.cu).
+int loadCodecKernels();
+
 // The runtime's words for an error code.
 std::string errorString(int code);
 

@@ -191,6 +191,14 @@ const Param kParams[] = {
       "each rank's GPU reading its peers' device buffers through CUDA IPC (docs/gpu.md); 0: they are "
       "staged through host memory like calls across hosts. The same on every rank"},
      [](Config& c, const std::string& v, const char* n) { c.deviceDirect = parseInt(v, n, 0, 1) != 0; }},
+    {{"GYRE_DEVICE_GATE", "wait",
+      "how a call on a CUDA stream holds the caller's stream until gyre is done: wait (the GPU waits "
+      "on a word of host memory, a stream memory operation) or host (a host function on the stream "
+      "waits; no GPU work is pending meanwhile). Read once per process, by the CUDA backend"},
+     [](Config&, const std::string& v, const char* n) {
+       const std::string m = lower(v);
+       if (m != "wait" && m != "host") throwError(gyreInvalidArgument, std::string(n) + "=" + v + " must be wait or host");
+     }},
     {{"GYRE_MAPPED_BUFFERS", "0",
       "1: the program's buffers come from gyreMemAlloc on every rank, so the tuner prices "
       "single-copy algorithms at the speed of reading peers' mapped memory (a rank whose buffer "

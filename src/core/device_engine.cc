@@ -24,8 +24,10 @@ ProxyEngine::ProxyEngine(device::Backend& b, int device, std::function<void(int6
 ProxyEngine::~ProxyEngine() {
   b_.destroyStream(stream_);  // after what it holds has run: then the memory can go
   try {
-    if (scratch_) b_.free(scratch_);
-    if (bounce_) b_.freeHost(bounce_);
+    if (scratch_) oldScratch_.push_back(scratch_);
+    if (bounce_) oldBounce_.push_back(bounce_);
+    for (void* p : oldScratch_) b_.free(p);
+    for (void* p : oldBounce_) b_.freeHost(p);
   } catch (const std::exception&) {
     // A device that failed keeps its memory: nothing more to do here.
   }
@@ -67,29 +69,30 @@ void ProxyEngine::drain() noexcept {
 }
 
 namespace {
-// p holds `have` bytes from alloc; makes it at least `need` (what p held is
-// not kept). flush runs first: work enqueued may still use the old block.
-template <class Alloc, class Free, class Flush>
-void* grow(void*& p, size_t& have, size_t need, Alloc alloc, Free release, Flush flush) {
+// p holds `have` bytes from alloc; makes it at least `need`, in powers of
+// two so that a growing call size allocates a few times only (what p held
+// is not kept). The old block goes to `old`, not freed (the engine's
+// comment says why); the powers of two bound what waits there by what p
+// holds.
+template <class Alloc>
+void* grow(void*& p, size_t& have, size_t need, std::vector<void*>& old, Alloc alloc) {
   if (need <= have) return p;
-  flush();
-  if (p) release(p);
-  p = nullptr;
-  have = 0;
-  p = alloc(need);
-  have = need;
+  size_t bytes = size_t{1} << 16;
+  while (bytes < need) bytes *= 2;
+  void* fresh = alloc(bytes);
+  if (p) old.push_back(p);
+  p = fresh;
+  have = bytes;
   return p;
 }
 }  // namespace
 
 void* ProxyEngine::hostBounce(size_t bytes) {
-  return grow(bounce_, bounceBytes_, bytes, [&](size_t n) { return b_.allocateHost(n); },
-              [&](void* p) { b_.freeHost(p); }, [&] { flush(); });
+  return grow(bounce_, bounceBytes_, bytes, oldBounce_, [&](size_t n) { return b_.allocateHost(n); });
 }
 
 void* ProxyEngine::scratch(size_t bytes) {
-  return grow(scratch_, scratchBytes_, bytes, [&](size_t n) { return b_.allocate(n, device_); },
-              [&](void* p) { b_.free(p); }, [&] { flush(); });
+  return grow(scratch_, scratchBytes_, bytes, oldScratch_, [&](size_t n) { return b_.allocate(n, device_); });
 }
 
 }  // namespace gyre::core

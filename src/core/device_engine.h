@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "base/function_ref.h"
 #include "collectives/plan.h"
@@ -49,6 +50,10 @@ class ProxyEngine final : public collectives::DeviceEngine {
   size_t scratchBytes_ = 0;
   void* bounce_ = nullptr;
   size_t bounceBytes_ = 0;
+  // Blocks outgrown, freed with the engine: freeing device or pinned memory
+  // waits for the whole device, and while a call runs the caller's stream
+  // is held by gyre's gate, so a free there would wait forever.
+  std::vector<void*> oldScratch_, oldBounce_;
 };
 
 }  // namespace gyre::core

@@ -7,7 +7,10 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <strings.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -64,12 +67,19 @@ class DeviceScope {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int devices) : devices_(devices), copyStreams_(static_cast<size_t>(devices), nullptr) {
+  explicit CudaBackend(int devices)
+      : devices_(devices), copyStreams_(static_cast<size_t>(devices), nullptr), kernelsLoaded_(static_cast<size_t>(devices)) {
     cudaDriverEntryPointQueryResult q{};
     void* fn = nullptr;
     if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
         q == cudaDriverEntryPointSuccess)
       waitValue_ = reinterpret_cast<WaitValue32>(fn);
+    // GYRE_DEVICE_GATE=host (checked by the communicator's settings): gate
+    // with a host function even where stream memory operations work. A
+    // stream waiting on memory keeps work pending on the GPU, which the
+    // GPU's time slicing between processes (ranks sharing one GPU) may
+    // wait out; a host function's stream holds nothing there.
+    if (const char* g = std::getenv("GYRE_DEVICE_GATE"); g && strcasecmp(g, "host") == 0) waitValue_ = nullptr;
     fn = nullptr;
     if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
         q == cudaDriverEntryPointSuccess)
@@ -214,6 +224,7 @@ class CudaBackend final : public Backend {
     auto* g = static_cast<Gate*>(gate);
     g->streamDevice = streamDevice(s);
     DeviceScope scope(g->streamDevice);
+    loadKernelsOnce(g->streamDevice);
     g->stream = static_cast<cudaStream_t>(s);
     if (waitValue_ && g->device &&
         waitValue_(static_cast<CUstream>(s), g->device, 1, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS)
@@ -334,6 +345,17 @@ class CudaBackend final : public Backend {
     return st;
   }
 
+  // Before the first gate on a device, while no stream of the caller's is
+  // held by gyre: a kernel loaded later, on its first launch under a gate,
+  // may wait for the device to be idle, which the gate stops it ever being.
+  void loadKernelsOnce(int dev) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (kernelsLoaded_[static_cast<size_t>(dev)]) return;
+    if (const int e = kernels::cuda::loadKernels())
+      fail(static_cast<cudaError_t>(e), "loading gyre's kernels (cudaFuncGetAttributes)");
+    kernelsLoaded_[static_cast<size_t>(dev)] = true;
+  }
+
   // Gates whose stream got past its event are free again (gatesMu_ held).
   void reapGates() {
     for (size_t i = 0; i < retiredGates_.size();) {
@@ -359,6 +381,7 @@ class CudaBackend final : public Backend {
   std::vector<Gate*> freeGates_, retiredGates_;
   std::mutex mu_;
   std::vector<cudaStream_t> copyStreams_;
+  std::vector<bool> kernelsLoaded_;  // by device, under mu_
   CudaVmm vmm_;
 };
 

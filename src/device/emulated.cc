@@ -16,6 +16,7 @@ namespace gyre::device {
 
 namespace {
 thread_local int tlsDevice = 0;
+thread_local bool tlsOpensGates = false;  // this thread has opened a gate: a proxy
 // Held by its maker and by the stream item that marks it: an event may be
 // destroyed before its stream gets there (an aborted call), as CUDA allows.
 struct EventRec {
@@ -72,6 +73,7 @@ struct EmulatedBackend::Gate {
   std::mutex mu;
   std::condition_variable cv;
   bool open = false;
+  bool waited = false;  // counted in heldGates_ until open
   std::atomic<int> refs{1};
   static void release(Gate* g) {
     if (g->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete g;
@@ -166,8 +168,16 @@ void* EmulatedBackend::allocateHost(size_t bytes) {
   return p;
 }
 
+void EmulatedBackend::refuseFreeUnderGate(const char* what) const {
+  if (tlsOpensGates && heldGates_.load(std::memory_order_acquire) > 0)
+    throwError(gyreInternalError, std::string("emulated device: ") + what +
+                                      " by a thread that opens stream gates while a gate holds a stream: on a GPU "
+                                      "this waits for the whole device, which the gate keeps busy, and hangs");
+}
+
 void EmulatedBackend::free(void* p) {
   if (!p) return;
+  refuseFreeUnderGate("device memory freed");
   Block b;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -251,7 +261,10 @@ void EmulatedBackend::closeMemory(void* base) noexcept {
   release(reinterpret_cast<uintptr_t>(base), b);
 }
 
-void EmulatedBackend::freeHost(void* p) { free(p); }
+void EmulatedBackend::freeHost(void* p) {
+  refuseFreeUnderGate("pinned memory freed");
+  free(p);
+}
 
 void EmulatedBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memmove(dst, src, bytes);
@@ -359,6 +372,13 @@ void* EmulatedBackend::makeGate() { return new Gate; }
 void EmulatedBackend::waitGate(Stream s, void* gate) {
   auto* g = static_cast<Gate*>(gate);
   Queue& q = queueOf(s);
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    if (!g->open && !g->waited) {
+      g->waited = true;
+      heldGates_.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
   g->refs.fetch_add(1, std::memory_order_relaxed);
   q.push([g] {
     {
@@ -370,8 +390,10 @@ void EmulatedBackend::waitGate(Stream s, void* gate) {
 }
 
 void EmulatedBackend::openGate(void* gate) noexcept {
+  tlsOpensGates = true;
   auto* g = static_cast<Gate*>(gate);
   std::lock_guard<std::mutex> l(g->mu);
+  if (g->waited && !g->open) heldGates_.fetch_sub(1, std::memory_order_acq_rel);
   g->open = true;
   g->cv.notify_all();
 }

@@ -79,6 +79,12 @@ class EmulatedBackend final : public Backend {
   const int devices_;
   std::atomic<int64_t> copyDelayUs_{0};
   std::atomic<uint64_t> reductions_{0};
+  // Gates a stream waits at (or will) that are not open yet. A GPU's
+  // cudaFree waits for the whole device, so a thread that opens gates
+  // (a proxy) freeing memory while one is held would hang there; the
+  // emulator says so instead (free, freeHost).
+  std::atomic<int> heldGates_{0};
+  void refuseFreeUnderGate(const char* what) const;
   mutable std::mutex mu_;
   struct Block {
     size_t bytes;
