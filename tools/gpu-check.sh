@@ -9,8 +9,10 @@
 # build-gpu/check): summary.md (what ran, what passed, the numbers) and the
 # logs beside it. Only the GPU targets are built. Where no GoogleTest is
 # installed, the sources from `tools/gpu-check.sh --prepare` (run on a
-# machine with Debian's googletest package; they land in .gpu-deps/, which
-# git ignores) are built instead: carry .gpu-deps to the GPU machine.
+# machine with Debian's googletest and nlohmann-json3-dev packages; they land
+# in .gpu-deps/, which git ignores) are built instead, and nlohmann's JSON
+# header (the topology files) comes from there too: carry .gpu-deps to the
+# GPU machine, whose image has neither.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +21,9 @@ if [ "${1:-}" = --prepare ]; then
   grep -qx '/.gpu-deps/' .git/info/exclude 2>/dev/null || echo /.gpu-deps/ >> .git/info/exclude
   rm -rf .gpu-deps/googletest
   cp -r /usr/src/googletest .gpu-deps/googletest
-  echo "prepared .gpu-deps/googletest; carry .gpu-deps"
+  rm -rf .gpu-deps/include && mkdir -p .gpu-deps/include
+  cp -r /usr/include/nlohmann .gpu-deps/include/nlohmann
+  echo "prepared .gpu-deps/googletest and .gpu-deps/include/nlohmann; carry .gpu-deps"
   exit 0
 fi
 
@@ -38,17 +42,20 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 nvcc --version 2>&1 | tail -1 | tee -a "$summary"
 say '```'
 
-gtest=()
-if [ -d .gpu-deps/googletest ]; then gtest=(-DGYRE_GTEST_SOURCE="$PWD/.gpu-deps/googletest"); fi
+cmake_extra=()
+if [ -d .gpu-deps/googletest ]; then cmake_extra=(-DGYRE_GTEST_SOURCE="$PWD/.gpu-deps/googletest"); fi
+if [ ! -e /usr/include/nlohmann/json.hpp ] && [ -d .gpu-deps/include/nlohmann ]; then
+  cmake_extra+=(-DCMAKE_CXX_FLAGS="-isystem $PWD/.gpu-deps/include")
+fi
 # One architecture: this GPU's (sm_90 on Hopper), found by nvidia-smi.
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
 arch=${arch:-90}
 if ! timeout 240 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGYRE_CUDA=ON \
-     -DCMAKE_CUDA_ARCHITECTURES="$arch" "${gtest[@]}" > "$out/configure.log" 2>&1; then
+     -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cmake_extra[@]}" > "$out/configure.log" 2>&1; then
   say "configure FAILED (tail of $out/configure.log):"; tail -20 "$out/configure.log" | tee -a "$summary"; exit 1
 fi
 targets=(gyre-gpu-kernel-bench gyre-bench)
-grep -q "tests (GoogleTest): yes" "$out/configure.log" && targets+=(cuda_kernels_test)
+grep -q "tests (GoogleTest): yes" "$out/configure.log" && targets+=(cuda_kernels_test device_ipc_test)
 if ! timeout 300 cmake --build build-gpu -j"$jobs" --target "${targets[@]}" > "$out/build.log" 2>&1; then
   say "build FAILED (tail of $out/build.log):"; tail -30 "$out/build.log" | tee -a "$summary"; exit 1
 fi
@@ -58,7 +65,7 @@ say "built ${targets[*]} for sm_$arch in $(( $(date +%s) - start )) s"
 if [[ " ${targets[*]} " == *" cuda_kernels_test "* ]]; then
   say ""
   say "## tests labelled gpu"
-  if timeout 240 ctest --test-dir build-gpu -L gpu --output-on-failure -j4 > "$out/ctest.log" 2>&1; then
+  if timeout 240 ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 150 -j4 > "$out/ctest.log" 2>&1; then
     say "$(grep -E 'tests passed' "$out/ctest.log")"
     # On a GPU machine a skip is a failure: the test found no device.
     skipped=$(grep -c '(Skipped)' "$out/ctest.log")
@@ -103,7 +110,12 @@ for c in allreduce alltoall allgather; do
 done
 
 say ""
-say "## AllReduce on device buffers (direct, and staged) against host buffers (gyre-bench, ranks sharing this GPU)"
+# Unpinned: a rank pinned to one core shares it between the caller's thread,
+# spinning in cudaStreamSynchronize, and gyre's proxy, which may then run
+# only at the scheduler's ticks: the likely cause of the first GPU run's
+# 8 ms per direct call with --bind core (unpinned 3-rank calls took 0.5 ms),
+# which the section after this one checks.
+say "## AllReduce on device buffers (direct, and staged) against host buffers (gyre-bench, ranks sharing this GPU, unpinned)"
 for n in 2 4; do
   for w in cuda staged host; do
     d=$w; direct=1
@@ -111,10 +123,40 @@ for n in 2 4; do
     say ""
     say "### $n ranks, --device $d, GYRE_DEVICE_DIRECT=$direct"
     say '```'
-    GYRE_DEVICE_DIRECT=$direct timeout 120 build-gpu/bench/gyre-bench allreduce --ranks $n --bind core --device $d \
+    GYRE_DEVICE_DIRECT=$direct timeout 120 build-gpu/bench/gyre-bench allreduce --ranks $n --device $d \
       -b 8 -e 256M -f 8 -n 10 -w 3 -T 100 --percentiles > "$out/allreduce-$w-$n.log" 2>&1 || status=1
     grep -v '^# *$' "$out/allreduce-$w-$n.log" | tail -14 | tee -a "$summary"
     say '```'
+  done
+done
+
+# Ranks sharing one GPU: does the stream gate's kind, or CUDA MPS (the GPU
+# running the ranks' processes side by side instead of time-slicing them),
+# change what a direct call costs? (docs/PERFORMANCE-gpu.md, "The first GPU run")
+say ""
+say "## direct AllReduce on ranks sharing this GPU: GYRE_DEVICE_GATE=wait (default), =host, under CUDA MPS, and pinned (--bind core)"
+for n in 2 4; do
+  for mode in wait host mps bind; do
+    if [ "$mode" = mps ]; then
+      command -v nvidia-cuda-mps-control > /dev/null || { say "no nvidia-cuda-mps-control: MPS not tried"; continue; }
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/gyre-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gyre-mps-log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      nvidia-cuda-mps-control -d > /dev/null 2>&1 || { say "MPS did not start"; continue; }
+    fi
+    gate=$mode; bind=none
+    [ "$mode" = mps ] && gate=wait
+    [ "$mode" = bind ] && gate=wait && bind=core
+    say ""
+    say "### $n ranks, GYRE_DEVICE_GATE=$gate, --bind $bind$([ "$mode" = mps ] && echo ', under MPS')"
+    say '```'
+    GYRE_DEVICE_GATE=$gate timeout 60 build-gpu/bench/gyre-bench allreduce --ranks $n --bind $bind --device cuda \
+      -b 8 -e 8M -f 16 -n 10 -w 3 -T 40 --percentiles > "$out/gate-$mode-$n.log" 2>&1 || status=1
+    grep -v '^# *$' "$out/gate-$mode-$n.log" | tail -9 | tee -a "$summary"
+    say '```'
+    if [ "$mode" = mps ]; then
+      echo quit | nvidia-cuda-mps-control > /dev/null 2>&1
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
   done
 done
 
@@ -124,7 +166,7 @@ for p in 1M 0; do
   say ""
   say "### GYRE_DEVICE_PIECE_BYTES=$p"
   say '```'
-  GYRE_DEVICE_DIRECT=0 GYRE_DEVICE_PIECE_BYTES=$p timeout 90 build-gpu/bench/gyre-bench allreduce --ranks 2 --bind core --device cuda \
+  GYRE_DEVICE_DIRECT=0 GYRE_DEVICE_PIECE_BYTES=$p timeout 90 build-gpu/bench/gyre-bench allreduce --ranks 2 --device cuda \
     -b 64M -e 256M -f 4 -n 10 -w 3 -T 60 > "$out/pieces-$p.log" 2>&1 || status=1
   grep -v '^# *$' "$out/pieces-$p.log" | tail -5 | tee -a "$summary"
   say '```'
