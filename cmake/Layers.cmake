@@ -12,7 +12,8 @@
 set(GYRE_VIEWS_DIR ${PROJECT_BINARY_DIR}/views)
 
 function(_gyre_layer_source_dir layer out)
-  if(layer STREQUAL "kernels" OR layer STREQUAL "bench" OR layer STREQUAL "harness" OR layer STREQUAL "flexsp")
+  if(layer STREQUAL "kernels" OR layer STREQUAL "bench" OR layer STREQUAL "harness" OR layer STREQUAL "flexsp"
+     OR layer STREQUAL "sim")
     set(${out} ${PROJECT_SOURCE_DIR}/${layer} PARENT_SCOPE)
   else()
     set(${out} ${PROJECT_SOURCE_DIR}/src/${layer} PARENT_SCOPE)

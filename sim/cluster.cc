@@ -1,0 +1,88 @@
+#include "sim/cluster.h"
+
+#include <cmath>
+
+#include "base/error.h"
+
+namespace gyre::sim {
+
+namespace {
+void positive(double v, const char* name) {
+  if (!(v > 0) || !std::isfinite(v)) throwError(gyreInvalidArgument, std::string("cluster: ") + name + " must be positive");
+}
+void nonNegative(double v, const char* name) {
+  if (!(v >= 0) || !std::isfinite(v))
+    throwError(gyreInvalidArgument, std::string("cluster: ") + name + " must be zero or more");
+}
+}  // namespace
+
+void ClusterSpec::validate() const {
+  if (hosts < 1) throwError(gyreInvalidArgument, "cluster: hosts must be at least 1");
+  if (ranksPerHost < 1) throwError(gyreInvalidArgument, "cluster: ranks per host must be at least 1");
+  if (nicsPerHost < 1 || ranksPerHost % nicsPerHost != 0)
+    throwError(gyreInvalidArgument, "cluster: NICs per host must be at least 1 and divide the ranks per host (" +
+                                        std::to_string(ranksPerHost) + ")");
+  if (hostsPerLeaf < 1) throwError(gyreInvalidArgument, "cluster: hosts per leaf switch must be at least 1");
+  if (!(oversubscription >= 1) || !std::isfinite(oversubscription))
+    throwError(gyreInvalidArgument, "cluster: oversubscription must be 1 or more");
+  positive(intraBytesPerSecond, "the intra-host bandwidth");
+  positive(nicBytesPerSecond, "the NIC bandwidth");
+  positive(copyBytesPerSecond, "the copy rate");
+  positive(reduceBytesPerSecond, "the reduction rate");
+  nonNegative(intraLatency, "the intra-host latency");
+  nonNegative(nicLatency, "the NIC latency");
+  nonNegative(switchLatency, "the switch latency");
+  nonNegative(stepOverhead, "the step overhead");
+}
+
+Cluster::Cluster(const ClusterSpec& spec, FlowNetwork& net) : spec_(spec) {
+  spec_.validate();
+  const int n = spec_.nranks();
+  for (int r = 0; r < n; ++r) {
+    const std::string at = "rank " + std::to_string(r);
+    intraUp_.push_back(net.addLink(at + " to its host switch", spec_.intraBytesPerSecond, spec_.intraLatency));
+    intraDown_.push_back(net.addLink(at + " from its host switch", spec_.intraBytesPerSecond, 0));
+  }
+  const int nics = spec_.hosts * spec_.nicsPerHost;
+  for (int i = 0; i < nics; ++i) {
+    const std::string at = "NIC " + std::to_string(i);
+    nicUp_.push_back(net.addLink(at + " to its leaf", spec_.nicBytesPerSecond, spec_.nicLatency + spec_.switchLatency));
+    nicDown_.push_back(net.addLink(at + " from its leaf", spec_.nicBytesPerSecond, spec_.nicLatency));
+  }
+  const int leaves = (spec_.hosts + spec_.hostsPerLeaf - 1) / spec_.hostsPerLeaf;
+  if (leaves > 1) {
+    for (int l = 0; l < leaves; ++l) {
+      const int hostsHere = std::min(spec_.hostsPerLeaf, spec_.hosts - l * spec_.hostsPerLeaf);
+      const double up = hostsHere * spec_.nicsPerHost * spec_.nicBytesPerSecond / spec_.oversubscription;
+      const std::string at = "leaf " + std::to_string(l);
+      // Through the spine: one more switch each way.
+      leafUp_.push_back(net.addLink(at + " to the spine", up, spec_.switchLatency));
+      leafDown_.push_back(net.addLink(at + " from the spine", up, spec_.switchLatency));
+    }
+  }
+}
+
+int Cluster::nicOf(int rank) const {
+  const int host = hostOf(rank);
+  const int local = rank % spec_.ranksPerHost;
+  return host * spec_.nicsPerHost + local / (spec_.ranksPerHost / spec_.nicsPerHost);
+}
+
+std::vector<int> Cluster::path(int from, int to) const {
+  const int n = spec_.nranks();
+  if (from < 0 || from >= n || to < 0 || to >= n || from == to)
+    throwError(gyreInternalError, "simulator: no path from rank " + std::to_string(from) + " to rank " + std::to_string(to));
+  const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
+  const int hf = hostOf(from), ht = hostOf(to);
+  if (hf == ht) return {intraUp_[f], intraDown_[t]};
+  std::vector<int> p{nicUp_[static_cast<size_t>(nicOf(from))]};
+  const int lf = leafOf(hf), lt = leafOf(ht);
+  if (lf != lt) {
+    p.push_back(leafUp_[static_cast<size_t>(lf)]);
+    p.push_back(leafDown_[static_cast<size_t>(lt)]);
+  }
+  p.push_back(nicDown_[static_cast<size_t>(nicOf(to))]);
+  return p;
+}
+
+}  // namespace gyre::sim

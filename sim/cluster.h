@@ -1,0 +1,67 @@
+// A simulated cluster: hosts of ranks (GPUs or CPU processes), each rank's
+// port into its host's fabric (NVLink to an NVSwitch, or shared memory), NICs
+// (one per rank, rail-style, or shared by a host's ranks), and a two-level
+// network: hosts under leaf switches, leaves joined through a spine whose
+// uplinks may be oversubscribed. Every port is two links, one each way, so
+// a rank sending and receiving at once uses both at full speed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/flow_network.h"
+#include "sim/plan_runner.h"
+
+namespace gyre::sim {
+
+struct ClusterSpec {
+  int hosts = 1;
+  int ranksPerHost = 8;
+  // Within a host: each rank's port into the host's switch.
+  double intraBytesPerSecond = 450e9;  // NVLink 4 on an H100: 450 GB/s each way
+  double intraLatency = 1e-6;          // each way through the switch, seconds
+  // NICs: nicsPerHost of them (ranksPerHost: one per rank; 1: shared).
+  int nicsPerHost = 8;
+  double nicBytesPerSecond = 50e9;  // 400 Gbit/s
+  double nicLatency = 2e-6;         // the NIC and its cable, each end
+  // The network: hostsPerLeaf hosts under each leaf switch; a leaf's uplinks
+  // carry its NICs' bandwidth divided by the oversubscription.
+  int hostsPerLeaf = 32;
+  double oversubscription = 1.0;
+  double switchLatency = 0.5e-6;
+  // Local work on every rank.
+  double copyBytesPerSecond = 1.5e12;
+  double reduceBytesPerSecond = 1.5e12;
+  double stepOverhead = 2e-6;  // the executor's and the transport's software per step
+  // Ranks of one host read each other's memory (CUDA IPC, or the kernel's
+  // cross-process reads): the single-copy algorithms can run there.
+  bool peerReads = true;
+
+  int nranks() const { return hosts * ranksPerHost; }
+  // Throws Error (gyreInvalidArgument) naming the first field out of range.
+  void validate() const;
+};
+
+class Cluster final : public Fabric {
+ public:
+  // Makes the links in net (which must outlive the cluster).
+  Cluster(const ClusterSpec& spec, FlowNetwork& net);
+  const ClusterSpec& spec() const { return spec_; }
+  int hostOf(int rank) const { return rank / spec_.ranksPerHost; }
+
+  std::vector<int> path(int from, int to) const override;
+  double copyBytesPerSecond(int) const override { return spec_.copyBytesPerSecond; }
+  double reduceBytesPerSecond(int) const override { return spec_.reduceBytesPerSecond; }
+  double stepOverhead(int) const override { return spec_.stepOverhead; }
+
+ private:
+  int nicOf(int rank) const;  // global NIC index
+  int leafOf(int host) const { return host / spec_.hostsPerLeaf; }
+
+  ClusterSpec spec_;
+  std::vector<int> intraUp_, intraDown_;  // by rank
+  std::vector<int> nicUp_, nicDown_;      // by NIC
+  std::vector<int> leafUp_, leafDown_;    // by leaf: to and from the spine
+};
+
+}  // namespace gyre::sim

@@ -1,0 +1,307 @@
+#include "sim/plan_runner.h"
+
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "base/error.h"
+
+namespace gyre::sim {
+
+namespace {
+
+using collectives::Prim;
+using collectives::Step;
+
+// An address message's payload (collectives' SendAddresses: two addresses
+// and a count), as the executor sends it.
+constexpr double kAddressBytes = 24;
+
+bool receives(Prim p) {
+  switch (p) {
+    case Prim::Recv:
+    case Prim::RecvReduce:
+    case Prim::RecvReduceSend:
+    case Prim::RecvReduceCopySend:
+    case Prim::RecvCopySend:
+    case Prim::RecvAddresses:
+    case Prim::RecvDecode: return true;
+    default: return false;
+  }
+}
+
+bool sends(Prim p) {
+  switch (p) {
+    case Prim::Send:
+    case Prim::RecvReduceSend:
+    case Prim::RecvReduceCopySend:
+    case Prim::RecvCopySend:
+    case Prim::CopySend:
+    case Prim::SendAddresses: return true;
+    default: return false;
+  }
+}
+
+bool reduces(Prim p) {
+  switch (p) {
+    case Prim::Reduce:
+    case Prim::RecvReduce:
+    case Prim::RecvReduceSend:
+    case Prim::RecvReduceCopySend:
+    case Prim::ReadReduce:
+    case Prim::Encode:
+    case Prim::Decode:
+    case Prim::RecvDecode:
+    case Prim::Widen:
+    case Prim::Divide: return true;
+    default: return false;
+  }
+}
+
+// Bytes a step's local work touches (one operand's), beside its message.
+bool copiesLocally(Prim p) {
+  return p == Prim::Copy || p == Prim::CopySend || p == Prim::Recv || p == Prim::RecvCopySend || p == Prim::ReadCopy;
+}
+
+const char* primName(Prim p) {
+  switch (p) {
+    case Prim::Copy: return "copy";
+    case Prim::Reduce: return "reduce";
+    case Prim::Send: return "send";
+    case Prim::Recv: return "recv";
+    case Prim::RecvReduce: return "recv-reduce";
+    case Prim::RecvReduceSend: return "recv-reduce-send";
+    case Prim::RecvReduceCopySend: return "recv-reduce-copy-send";
+    case Prim::RecvCopySend: return "recv-copy-send";
+    case Prim::CopySend: return "copy-send";
+    case Prim::SendAddresses: return "send-addresses";
+    case Prim::RecvAddresses: return "recv-addresses";
+    case Prim::ReadCopy: return "read-copy";
+    case Prim::ReadReduce: return "read-reduce";
+    case Prim::Encode: return "encode";
+    case Prim::Decode: return "decode";
+    case Prim::RecvDecode: return "recv-decode";
+    case Prim::Widen: return "widen";
+    case Prim::Divide: return "divide";
+    case Prim::Await: return "await";
+    case Prim::Resolve: return "resolve";
+  }
+  return "?";
+}
+
+class Runner {
+ public:
+  Runner(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
+         EventLoop& loop)
+      : plans_(plans), elemSize_(static_cast<double>(elemSize)), fabric_(fabric), net_(net), loop_(loop) {}
+
+  RunResult run() {
+    const int n = static_cast<int>(plans_.size());
+    ranks_.resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const collectives::Plan& p = plans_[static_cast<size_t>(r)];
+      for (const Step& s : p.steps)
+        if (s.prim == Prim::Resolve)
+          throwError(gyreInvalidArgument, std::string("simulator: rank ") + std::to_string(r) + "'s plan (" +
+                                              p.algorithm + ") resolves steps while it runs, which is not simulated");
+      RankRun& k = ranks_[static_cast<size_t>(r)];
+      k.stepDone.assign(p.steps.size(), 0);
+      const uint32_t total = static_cast<uint32_t>(p.steps.size());
+      if (p.lanes.empty()) {
+        k.phases = {{{0, total}}};
+      } else {
+        k.phases.push_back({{0, p.lanes.front().begin}});
+        std::vector<Span> lanes;
+        for (const collectives::Lane& l : p.lanes) lanes.push_back({l.begin, l.end});
+        k.phases.push_back(lanes);
+        k.phases.push_back({{p.lanes.back().end, total}});
+      }
+      loop_.at(0, [this, r] { startPhase(r, 0); });
+    }
+    RunResult out;
+    out.events = loop_.run();
+    out.rankSeconds.resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const RankRun& k = ranks_[static_cast<size_t>(r)];
+      if (!k.finished) throwError(gyreInternalError, "simulator: the plans deadlock: " + stuck(r));
+      out.rankSeconds[static_cast<size_t>(r)] = k.end;
+      out.seconds = std::max(out.seconds, k.end);
+    }
+    out.messages = messages_;
+    out.bytesSent = bytesSent_;
+    return out;
+  }
+
+ private:
+  struct Span {
+    uint32_t begin, end;
+  };
+  struct LaneRun {
+    uint32_t pc = 0, end = 0;
+    bool done = false;
+    bool waitingAwait = false;
+  };
+  struct RankRun {
+    std::vector<std::vector<Span>> phases;  // each phase's lanes run side by side
+    size_t phase = 0;
+    std::vector<LaneRun> lanes;  // the current phase's
+    size_t lanesLeft = 0;
+    std::vector<char> stepDone;
+    bool finished = false;
+    Time end = 0;
+  };
+  using Pair = std::pair<int, int>;  // (from, to)
+
+  const collectives::Plan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
+
+  void startPhase(int r, size_t ph) {
+    RankRun& k = ranks_[static_cast<size_t>(r)];
+    for (; ph < k.phases.size(); ++ph) {
+      k.phase = ph;
+      k.lanes.clear();
+      for (const Span& s : k.phases[ph])
+        if (s.end > s.begin) k.lanes.push_back(LaneRun{s.begin, s.end});
+      k.lanesLeft = k.lanes.size();
+      if (k.lanesLeft == 0) continue;
+      for (size_t li = 0; li < k.lanes.size(); ++li) advance(r, li);
+      return;
+    }
+    k.finished = true;
+    k.end = loop_.now();
+  }
+
+  void laneDone(int r, size_t li) {
+    RankRun& k = ranks_[static_cast<size_t>(r)];
+    k.lanes[li].done = true;
+    if (--k.lanesLeft == 0) startPhase(r, k.phase + 1);
+  }
+
+  // Runs lane li of rank r from its pc until a step has to wait.
+  void advance(int r, size_t li) {
+    RankRun& k = ranks_[static_cast<size_t>(r)];
+    LaneRun& lane = k.lanes[li];
+    if (lane.done) return;
+    if (lane.pc >= lane.end) {
+      laneDone(r, li);
+      return;
+    }
+    const Step& s = plan(r).steps[lane.pc];
+    if (s.prim == Prim::Await) {
+      if (s.count >= k.stepDone.size() || k.stepDone[s.count]) {
+        stepDone(r, li);
+      } else {
+        lane.waitingAwait = true;
+      }
+      return;
+    }
+    if (receives(s.prim)) {
+      auto& box = mail_[Pair{s.recvPeer, r}];
+      if (box.empty()) {
+        waiting_[Pair{s.recvPeer, r}] = li;
+        return;
+      }
+      const double bytes = box.front();
+      box.pop_front();
+      work(r, li, s, bytes);
+      return;
+    }
+    work(r, li, s, bytesOf(s));
+  }
+
+  double bytesOf(const Step& s) const {
+    if (s.prim == Prim::SendAddresses) return kAddressBytes;
+    return static_cast<double>(s.count) * elemSize_;
+  }
+
+  // The step's local work, then its send or read, then the next step.
+  void work(int r, size_t li, const Step& s, double bytes) {
+    double t = fabric_.stepOverhead(r);
+    const double local = s.prim == Prim::RecvAddresses ? 0 : static_cast<double>(s.count) * elemSize_;
+    if (reduces(s.prim)) t += local / fabric_.reduceBytesPerSecond(r);
+    else if (copiesLocally(s.prim) && s.prim != Prim::ReadCopy) t += local / fabric_.copyBytesPerSecond(r);
+    loop_.after(t, [this, r, li, &s, bytes] {
+      if (s.prim == Prim::ReadCopy || s.prim == Prim::ReadReduce) {
+        const std::vector<int> path = fabric_.path(s.recvPeer, r);
+        const double lat = net_.latencyOf(path);
+        net_.start(path, static_cast<double>(s.count) * elemSize_,
+                   [this, r, li, lat] { loop_.after(lat, [this, r, li] { stepDone(r, li); }); });
+        return;
+      }
+      if (sends(s.prim)) {
+        const double out = s.prim == Prim::SendAddresses ? kAddressBytes : bytes;
+        const int to = s.sendPeer;
+        const std::vector<int> path = fabric_.path(r, to);
+        const double lat = net_.latencyOf(path);
+        ++messages_;
+        bytesSent_ += out;
+        net_.start(path, out, [this, r, li, to, out, lat] {
+          loop_.after(lat, [this, r, to, out] { deliver(r, to, out); });
+          stepDone(r, li);
+        });
+        return;
+      }
+      stepDone(r, li);
+    });
+  }
+
+  void deliver(int from, int to, double bytes) {
+    mail_[Pair{from, to}].push_back(bytes);
+    auto w = waiting_.find(Pair{from, to});
+    if (w == waiting_.end()) return;
+    const size_t li = w->second;
+    waiting_.erase(w);
+    advance(to, li);
+  }
+
+  void stepDone(int r, size_t li) {
+    RankRun& k = ranks_[static_cast<size_t>(r)];
+    LaneRun& lane = k.lanes[li];
+    k.stepDone[lane.pc] = 1;
+    ++lane.pc;
+    // Lanes awaiting a step (Await) look again.
+    for (size_t o = 0; o < k.lanes.size(); ++o)
+      if (o != li && k.lanes[o].waitingAwait) {
+        const Step& a = plan(r).steps[k.lanes[o].pc];
+        if (k.stepDone[a.count]) {
+          k.lanes[o].waitingAwait = false;
+          loop_.at(loop_.now(), [this, r, o] { stepDone(r, o); });
+        }
+      }
+    loop_.at(loop_.now(), [this, r, li] { advance(r, li); });
+  }
+
+  std::string stuck(int r) const {
+    const RankRun& k = ranks_[static_cast<size_t>(r)];
+    std::string why = "rank " + std::to_string(r) + " (" + plan(r).algorithm + ")";
+    for (const LaneRun& lane : k.lanes) {
+      if (lane.done || lane.pc >= lane.end) continue;
+      const Step& s = plan(r).steps[lane.pc];
+      why += " waits at step " + std::to_string(lane.pc) + " (" + primName(s.prim);
+      if (receives(s.prim)) why += " from rank " + std::to_string(s.recvPeer);
+      why += ")";
+      break;
+    }
+    return why;
+  }
+
+  const std::vector<collectives::Plan>& plans_;
+  const double elemSize_;
+  const Fabric& fabric_;
+  FlowNetwork& net_;
+  EventLoop& loop_;
+  std::vector<RankRun> ranks_;
+  std::map<Pair, std::deque<double>> mail_;
+  std::map<Pair, size_t> waiting_;  // the lane of `to` waiting for `from`'s next message
+  uint64_t messages_ = 0;
+  double bytesSent_ = 0;
+};
+
+}  // namespace
+
+RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
+                   FlowNetwork& net, EventLoop& loop) {
+  return Runner(plans, elemSize, fabric, net, loop).run();
+}
+
+}  // namespace gyre::sim

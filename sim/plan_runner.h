@@ -1,0 +1,59 @@
+// Runs every rank's plan (gyre's own, as planCall built it) on a simulated
+// fabric: each lane's steps in order and the lanes side by side, messages as
+// flows on the fabric's links, local copies and reductions at each rank's
+// rates. The executor's semantics (collectives/plan.h), with time instead of
+// bytes:
+// - a Send (and the send of a chained step) starts a flow to its peer and is
+//   done when the flow's last byte has crossed; the message arrives at the
+//   peer the path's latency later (messages between two ranks arrive in the
+//   order they were sent: one lane sends them all, one lane receives them);
+// - a receive waits for its peer's next message, then pays its local work
+//   (a copy out, or a reduction) before a chained send starts;
+// - a single-copy read (ReadCopy, ReadReduce) is a flow from the peer;
+// - a step of local work (Copy, Reduce, the codecs' steps) takes its bytes
+//   at the rank's copy or reduce rate.
+// What is not simulated is an error naming it: a plan resolved while it runs
+// (Resolve, the pipelined MoE dispatch).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "collectives/plan.h"
+#include "sim/event_loop.h"
+#include "sim/flow_network.h"
+
+namespace gyre::sim {
+
+// What the runner asks of the cluster.
+class Fabric {
+ public:
+  // The links a message from rank `from` to rank `to` crosses, in order.
+  virtual std::vector<int> path(int from, int to) const = 0;
+  // Local work on `rank`: bytes per second of a copy, and of a reduction
+  // (counting one operand's bytes), and a fixed cost per step (the
+  // executor's and the transport's software per message).
+  virtual double copyBytesPerSecond(int rank) const = 0;
+  virtual double reduceBytesPerSecond(int rank) const = 0;
+  virtual double stepOverhead(int rank) const = 0;
+
+ protected:
+  ~Fabric() = default;
+};
+
+struct RunResult {
+  Time seconds = 0;                  // the last rank's end
+  std::vector<Time> rankSeconds;     // each rank's end
+  uint64_t messages = 0;             // messages sent
+  double bytesSent = 0;              // their payload
+  uint64_t events = 0;               // callbacks the event loop ran
+};
+
+// plans[r] is rank r's plan of one call whose elements are elemSize bytes.
+// Throws Error (gyreInvalidArgument) for a plan the simulator cannot run,
+// and (gyreInternalError) for one that deadlocks (a receive no send feeds).
+RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
+                   FlowNetwork& net, EventLoop& loop);
+
+}  // namespace gyre::sim

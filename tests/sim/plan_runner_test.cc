@@ -1,0 +1,147 @@
+// Plans on tiny clusters against closed forms: gyre's own ring AllReduce on
+// uniform links, messages in order between a pair, and the errors for what
+// cannot be simulated or never ends.
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "sim/cluster.h"
+#include "sim/plan_runner.h"
+#include "sim/simulate.h"
+
+namespace gyre::sim {
+namespace {
+
+// One host of n ranks on a switch: every rank's port 1 GB/s each way, 1 us
+// through the switch, no software cost, local work free.
+ClusterSpec uniformHost(int n) {
+  ClusterSpec s;
+  s.hosts = 1;
+  s.ranksPerHost = n;
+  s.nicsPerHost = 1;
+  s.intraBytesPerSecond = 1e9;
+  s.intraLatency = 1e-6;
+  s.copyBytesPerSecond = 1e18;
+  s.reduceBytesPerSecond = 1e18;
+  s.stepOverhead = 0;
+  s.peerReads = false;
+  return s;
+}
+
+collectives::CallRequest allReduce(size_t bytes) {
+  collectives::CallRequest req;
+  req.desc.kind = collectives::OpKind::AllReduce;
+  req.desc.count = bytes / 4;
+  req.elemSize = 4;
+  return req;
+}
+
+TEST(SimulatedPlans, GyresRingAllReduceTakesTheRingsClosedFormTime) {
+  for (int n : {2, 3, 4, 8}) {
+    const size_t bytes = size_t(n) * 16 * 1024;  // a block of 16 KiB per rank: one message per step
+    const CallResult r = simulateCall(uniformHost(n), allReduce(bytes), "allreduce:ring");
+    EXPECT_STREQ(r.algorithm.c_str(), "ring");
+    // 2 (n - 1) steps, each one block over a port (1 GB/s) plus the path's
+    // latency (1 us through the switch).
+    const double block = double(bytes) / n;
+    const double expected = 2.0 * (n - 1) * (block / 1e9 + 1e-6);
+    EXPECT_NEAR(r.run.seconds, expected, expected * 1e-9) << n << " ranks";
+    EXPECT_EQ(r.run.messages, uint64_t(2 * (n - 1) * n)) << n << " ranks";
+    EXPECT_DOUBLE_EQ(r.run.bytesSent, 2.0 * (n - 1) * n * block) << n << " ranks";
+  }
+}
+
+// A rank that waits for a message nobody sends: the run says who waits.
+TEST(SimulatedPlans, APlanThatNeverEndsIsAnErrorNamingTheRankAndItsWait) {
+  std::vector<collectives::Plan> plans(2);
+  plans[0].algorithm = "lonely";
+  collectives::Step recv;
+  recv.prim = collectives::Prim::Recv;
+  recv.recvPeer = 1;
+  recv.count = 4;
+  plans[0].steps.push_back(recv);
+  plans[1].algorithm = "lonely";
+  EventLoop loop;
+  FlowNetwork net(loop);
+  Cluster cluster(uniformHost(2), net);
+  try {
+    runPlans(plans, 4, cluster, net, loop);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 (lonely) waits at step 0 (recv from rank 1)"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SimulatedPlans, WhatIsNotSimulatedIsAnErrorNamingIt) {
+  std::vector<collectives::Plan> plans(2);
+  plans[1].algorithm = "moe";
+  collectives::Step s;
+  s.prim = collectives::Prim::Resolve;
+  plans[1].steps.push_back(s);
+  EventLoop loop;
+  FlowNetwork net(loop);
+  Cluster cluster(uniformHost(2), net);
+  try {
+    runPlans(plans, 4, cluster, net, loop);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), gyreInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("rank 1's plan (moe) resolves steps while it runs"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SimulatedPlans, AClusterOutOfRangeIsAnErrorNamingTheField) {
+  ClusterSpec s = uniformHost(8);
+  s.nicsPerHost = 3;
+  try {
+    s.validate();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NICs per host must be at least 1 and divide the ranks per host (8)"),
+              std::string::npos)
+        << e.what();
+  }
+  s = uniformHost(8);
+  s.oversubscription = 0.5;
+  EXPECT_THROW(s.validate(), Error);
+}
+
+}  // namespace
+}  // namespace gyre::sim
+
+namespace gyre::sim {
+namespace {
+
+// Whatever the tuner picks, on one host and across hosts, every rank's plan
+// runs to its end: the runner keeps each pair's messages in order and runs
+// lanes side by side as the executor does.
+TEST(SimulatedPlans, TheTunersChoiceOfEveryCollectiveRunsToTheEnd) {
+  using collectives::OpKind;
+  for (int hosts : {1, 2, 3}) {
+    ClusterSpec spec;
+    spec.hosts = hosts;
+    spec.ranksPerHost = 4;
+    spec.nicsPerHost = 4;
+    spec.hostsPerLeaf = 2;
+    for (OpKind op : {OpKind::AllReduce, OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll, OpKind::Broadcast,
+                      OpKind::Reduce}) {
+      for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20}) {
+        collectives::CallRequest req;
+        req.desc.kind = op;
+        req.desc.count = std::max<size_t>(1, bytes / 4);
+        req.desc.root = op == OpKind::Broadcast || op == OpKind::Reduce ? 1 : -1;
+        req.elemSize = 4;
+        const CallResult r = simulateCall(spec, req);
+        const std::string what = std::to_string(hosts) + " hosts, op " + std::to_string(int(op)) + ", " +
+                                 std::to_string(bytes) + " B: " + r.algorithm;
+        EXPECT_GT(r.run.seconds, 0) << what;
+        EXPECT_GT(r.run.messages, 0u) << what;
+        EXPECT_EQ(r.run.rankSeconds.size(), size_t(spec.nranks())) << what;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gyre::sim
