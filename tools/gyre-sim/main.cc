@@ -1,0 +1,120 @@
+// gyre-sim <collective> [options]: what gyre would do on a simulated
+// cluster, per size, in the nccl-tests layout (docs/simulator.md).
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/parse.h"
+#include "sim/simulate.h"
+
+namespace {
+
+using gyre::collectives::OpKind;
+
+struct Op {
+  const char* name;
+  OpKind kind;
+  bool blocks;    // size is n blocks: the API's count is a block's
+  bool reduces;
+  bool rooted;
+  double (*busFactor)(int n);
+};
+
+const Op kOps[] = {
+    {"allreduce", OpKind::AllReduce, false, true, false, [](int n) { return 2.0 * (n - 1) / n; }},
+    {"allgather", OpKind::AllGather, true, false, false, [](int n) { return double(n - 1) / n; }},
+    {"reducescatter", OpKind::ReduceScatter, true, true, false, [](int n) { return double(n - 1) / n; }},
+    {"alltoall", OpKind::AllToAll, true, false, false, [](int n) { return double(n - 1) / n; }},
+    {"broadcast", OpKind::Broadcast, false, false, true, [](int) { return 1.0; }},
+    {"reduce", OpKind::Reduce, false, true, true, [](int) { return 1.0; }},
+};
+
+int usage(FILE* to) {
+  std::fprintf(to,
+               "usage: gyre-sim <allreduce|allgather|reducescatter|alltoall|broadcast|reduce> [options]\n"
+               "  --hosts N              hosts (1)\n"
+               "  --ranks-per-host N     GPUs or processes per host (8)\n"
+               "  --nics-per-host N      NICs per host, dividing the ranks (8: one per rank)\n"
+               "  --nic-gbit X           each NIC's rate, Gbit/s (400)\n"
+               "  --intra-gbytes X       each rank's port into its host's switch, GB/s each way (450)\n"
+               "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
+               "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
+               "  -b SIZE -e SIZE -f N   sizes from -b to -e, times -f each (8, 64M, 4)\n"
+               "  --algo SPEC            force algorithms, as GYRE_ALGO does\n");
+  return to == stderr ? 2 : 0;
+}
+
+double number(const char* v, const char* name) {
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (end == v || *end != '\0') gyre::throwError(gyreInvalidArgument, std::string(name) + " wants a number, not " + v);
+  return x;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(stderr);
+  if (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) return usage(stdout);
+  const Op* op = nullptr;
+  for (const Op& o : kOps)
+    if (!std::strcmp(argv[1], o.name)) op = &o;
+  try {
+    if (!op) gyre::throwError(gyreInvalidArgument, std::string("no collective named ") + argv[1]);
+    gyre::sim::ClusterSpec spec;
+    size_t minBytes = 8, maxBytes = size_t{64} << 20, factor = 4;
+    std::string algo;
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (i + 1 >= argc) gyre::throwError(gyreInvalidArgument, a + " wants a value");
+      const char* v = argv[++i];
+      if (a == "--hosts") spec.hosts = int(gyre::parseInt(v, "--hosts", 1, 1 << 20));
+      else if (a == "--ranks-per-host") spec.ranksPerHost = int(gyre::parseInt(v, "--ranks-per-host", 1, 1 << 12));
+      else if (a == "--nics-per-host") spec.nicsPerHost = int(gyre::parseInt(v, "--nics-per-host", 1, 1 << 12));
+      else if (a == "--nic-gbit") spec.nicBytesPerSecond = number(v, "--nic-gbit") * 1e9 / 8;
+      else if (a == "--intra-gbytes") spec.intraBytesPerSecond = number(v, "--intra-gbytes") * 1e9;
+      else if (a == "--hosts-per-leaf") spec.hostsPerLeaf = int(gyre::parseInt(v, "--hosts-per-leaf", 1, 1 << 20));
+      else if (a == "--oversubscription") spec.oversubscription = number(v, "--oversubscription");
+      else if (a == "-b") minBytes = gyre::parseSize(v, "-b");
+      else if (a == "-e") maxBytes = gyre::parseSize(v, "-e");
+      else if (a == "-f") factor = gyre::parseInt(v, "-f", 2, 1024);
+      else if (a == "--algo") algo = v;
+      else gyre::throwError(gyreInvalidArgument, "unknown option " + a);
+    }
+    if (spec.nicsPerHost > spec.ranksPerHost) spec.nicsPerHost = spec.ranksPerHost;
+    spec.validate();
+    const int n = spec.nranks();
+    std::printf("# gyre-sim %s: %d hosts x %d ranks (%d ranks), %d NICs per host of %.0f Gbit/s, intra-host %.0f GB/s, "
+                "%d hosts per leaf, oversubscription %.2g\n",
+                op->name, spec.hosts, spec.ranksPerHost, n, spec.nicsPerHost, spec.nicBytesPerSecond * 8 / 1e9,
+                spec.intraBytesPerSecond / 1e9, spec.hostsPerLeaf, spec.oversubscription);
+    std::printf("#%11s %12s %6s %6s %5s %11s %7s %7s  %-20s %s\n", "size(B)", "count", "type", "redop", "root",
+                "time(us)", "algbw", "busbw", "algorithm", "simulated in");
+    for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
+      const size_t unit = op->blocks ? size_t(4) * size_t(n) : 4;
+      const size_t count = std::max<size_t>(1, bytes / unit) * (op->blocks ? size_t(n) : 1);
+      gyre::collectives::CallRequest req;
+      req.desc.kind = op->kind;
+      req.desc.count = op->blocks ? count / size_t(n) : count;
+      req.desc.root = op->rooted ? 0 : -1;
+      req.elemSize = 4;
+      const auto t0 = std::chrono::steady_clock::now();
+      const gyre::sim::CallResult r = gyre::sim::simulateCall(spec, req, algo);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double size = double(count) * 4;
+      const double algbw = size / r.run.seconds / 1e9;
+      std::printf(" %11.0f %12zu %6s %6s %5d %11.2f %7.2f %7.2f  %-20s %.3f s\n", size, count, "float",
+                  op->reduces ? "sum" : "none", op->rooted ? 0 : -1, r.run.seconds * 1e6, algbw,
+                  algbw * op->busFactor(n), r.algorithm.c_str(), wall);
+      std::fflush(stdout);
+      if (bytes > maxBytes / factor) break;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gyre-sim: %s\n", e.what());
+    return 2;
+  }
+}
