@@ -20,6 +20,10 @@ int FlowNetwork::addLink(std::string name, double bytesPerSecond, double latency
   if (!(latency >= 0) || !std::isfinite(latency))
     throwError(gyreInvalidArgument, "link " + name + ": latency must be zero or more");
   links_.push_back(Link{std::move(name), bytesPerSecond, latency});
+  onLink_.emplace_back();
+  busySince_.push_back(0);
+  linkMark_.push_back(0);
+  linkSlot_.push_back(0);
   return static_cast<int>(links_.size() - 1);
 }
 
@@ -39,87 +43,139 @@ void FlowNetwork::start(const std::vector<int>& path, double bytes, std::functio
     loop_.at(loop_.now(), std::move(done));
     return;
   }
-  advance();
-  flows_.push_back(Flow{path, bytes, 0, std::move(done)});
-  reshare();
-}
-
-void FlowNetwork::advance() {
-  const Time now = loop_.now();
-  const double dt = now - last_;
-  last_ = now;
-  if (dt <= 0) return;
-  std::vector<char> used(links_.size(), 0);
-  for (Flow& f : flows_) {
-    const double moved = std::min(f.left, f.rate * dt);
-    f.left -= moved;
-    for (int l : f.path) {
-      links_[static_cast<size_t>(l)].carried += moved;
-      used[static_cast<size_t>(l)] = 1;
-    }
+  size_t id;
+  if (freeIds_.empty()) {
+    id = flows_.size();
+    flows_.emplace_back();
+    flowMark_.push_back(0);
+  } else {
+    id = freeIds_.back();
+    freeIds_.pop_back();
   }
-  for (size_t l = 0; l < links_.size(); ++l)
-    if (used[l]) links_[l].busy += dt;
+  Flow& f = flows_[id];
+  f.path = path;
+  f.left = bytes;
+  f.rate = 0;
+  f.since = loop_.now();
+  f.live = true;
+  f.done = std::move(done);
+  ++live_;
+  attach(id);
+  reshareAround(path);
 }
 
-void FlowNetwork::reshare() {
-  ++generation_;
-  if (flows_.empty()) return;
-  // Water-filling: the link with the smallest equal share fixes its flows'
-  // rates at that share; their bandwidth leaves every link they cross; repeat.
-  std::vector<double> room(links_.size());
-  std::vector<int> count(links_.size(), 0);
-  for (size_t l = 0; l < links_.size(); ++l) room[l] = links_[l].bytesPerSecond;
-  std::vector<char> fixed(flows_.size(), 0);
-  for (const Flow& f : flows_)
-    for (int l : f.path) ++count[static_cast<size_t>(l)];
-  for (size_t left = flows_.size(); left > 0;) {
+void FlowNetwork::attach(size_t id) {
+  for (int l : flows_[id].path) {
+    auto& on = onLink_[static_cast<size_t>(l)];
+    if (on.empty()) busySince_[static_cast<size_t>(l)] = loop_.now();
+    on.push_back(id);
+  }
+}
+
+void FlowNetwork::detach(size_t id) {
+  for (int l : flows_[id].path) {
+    auto& on = onLink_[static_cast<size_t>(l)];
+    on.erase(std::find(on.begin(), on.end(), id));
+    if (on.empty()) links_[static_cast<size_t>(l)].busy += loop_.now() - busySince_[static_cast<size_t>(l)];
+  }
+}
+
+void FlowNetwork::settle(Flow& f) {
+  const Time now = loop_.now();
+  const double moved = std::min(f.left, f.rate * (now - f.since));
+  f.left -= moved;
+  f.since = now;
+  for (int l : f.path) links_[static_cast<size_t>(l)].carried += moved;
+}
+
+void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
+  // The component: links and flows reachable from the seeds through shared
+  // links.
+  ++mark_;
+  std::vector<size_t> links, flows;
+  for (int l : seeds)
+    if (linkMark_[static_cast<size_t>(l)] != mark_) {
+      linkMark_[static_cast<size_t>(l)] = mark_;
+      links.push_back(static_cast<size_t>(l));
+    }
+  for (size_t i = 0; i < links.size(); ++i)
+    for (size_t id : onLink_[links[i]]) {
+      if (flowMark_[id] == mark_) continue;
+      flowMark_[id] = mark_;
+      flows.push_back(id);
+      for (int l : flows_[id].path)
+        if (linkMark_[static_cast<size_t>(l)] != mark_) {
+          linkMark_[static_cast<size_t>(l)] = mark_;
+          links.push_back(static_cast<size_t>(l));
+        }
+    }
+  if (flows.empty()) return;
+  for (size_t id : flows) settle(flows_[id]);
+  // Water-filling within it: the link with the smallest equal share fixes
+  // its flows' rates at that share; their bandwidth leaves every link they
+  // cross; repeat. (Every flow on these links is in the component.)
+  std::vector<double> room(links.size());
+  std::vector<int> count(links.size());
+  std::vector<size_t>& slot = linkSlot_;  // link -> index in `links` (only the component's are read)
+  for (size_t i = 0; i < links.size(); ++i) {
+    slot[links[i]] = i;
+    room[i] = links_[links[i]].bytesPerSecond;
+    count[i] = static_cast<int>(onLink_[links[i]].size());
+  }
+  std::vector<double> rate(flows.size(), -1);
+  for (size_t left = flows.size(); left > 0;) {
     size_t tight = 0;
     double share = std::numeric_limits<double>::infinity();
-    for (size_t l = 0; l < links_.size(); ++l)
-      if (count[l] > 0 && room[l] / count[l] < share) {
-        share = std::max(0.0, room[l] / count[l]);
-        tight = l;
+    for (size_t i = 0; i < links.size(); ++i)
+      if (count[i] > 0 && room[i] / count[i] < share) {
+        share = std::max(0.0, room[i] / count[i]);
+        tight = i;
       }
-    for (size_t i = 0; i < flows_.size(); ++i) {
-      if (fixed[i]) continue;
-      const Flow& f = flows_[i];
-      if (std::find(f.path.begin(), f.path.end(), static_cast<int>(tight)) == f.path.end()) continue;
-      fixed[i] = 1;
+    for (size_t k = 0; k < flows.size(); ++k) {
+      if (rate[k] >= 0) continue;
+      const Flow& f = flows_[flows[k]];
+      bool crosses = false;
+      for (int l : f.path) crosses = crosses || slot[static_cast<size_t>(l)] == tight;
+      if (!crosses) continue;
+      rate[k] = share;
       --left;
-      flows_[i].rate = share;
       for (int l : f.path) {
-        room[static_cast<size_t>(l)] -= share;
-        --count[static_cast<size_t>(l)];
+        room[slot[static_cast<size_t>(l)]] -= share;
+        --count[slot[static_cast<size_t>(l)]];
       }
     }
   }
-  Time soonest = std::numeric_limits<double>::infinity();
-  for (const Flow& f : flows_) soonest = std::min(soonest, f.left / f.rate);
-  const uint64_t gen = generation_;
-  loop_.after(soonest, [this, gen] {
-    if (gen != generation_) return;  // the sharing changed since: a newer event stands
-    completeDue();
-  });
+  for (size_t k = 0; k < flows.size(); ++k) {
+    Flow& f = flows_[flows[k]];
+    if (rate[k] == f.rate && f.version != 0) continue;  // its completion stands
+    f.rate = rate[k];
+    const uint64_t v = ++f.version;
+    const size_t id = flows[k];
+    loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); });
+  }
 }
 
-void FlowNetwork::completeDue() {
-  advance();
-  std::vector<std::function<void()>> done;
-  for (size_t i = 0; i < flows_.size();) {
-    // Relative dust too: a flow of terabytes rounds in its last bytes.
-    Flow& f = flows_[i];
-    if (f.left <= kDust || f.left <= f.rate * 1e-15) {
-      for (int l : f.path) links_[static_cast<size_t>(l)].carried += f.left;
-      done.push_back(std::move(f.done));
-      flows_[i] = std::move(flows_.back());
-      flows_.pop_back();
-    } else {
-      ++i;
-    }
+void FlowNetwork::completion(size_t id, uint64_t version) {
+  Flow& f = flows_[id];
+  if (!f.live || f.version != version) return;  // ended, or its rate changed since
+  settle(f);
+  // Relative dust too: a flow of terabytes rounds in its last bytes.
+  if (f.left > kDust && f.left > f.rate * 1e-15) {
+    const uint64_t v = ++f.version;
+    loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); });
+    return;
   }
-  reshare();
-  for (auto& d : done) d();
+  for (int l : f.path) links_[static_cast<size_t>(l)].carried += f.left;
+  f.left = 0;
+  f.live = false;
+  --live_;
+  detach(id);
+  std::function<void()> done = std::move(f.done);
+  const std::vector<int> path = std::move(f.path);
+  f.version = 0;
+  freeIds_.push_back(id);
+  reshareAround(path);
+  done();
 }
 
 }  // namespace gyre::sim

@@ -4,7 +4,9 @@
 // max-min fairly (each gets an equal share of its tightest link, and what a
 // flow limited elsewhere leaves is shared by the rest). Rates are recomputed
 // whenever a flow starts or ends, so a flow's time is exact for piecewise
-// constant sharing, not an average.
+// constant sharing, not an average; only among the flows that share links
+// with it, directly or through others (a ring's flows share none, so each
+// start and end costs the same at 16 ranks or 16,384).
 #pragma once
 
 #include <cstdint>
@@ -37,26 +39,41 @@ class FlowNetwork {
   double latencyOf(const std::vector<int>& path) const;
   const Link& link(int i) const { return links_[static_cast<size_t>(i)]; }
   size_t links() const { return links_.size(); }
-  size_t active() const { return flows_.size(); }
+  size_t active() const { return live_; }
   uint64_t flowsStarted() const { return started_; }
 
  private:
   struct Flow {
     std::vector<int> path;
-    double left = 0;
-    double rate = 0;
+    double left = 0;   // bytes still to cross, as of `since`
+    double rate = 0;   // bytes per second since `since`
+    Time since = 0;
+    uint64_t version = 0;  // a completion scheduled at an older rate is stale
+    bool live = false;
     std::function<void()> done;
   };
-  void advance();       // every flow's bytes and every link's counters to now
-  void reshare();       // max-min fair rates; schedules the next completion
-  void completeDue();   // ends the flows with nothing left
+  // Brings one flow's bytes (and its links' counters) to now.
+  void settle(Flow& f);
+  // Shares bandwidth anew among the flows that the links in `seeds` connect
+  // to, transitively (flows elsewhere keep their rates: no link of theirs
+  // changed hands), and schedules their completions.
+  void reshareAround(const std::vector<int>& seeds);
+  void completion(size_t id, uint64_t version);
+  void attach(size_t id);
+  void detach(size_t id);
 
   EventLoop& loop_;
   std::vector<Link> links_;
+  std::vector<std::vector<size_t>> onLink_;  // live flows crossing each link
+  std::vector<Time> busySince_;
   std::vector<Flow> flows_;
-  Time last_ = 0;
-  uint64_t generation_ = 0;  // a scheduled completion of an older sharing is stale
+  std::vector<size_t> freeIds_;
+  size_t live_ = 0;
   uint64_t started_ = 0;
+  // Scratch for reshareAround, kept between calls.
+  std::vector<uint64_t> linkMark_, flowMark_;
+  std::vector<size_t> linkSlot_;
+  uint64_t mark_ = 0;
 };
 
 }  // namespace gyre::sim
