@@ -99,6 +99,7 @@ class Runner {
   RunResult run() {
     const int n = static_cast<int>(plans_.size());
     ranks_.resize(static_cast<size_t>(n));
+    sentTo_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
     for (int r = 0; r < n; ++r) {
       const collectives::Plan& p = plans_[static_cast<size_t>(r)];
       for (const Step& s : p.steps)
@@ -130,6 +131,7 @@ class Runner {
     }
     out.messages = messages_;
     out.bytesSent = bytesSent_;
+    out.sentTo = std::move(sentTo_);
     return out;
   }
 
@@ -235,6 +237,7 @@ class Runner {
         const double lat = net_.latencyOf(path);
         ++messages_;
         bytesSent_ += out;
+        sentTo_[static_cast<size_t>(r) * plans_.size() + static_cast<size_t>(to)] += out;
         net_.start(path, out, [this, r, li, to, out, lat] {
           loop_.after(lat, [this, r, to, out] { deliver(r, to, out); });
           stepDone(r, li);
@@ -295,6 +298,7 @@ class Runner {
   std::map<Pair, size_t> waiting_;  // the lane of `to` waiting for `from`'s next message
   uint64_t messages_ = 0;
   double bytesSent_ = 0;
+  std::vector<double> sentTo_;
 };
 
 }  // namespace

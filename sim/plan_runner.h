@@ -47,6 +47,7 @@ struct RunResult {
   std::vector<Time> rankSeconds;     // each rank's end
   uint64_t messages = 0;             // messages sent
   double bytesSent = 0;              // their payload
+  std::vector<double> sentTo;        // [from * nranks + to]: the payload from each rank to each
   uint64_t events = 0;               // callbacks the event loop ran
 };
 
