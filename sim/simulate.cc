@@ -56,10 +56,24 @@ collectives::TuningParams tuningFor(const ClusterSpec& spec) {
   return t;
 }
 
-CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo) {
+void useCostModel(const collectives::CostModel& m, ClusterSpec& spec) {
+  spec.intraBytesPerSecond = m.local.gbps * 1e9;
+  spec.intraLatency = m.local.latencyUs * 1e-6;  // the path's whole latency: the way down has none
+  spec.nicsPerHost = spec.ranksPerHost;
+  spec.nicBytesPerSecond = m.network.gbps * 1e9;
+  spec.nicLatency = m.network.latencyUs * 1e-6 / 2;  // paid at each end
+  spec.switchLatency = 0;
+  spec.copyBytesPerSecond = m.reduceGBps * 1e9;
+  spec.reduceBytesPerSecond = m.reduceGBps * 1e9;
+  spec.stepOverhead = 0;
+}
+
+CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo,
+                        const collectives::CostModel* model) {
   spec.validate();
   const int n = spec.nranks();
-  const collectives::TuningParams tuning = tuningFor(spec);
+  collectives::TuningParams tuning = tuningFor(spec);
+  if (model) tuning.model = *model;
   collectives::Group world = collectives::Group::all(0, n);
   std::vector<std::vector<int>> hosts(static_cast<size_t>(spec.hosts));
   for (int r = 0; r < n; ++r) hosts[static_cast<size_t>(r / spec.ranksPerHost)].push_back(r);

@@ -20,9 +20,18 @@ struct CallResult {
 // network links, its reduction rate, its hosts.
 collectives::TuningParams tuningFor(const ClusterSpec& spec);
 
+// Hosts like the one a cost model was measured on (GYRE_TUNER_DUMP_FILE's
+// format): its local link as each rank's port, its network link as a NIC
+// per rank (a TCP stream each), its reduction rate for copies and
+// reductions, its latencies as the paths' (no step overhead beside them).
+void useCostModel(const collectives::CostModel& model, ClusterSpec& spec);
+
 // req: the call as every rank makes it (AllToAllv's counts are not
 // simulated here). algo: a GYRE_ALGO-style override ("" for the tuner's
-// choice). Throws Error naming what cannot be simulated.
-CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo = "");
+// choice). model: the tuner's cost model, as a communicator would have it
+// (a file's, the built-in one); null: tuningFor(spec)'s. Throws Error
+// naming what cannot be simulated.
+CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo = "",
+                        const collectives::CostModel* model = nullptr);
 
 }  // namespace gyre::sim

@@ -43,7 +43,10 @@ int usage(FILE* to) {
                "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  -b SIZE -e SIZE -f N   sizes from -b to -e, times -f each (8, 64M, 4)\n"
-               "  --algo SPEC            force algorithms, as GYRE_ALGO does\n");
+               "  --algo SPEC            force algorithms, as GYRE_ALGO does\n"
+               "  --model FILE           the links and rates of a cost model file (GYRE_TUNER_DUMP_FILE's;\n"
+               "                         'builtin' for gyre's built-in one): ranks as processes on hosts like\n"
+               "                         the one it was measured on, each rank its own network stream\n");
   return to == stderr ? 2 : 0;
 }
 
@@ -66,7 +69,7 @@ int main(int argc, char** argv) {
     if (!op) gyre::throwError(gyreInvalidArgument, std::string("no collective named ") + argv[1]);
     gyre::sim::ClusterSpec spec;
     size_t minBytes = 8, maxBytes = size_t{64} << 20, factor = 4;
-    std::string algo;
+    std::string algo, model;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
       if (i + 1 >= argc) gyre::throwError(gyreInvalidArgument, a + " wants a value");
@@ -82,7 +85,13 @@ int main(int argc, char** argv) {
       else if (a == "-e") maxBytes = gyre::parseSize(v, "-e");
       else if (a == "-f") factor = gyre::parseInt(v, "-f", 2, 1024);
       else if (a == "--algo") algo = v;
+      else if (a == "--model") model = v;
       else gyre::throwError(gyreInvalidArgument, "unknown option " + a);
+    }
+    gyre::collectives::CostModel costModel;
+    if (!model.empty()) {
+      if (model != "builtin") costModel = gyre::collectives::CostModel::load(model);
+      gyre::sim::useCostModel(costModel, spec);
     }
     if (spec.nicsPerHost > spec.ranksPerHost) spec.nicsPerHost = spec.ranksPerHost;
     spec.validate();
@@ -102,7 +111,7 @@ int main(int argc, char** argv) {
       req.desc.root = op->rooted ? 0 : -1;
       req.elemSize = 4;
       const auto t0 = std::chrono::steady_clock::now();
-      const gyre::sim::CallResult r = gyre::sim::simulateCall(spec, req, algo);
+      const gyre::sim::CallResult r = gyre::sim::simulateCall(spec, req, algo, model.empty() ? nullptr : &costModel);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double size = double(count) * 4;
       const double algbw = size / r.run.seconds / 1e9;
