@@ -56,6 +56,9 @@ enum class Prim : uint8_t {
   Resolve,
 };
 
+// A step's primitive in words ("recv-reduce-send"): traces, the simulator.
+const char* primName(Prim p);
+
 // Which error-feedback residual an Encode step keeps (CallArgs::residuals).
 enum class Residual : uint8_t { None, Input, Result };
 
