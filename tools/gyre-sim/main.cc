@@ -44,6 +44,8 @@ int usage(FILE* to) {
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  -b SIZE -e SIZE -f N   sizes from -b to -e, times -f each (8, 64M, 4)\n"
                "  --algo SPEC            force algorithms, as GYRE_ALGO does\n"
+               "  --compare              every algorithm of the collective at each size: the tuner's\n"
+               "                         choice against the fastest simulated\n"
                "  --model FILE           the links and rates of a cost model file (GYRE_TUNER_DUMP_FILE's;\n"
                "                         'builtin' for gyre's built-in one): ranks as processes on hosts like\n"
                "                         the one it was measured on, each rank its own network stream\n");
@@ -55,6 +57,34 @@ double number(const char* v, const char* name) {
   const double x = std::strtod(v, &end);
   if (end == v || *end != '\0') gyre::throwError(gyreInvalidArgument, std::string(name) + " wants a number, not " + v);
   return x;
+}
+
+// Every algorithm of the operation on the same call: which the simulation
+// finds fastest, against the tuner's choice (chosen).
+void compareAlgorithms(const gyre::sim::ClusterSpec& spec, const gyre::collectives::CallRequest& req,
+                       const gyre::sim::CallResult& chosen, OpKind kind, const gyre::collectives::CostModel* model) {
+  std::string best = chosen.algorithm;
+  double bestSeconds = chosen.run.seconds;
+  std::string line;
+  for (const gyre::collectives::Algorithm& a : gyre::collectives::algorithms()) {
+    if (a.op != kind) continue;
+    char cell[96];
+    try {
+      const auto r = gyre::sim::simulateCall(spec, req, std::string(a.name), model);
+      std::snprintf(cell, sizeof cell, " %s %.2f", a.name, r.run.seconds * 1e6);
+      if (r.run.seconds < bestSeconds) {
+        bestSeconds = r.run.seconds;
+        best = a.name;
+      }
+    } catch (const gyre::Error&) {
+      std::snprintf(cell, sizeof cell, " %s n/a", a.name);  // cannot run on this cluster
+    }
+    line += cell;
+  }
+  std::printf("#   every algorithm (us):%s\n", line.c_str());
+  if (best != chosen.algorithm)
+    std::printf("#   fastest simulated: %s, %.2fx the tuner's %s\n", best.c_str(), chosen.run.seconds / bestSeconds,
+                chosen.algorithm.c_str());
 }
 
 }  // namespace
@@ -70,8 +100,13 @@ int main(int argc, char** argv) {
     gyre::sim::ClusterSpec spec;
     size_t minBytes = 8, maxBytes = size_t{64} << 20, factor = 4;
     std::string algo, model;
+    bool compare = false;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
+      if (a == "--compare") {
+        compare = true;
+        continue;
+      }
       if (i + 1 >= argc) gyre::throwError(gyreInvalidArgument, a + " wants a value");
       const char* v = argv[++i];
       if (a == "--hosts") spec.hosts = int(gyre::parseInt(v, "--hosts", 1, 1 << 20));
@@ -118,6 +153,7 @@ int main(int argc, char** argv) {
       std::printf(" %11.0f %12zu %6s %6s %5d %11.2f %7.2f %7.2f  %-20s %.3f s\n", size, count, "float",
                   op->reduces ? "sum" : "none", op->rooted ? 0 : -1, r.run.seconds * 1e6, algbw,
                   algbw * op->busFactor(n), r.algorithm.c_str(), wall);
+      if (compare) compareAlgorithms(spec, req, r, op->kind, model.empty() ? nullptr : &costModel);
       std::fflush(stdout);
       if (bytes > maxBytes / factor) break;
     }
