@@ -15,7 +15,7 @@ namespace gyre::transport {
 
 namespace {
 
-constexpr uint32_t kPartMagic = 0x47595450;  // "GYTP"
+using tcp_wire::kPartMagic;
 
 // One non-blocking vectored write or read. Returns bytes moved, 0 on EAGAIN;
 // throws when the peer is gone, except that a read given `ended` reports the
@@ -114,10 +114,7 @@ TcpConnection::~TcpConnection() {
 Transport& TcpConnection::transport() { return transport_; }
 
 void TcpConnection::partRange(size_t total, int lane, size_t& offset, size_t& length) const {
-  size_t n = lanes_.size();
-  size_t part = ((total + n - 1) / n + 63) & ~size_t(63);
-  offset = std::min(size_t(lane) * part, total);
-  length = std::min(part, total - offset);
+  tcp_wire::partRange(total, lanes_.size(), size_t(lane), offset, length);
 }
 
 int TcpConnection::takeStaging(std::vector<int>& freeList) {
@@ -125,11 +122,6 @@ int TcpConnection::takeStaging(std::vector<int>& freeList) {
   int i = freeList.back();
   freeList.pop_back();
   return i;
-}
-
-void TcpConnection::checkHeader(const PartHeader& h, const InMsg& m) const {
-  if (h.totalBytes != m.bytes || !(h.tag == m.tag))
-    throw MessageMismatch(peer_, h.tag, h.totalBytes, m.tag, m.bytes);
 }
 
 // ---- sending ----
@@ -323,17 +315,12 @@ bool TcpConnection::pumpLaneIn(int k) {
       moved = true;
       lane.done += r;
       if (lane.done < sizeof(PartHeader)) break;
-      if (lane.header.magic != kPartMagic || lane.header.lane != uint32_t(k))
-        throw ConnectionError(gyreRemoteError, peer_, peerName_ + " sent a corrupt message header");
+      tcp_wire::checkPartHeader(lane.header, {uint32_t(k), m.sizeKnown, m.bytes, m.tag, chunkBytes_}, peer_,
+                                peerName_);
       if (!m.sizeKnown) {  // read ahead: learn what the peer sent
-        if (lane.header.totalBytes > chunkBytes_)
-          throw ConnectionError(gyreRemoteError, peer_,
-                                peerName_ + " sent a message larger than the chunk size");
         m.bytes = lane.header.totalBytes;
         m.tag = lane.header.tag;
         m.sizeKnown = true;
-      } else {
-        checkHeader(lane.header, m);
       }
     } else {
       size_t off, len;

@@ -14,6 +14,7 @@
 
 #include "bootstrap/socket.h"
 #include "transport/memory_copy.h"
+#include "transport/tcp/tcp_wire.h"
 #include "transport/transport.h"
 
 namespace gyre::transport {
@@ -51,12 +52,7 @@ class TcpConnection final : public Connection {
   void shutdown();
 
  private:
-  struct PartHeader {
-    uint32_t magic;
-    uint32_t lane;
-    uint64_t totalBytes;
-    MessageTag tag;
-  };
+  using PartHeader = tcp_wire::PartHeader;
   // A message in caller memory is one run (data, dst) or several (runs:
   // the caller's array, which it keeps until the message is done).
   struct OutMsg {
@@ -103,8 +99,6 @@ class TcpConnection final : public Connection {
   void assignStaging(bool asked, size_t bytes, const MessageTag& tag);
   void claim(InMsg& m, size_t bytes, const MessageTag& tag);
   int takeStaging(std::vector<int>& freeList);
-  // Throws MessageMismatch unless a header's size and tag are the expected.
-  void checkHeader(const PartHeader& h, const InMsg& m) const;
 
   TcpTransport& transport_;
   int peer_;
