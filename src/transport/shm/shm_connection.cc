@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "device/backend.h"
 #include "transport/shm/shared_allocation.h"
+#include "transport/shm/shm_checks.h"
 #include "transport/shm/shm_transport.h"
 
 namespace gyre::transport {
@@ -41,8 +42,16 @@ bool ShmConnection::trySendFrom(const void* src, size_t bytes, const MessageTag&
 
 const void* ShmConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
   shm::SlotHeader* s = in_.slot(received_);
-  if (s->seq.load(std::memory_order_acquire) != received_ + 1) return nullptr;
-  if (s->bytes != bytes || !(s->tag == tag)) throw MessageMismatch(peer_, s->tag, s->bytes, tag, bytes);
+  const uint64_t seq = s->seq.load(std::memory_order_acquire);
+  if (seq != received_ + 1) {
+    if (shm::slotState(seq, received_, in_.nslots) == shm::SlotState::Corrupt)
+      throw ConnectionError(gyreRemoteError, peer_,
+                            "shm: rank " + std::to_string(peer_) + "'s slot for message " +
+                                std::to_string(received_) + " holds sequence word " + std::to_string(seq) +
+                                ", which no sender writes there: its shared memory is corrupt");
+    return nullptr;
+  }
+  shm::checkSlotMessage(s->bytes, s->tag, bytes, tag, peer_);
   return shm::Fifo::payload(s, bytes);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -72,6 +73,16 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   ShmSegment s;
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) throwSystemError("cannot open a peer's shared memory " + name, errno);
+  // A segment smaller than this rank's layout maps without complaint and
+  // then kills the process with SIGBUS at the first access past its end.
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_size < 0 || size_t(st.st_size) < bytes) {
+    const long long have = st.st_size;
+    ::close(fd);
+    throwError(gyreRemoteError, "a peer's shared memory " + name + " holds " + std::to_string(have) +
+                                    " bytes, fewer than the " + std::to_string(bytes) +
+                                    " its layout needs (do the ranks agree on GYRE_SHM_SLOT_BYTES/GYRE_SHM_SLOTS?)");
+  }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;
   ::close(fd);

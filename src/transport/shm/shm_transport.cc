@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/shm/futex.h"
+#include "transport/shm/shm_checks.h"
 #include "transport/shm/shm_connection.h"
 
 namespace gyre::transport {
@@ -76,15 +77,13 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
   for (int i = 0; i < nlocal; ++i) {
     int peer = localRanks[i];
     if (peer == bs.rank()) continue;
-    std::string name(&names[size_t(peer) * kNameBytes]);
+    const std::string name = shm::segmentName(&names[size_t(peer) * kNameBytes], kNameBytes, bs.describe(peer));
     if (name.empty())
       throwError(gyreInternalError,
                  bs.describe(peer) + " shares this host but made no shared memory");
     t->peerSegments_[i] = ShmSegment::open(name, bytes);
     auto* peerHeader = static_cast<shm::SegmentHeader*>(t->peerSegments_[i].data());
-    if (peerHeader->magic != shm::kSegmentMagic || peerHeader->ownerRank != peer)
-      throwError(gyreInternalError,
-                 "shared memory " + name + " is not " + bs.describe(peer) + "'s");
+    shm::checkSegmentHeader(*peerHeader, peer, bs.describe(peer), name);
     shm::Fifo out = shm::Fifo::at(t->peerSegments_[i].data(), me, options.slotBytes, options.slots);
     shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
     t->connections_[i] =
@@ -155,12 +154,12 @@ void ShmTransport::report(int originRank, const std::string& message) {
 }
 
 std::optional<PeerReport> ShmTransport::peerReport() const {
-  for (const ShmSegment& s : peerSegments_) {
-    if (!s.data()) continue;
-    auto* h = static_cast<const shm::SegmentHeader*>(s.data());
+  for (size_t i = 0; i < peerSegments_.size(); ++i) {
+    if (!peerSegments_[i].data()) continue;
+    auto* h = static_cast<const shm::SegmentHeader*>(peerSegments_[i].data());
     if (h->aborted.load(std::memory_order_acquire))
-      return PeerReport{h->abortOrigin,
-                        std::string(h->abortMessage, strnlen(h->abortMessage, sizeof(h->abortMessage)))};
+      return shm::abortReport(h->abortOrigin, h->abortMessage, sizeof(h->abortMessage), localRanks_[i],
+                              int(localIndexOf_.size()));
   }
   return std::nullopt;
 }
