@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "transport/net/net_transport.h"
+#include "transport/net/net_wire.h"
 
 namespace gyre::transport {
 
@@ -163,12 +164,8 @@ const void* NetConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
     }
   }
   const Slot& s = recvSlot(recvsConsumed_);
-  Header h;
-  std::memcpy(&h, s.data.get(), sizeof(h));
-  if (s.arrived < sizeof(Header) || s.arrived != sizeof(Header) + h.bytes)
-    throw ConnectionError(gyreRemoteError, peer_,
-                          "net: " + peerName_ + " sent a malformed message (" + std::to_string(s.arrived) + " bytes)");
-  if (h.bytes != bytes || !(h.tag == tag)) throw MessageMismatch(peer_, h.tag, h.bytes, tag, bytes);
+  net_wire::checkArrived(s.data.get(), sizeof(Header) + transport_.pieceBytes(), s.arrived, bytes, tag, peer_,
+                         peerName_, plugin_.describe());
   return s.data.get() + sizeof(Header);
 }
 

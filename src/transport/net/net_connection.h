@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "transport/net/net_plugin.h"
+#include "transport/net/net_wire.h"
 #include "transport/transport.h"
 
 namespace gyre::transport {
@@ -40,11 +41,7 @@ class NetConnection final : public Connection {
   void close(bool flush) noexcept;
 
  private:
-  struct Header {
-    uint64_t bytes;
-    MessageTag tag;
-  };
-  static_assert(sizeof(Header) == 32);
+  using Header = net_wire::Header;
   struct Slot {
     std::unique_ptr<uint8_t[]> data;  // Header + payload
     void* mhandle = nullptr;

@@ -273,6 +273,9 @@ void* NetPlugin::irecv(void* recvComm, void* data, size_t bytes, int tag, void* 
 bool NetPlugin::test(void* request, size_t* bytes) {
   int done = 0, size = 0;
   check("test", onTable(v8_, v9_, v10_, v11_, v12_, [&](const auto& t) { return t.test(request, &done, &size); }));
+  // The ABI's size is an int: a negative one would pass as a huge size_t.
+  if (done && size < 0)
+    throwError(gyreInternalError, "net " + describe() + ": test reported " + std::to_string(size) + " bytes received");
   if (done && bytes) *bytes = static_cast<size_t>(size);
   return done != 0;
 }
