@@ -25,5 +25,39 @@ TEST(VerbsWire, CountersWidenAcrossTheWrap) {
   EXPECT_NE(widen(notice(kMessage, 9), 10), 10u);
 }
 
+TEST(VerbsWire, ARingHeaderMustBeItsSlotsMessage) {
+  Header h{};
+  h.seq = 7;
+  h.kind = kEager;
+  h.bytes = 100;
+  EXPECT_TRUE(ringHeaderValid(h, 7, 100));
+  EXPECT_FALSE(ringHeaderValid(h, 7, 99));  // an eager payload past its slot
+  EXPECT_FALSE(ringHeaderValid(h, 8, 100));
+  h.kind = kRendezvous;
+  h.bytes = uint64_t{1} << 40;  // its size is the caller's to check
+  EXPECT_TRUE(ringHeaderValid(h, 7, 100));
+  h.kind = 3;
+  EXPECT_FALSE(ringHeaderValid(h, 7, 100));
+}
+
+TEST(VerbsWire, NoticesDecodeAgainstTheCounts) {
+  NoticeCounts c;
+  c.arrived = 5;
+  c.peerReleased = 2;
+  c.sent = 6;
+  c.finsReceived = 1;
+  c.rendezvousPosted = 2;
+  EXPECT_EQ(decodeNotice(notice(kMessage, 5), c).what, DecodedNotice::kNextMessage);
+  EXPECT_EQ(decodeNotice(notice(kMessage, 6), c).what, DecodedNotice::kGarbage);
+  const DecodedNotice credit = decodeNotice(notice(kCredit, 4), c);
+  EXPECT_EQ(credit.what, DecodedNotice::kReleased);
+  EXPECT_EQ(credit.counter, 4u);
+  EXPECT_EQ(decodeNotice(notice(kCredit, 7), c).what, DecodedNotice::kGarbage);  // more than was sent
+  EXPECT_EQ(decodeNotice(notice(kFin, 1), c).what, DecodedNotice::kNextFin);
+  c.finsReceived = 2;  // every rendezvous answered: one more FIN is garbage
+  EXPECT_EQ(decodeNotice(notice(kFin, 2), c).what, DecodedNotice::kGarbage);
+  EXPECT_EQ(decodeNotice(3u << kCounterBits, c).what, DecodedNotice::kGarbage);  // no such kind
+}
+
 }  // namespace
 }  // namespace gyre::transport::verbs_wire

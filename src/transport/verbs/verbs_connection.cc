@@ -276,13 +276,13 @@ void VerbsConnection::take(const ibv_wc& wc) {
     case kRecvWork: {
       heard_ = true;
       const uint32_t imm = ntohl(wc.imm_data);
-      const Notice n = noticeKind(imm);
-      if (n == kMessage && widen(imm, arrived_) == arrived_) {
+      const DecodedNotice d =
+          decodeNotice(imm, {arrived_, peerReleased_, sendSeq_, finsReceived_, rendezvousPosted_});
+      if (d.what == DecodedNotice::kNextMessage) {
         ++arrived_;
-      } else if (n == kCredit && widen(imm, peerReleased_) <= sendSeq_) {
-        peerReleased_ = widen(imm, peerReleased_);
-      } else if (n == kFin && widen(imm, finsReceived_) == finsReceived_ &&
-                 finsReceived_ < rendezvousPosted_) {
+      } else if (d.what == DecodedNotice::kReleased) {
+        peerReleased_ = d.counter;
+      } else if (d.what == DecodedNotice::kNextFin) {
         ++finsReceived_;
       } else {
         close("garbage from the peer: an unexpected notice 0x" + [&] {
@@ -528,9 +528,7 @@ bool VerbsConnection::trySendFrom(const void* src, size_t bytes, const MessageTa
 
 const Header& VerbsConnection::ringHeader() {
   const auto& h = *reinterpret_cast<const Header*>(recvSlot(released_));
-  const bool ok = h.seq == released_ &&
-                  ((h.kind == kEager && h.bytes <= eagerBytes()) || h.kind == kRendezvous);
-  if (!ok)
+  if (!ringHeaderValid(h, released_, eagerBytes()))
     fail("garbage from the peer: message " + std::to_string(released_) + "'s header says message " +
          std::to_string(h.seq) + ", kind " + std::to_string(h.kind) + ", " +
          std::to_string(h.bytes) + " bytes");

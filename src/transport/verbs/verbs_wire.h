@@ -48,6 +48,40 @@ inline uint64_t widen(uint32_t imm, uint64_t known) {
   return known + ((imm - static_cast<uint32_t>(known)) & kCounterMask);
 }
 
+// Whether the header in the ring slot of message `seq` can be that
+// message's: its number, and a known kind (an eager one no larger than the
+// slot's room). The rest (size and tag against what the caller expects)
+// is checked when the caller asks for it.
+inline bool ringHeaderValid(const Header& h, uint64_t seq, size_t eagerBytes) {
+  return h.seq == seq && ((h.kind == kEager && h.bytes <= eagerBytes) || h.kind == kRendezvous);
+}
+
+// What a receive completion's immediate means to a connection, given its
+// counts: the next message arrived, the peer released slots up to a count
+// (never past what was sent), a FIN answers the oldest rendezvous still
+// unanswered, or garbage (a counter that is not the next, or a kind that
+// does not exist), which fails the connection.
+struct NoticeCounts {
+  uint64_t arrived = 0;           // messages whose immediate came
+  uint64_t peerReleased = 0;      // slots the peer said it released
+  uint64_t sent = 0;              // messages sent
+  uint64_t finsReceived = 0;      // FINs that came
+  uint64_t rendezvousPosted = 0;  // rendezvous messages sent (each wants a FIN)
+};
+struct DecodedNotice {
+  enum What { kNextMessage, kReleased, kNextFin, kGarbage } what = kGarbage;
+  uint64_t counter = 0;  // kReleased: the peer's new count of released slots
+};
+inline DecodedNotice decodeNotice(uint32_t imm, const NoticeCounts& c) {
+  const Notice n = noticeKind(imm);
+  if (n == kMessage && widen(imm, c.arrived) == c.arrived) return {DecodedNotice::kNextMessage, c.arrived};
+  if (n == kCredit && widen(imm, c.peerReleased) <= c.sent)
+    return {DecodedNotice::kReleased, widen(imm, c.peerReleased)};
+  if (n == kFin && widen(imm, c.finsReceived) == c.finsReceived && c.finsReceived < c.rendezvousPosted)
+    return {DecodedNotice::kNextFin, c.finsReceived};
+  return {};
+}
+
 // What a rank tells each peer about the queue pair it made for it.
 struct QpInfo {
   uint32_t qpn = 0;
