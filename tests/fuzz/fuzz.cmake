@@ -26,6 +26,12 @@ gyre_fuzz_target(topology gyre_internal_core)
 gyre_fuzz_target(tuner_model gyre_internal_core)
 gyre_fuzz_target(algo gyre_internal_core)
 gyre_fuzz_target(settings gyre_internal_core)
+# What each transport reads from a peer, through its own checks (the verbs
+# ones are plain headers: this target builds without rdma-core too).
+gyre_fuzz_target(tcp_part_header gyre_internal_transport)
+gyre_fuzz_target(shm_headers gyre_internal_transport)
+gyre_fuzz_target(verbs_wire gyre_internal_transport)
+gyre_fuzz_target(net_message gyre_internal_transport)
 if(TARGET gyre_harness)
   gyre_fuzz_target(checkpoint_index gyre_harness)
 endif()
