@@ -254,6 +254,35 @@ TEST(PluginErrors, AFailingSendFailsTheCallOnEveryRank) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// Rank 1's plugin reports each receive over 4 KiB as 64 bytes larger than
+// the slot it was given (GYRE_TEST_NET_FAULT=oversize): rank 1 fails
+// naming the plugin's report, not a mismatch of the ranks' calls (which a
+// header agreeing with that size used to pass for); rank 0 names rank 1.
+TEST(PluginErrors, AReceiveLargerThanItsSlotFailsTheCallNamingThePlugin) {
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    PluginSetup s;
+    s.transport = "net";
+    s.fault = rank == 1 ? "oversize" : nullptr;
+    gyreComm_t comm = nullptr;
+    if (!check.expectOk(initWith(s, rank, n, id, &comm), "init")) return 1;
+    std::vector<float> v(1 << 20, 1.0f);
+    const gyreResult_t r = gyreAllReduce(v.data(), v.data(), v.size(), gyreFloat32, gyreSum, comm, nullptr);
+    const std::string msg = gyreGetLastError(comm);
+    check.expect(r != gyreSuccess, "the plugin's report must fail the call");
+    if (rank == 1)
+      check.expect(r == gyreSystemError && contains(msg, "gyre-socket") && contains(msg, "into a slot of") &&
+                       !contains(msg, "mismatch") && !contains(msg, "called"),
+                   "rank 1 names its plugin's report: " + msg);
+    else
+      check.expect(r == gyreRemoteError && contains(msg, "rank 1"), "rank 0 names rank 1: " + msg);
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 TEST(PluginErrors, SettingsThatCannotWork) {
   RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);

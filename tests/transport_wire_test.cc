@@ -171,7 +171,7 @@ TEST(NetWire, ASizeLargerThanTheSlotIsRefused) {
   EXPECT_EQ(expectThrows<ConnectionError>(
                 [&] { net_wire::checkArrived(s.data(), s.size(), 1032, 1000, kTag, 1, "rank 1", "plugin p"); },
                 "plugin p reported 1032 bytes received from rank 1 into a slot of 288"),
-            gyreRemoteError);
+            gyreSystemError);
   // An int's -1 as a size_t.
   expectThrows<ConnectionError>(
       [&] { net_wire::checkArrived(s.data(), s.size(), size_t(-1), 100, kTag, 1, "rank 1", "plugin p"); },

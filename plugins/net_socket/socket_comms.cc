@@ -298,6 +298,8 @@ Result test(void* request, int* done, int* size) {
   if (r->state != Request::State::Done) return p;
   *done = 1;
   if (size) *size = static_cast<int>(r->length);
+  if (size && faults().oversize && !r->comm->sending && r->capacity > 4096)
+    *size = static_cast<int>(r->capacity + 64);  // a broken plugin, for gyre's check
   r->state = Request::State::Free;
   return netabi::kSuccess;
 }

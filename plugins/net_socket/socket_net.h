@@ -34,6 +34,7 @@ struct Device {
 // Faults a test build injects (GYRE_TEST_NET_FAULT; see socket_plugin.cc).
 struct Faults {
   bool failInit = false, noDevices = false, oneComm = false, smallTransfers = false, cudaOnly = false;
+  bool oversize = false;  // a completed receive over 4 KiB reports 64 bytes more than it was given
   long failSendAfter = -1;  // the isend after this many fails (-1: never)
 };
 Faults& faults();

@@ -6,7 +6,8 @@
 // drive gyre's loader through each; with GYRE_NET_SOCKET_FAULTS they also
 // read GYRE_TEST_NET_FAULT at init, a comma list of: init (init fails),
 // nodevices, onecomm (maxComms 1), smalltransfers (maxP2pBytes 1000),
-// cudaonly (no host pointers), sendfail:N (the isend after N fails).
+// cudaonly (no host pointers), sendfail:N (the isend after N fails),
+// oversize (a receive over 4 KiB reports more bytes than its buffer holds).
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -34,6 +35,7 @@ void readFaults() {
   f.oneComm = s.find(",onecomm,") != std::string::npos;
   f.smallTransfers = s.find(",smalltransfers,") != std::string::npos;
   f.cudaOnly = s.find(",cudaonly,") != std::string::npos;
+  f.oversize = s.find(",oversize,") != std::string::npos;
   const size_t at = s.find(",sendfail:");
   if (at != std::string::npos) f.failSendAfter = std::atol(s.c_str() + at + 10);
 #endif

@@ -275,7 +275,7 @@ bool NetPlugin::test(void* request, size_t* bytes) {
   check("test", onTable(v8_, v9_, v10_, v11_, v12_, [&](const auto& t) { return t.test(request, &done, &size); }));
   // The ABI's size is an int: a negative one would pass as a huge size_t.
   if (done && size < 0)
-    throwError(gyreInternalError, "net " + describe() + ": test reported " + std::to_string(size) + " bytes received");
+    throwError(gyreSystemError, "net " + describe() + ": test reported " + std::to_string(size) + " bytes received");
   if (done && bytes) *bytes = static_cast<size_t>(size);
   return done != 0;
 }

@@ -23,16 +23,16 @@ static_assert(sizeof(Header) == 32);
 
 // Checks a completed receive into a slot of slotBytes (header included)
 // that the plugin says took `arrived` bytes, against the message the caller
-// expects; returns the header. Throws ConnectionError (gyreRemoteError) when
-// the plugin reports more than the slot holds (the old check trusted it: a
-// header agreeing with that size passed as the peer's message) or a message
-// whose header disagrees with its size, MessageMismatch for another call's
-// message.
+// expects; returns the header. Throws ConnectionError: gyreSystemError when
+// the plugin reports more than the slot holds (the old check trusted it, and
+// a header agreeing with that size was blamed on the peer's call as a
+// mismatch), gyreRemoteError for a message whose header disagrees with its
+// size; MessageMismatch for another call's message.
 inline Header checkArrived(const uint8_t* slot, size_t slotBytes, size_t arrived, size_t bytes,
                            const MessageTag& tag, int peer, const std::string& peerName,
                            const std::string& pluginName) {
   if (arrived > slotBytes)
-    throw ConnectionError(gyreRemoteError, peer,
+    throw ConnectionError(gyreSystemError, peer,  // this rank's plugin is wrong, not the peer
                           "net: " + pluginName + " reported " + std::to_string(arrived) + " bytes received from " +
                               peerName + " into a slot of " + std::to_string(slotBytes));
   Header h;
