@@ -75,8 +75,10 @@ struct DecodedNotice {
 inline DecodedNotice decodeNotice(uint32_t imm, const NoticeCounts& c) {
   const Notice n = noticeKind(imm);
   if (n == kMessage && widen(imm, c.arrived) == c.arrived) return {DecodedNotice::kNextMessage, c.arrived};
-  if (n == kCredit && widen(imm, c.peerReleased) <= c.sent)
-    return {DecodedNotice::kReleased, widen(imm, c.peerReleased)};
+  // widen wraps within 2^30 of 2^64 (fuzzing found it): a count that went
+  // backwards is garbage too, however far off such counts are.
+  const uint64_t released = widen(imm, c.peerReleased);
+  if (n == kCredit && released >= c.peerReleased && released <= c.sent) return {DecodedNotice::kReleased, released};
   if (n == kFin && widen(imm, c.finsReceived) == c.finsReceived && c.finsReceived < c.rendezvousPosted)
     return {DecodedNotice::kNextFin, c.finsReceived};
   return {};
