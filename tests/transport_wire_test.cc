@@ -4,14 +4,13 @@
 // stay fixed (an abort report's origin outside the communicator; a plugin
 // reporting more bytes than the slot it filled).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "transport/net/net_wire.h"
 #include "transport/shm/shm_checks.h"
@@ -51,14 +50,18 @@ TEST(TcpWire, RefusesCorruptOversizedAndOtherCallsHeaders) {
   };
   tcp_wire::PartHeader bad = h;
   bad.magic ^= 1;
-  EXPECT_EQ(expectThrows<ConnectionError>(check(bad, {0, false, 0, {}, 8192}), "rank 1 sent a corrupt message header"),
+  EXPECT_EQ(expectThrows<ConnectionError>(check(bad, {0, false, 0, {}, 8192}),
+                                          "rank 1 sent a corrupt message header"),
             gyreRemoteError);
-  EXPECT_EQ(expectThrows<ConnectionError>(check(h, {1, false, 0, {}, 8192}), "corrupt message header"),
-            gyreRemoteError);  // another lane's header
-  EXPECT_EQ(expectThrows<ConnectionError>(check(h, {0, false, 0, {}, 4096}), "larger than the chunk size"),
+  EXPECT_EQ(
+      expectThrows<ConnectionError>(check(h, {1, false, 0, {}, 8192}), "corrupt message header"),
+      gyreRemoteError);  // another lane's header
+  EXPECT_EQ(expectThrows<ConnectionError>(check(h, {0, false, 0, {}, 4096}),
+                                          "larger than the chunk size"),
             gyreRemoteError);
   expectThrows<MessageMismatch>(check(h, {0, true, 4999, kTag, 8192}), "message mismatch");
-  expectThrows<MessageMismatch>(check(h, {0, true, 5000, MessageTag{{1, 2, 4}}, 8192}), "message mismatch");
+  expectThrows<MessageMismatch>(check(h, {0, true, 5000, MessageTag{{1, 2, 4}}, 8192}),
+                                "message mismatch");
 }
 
 TEST(TcpWire, PartsCoverTheMessageExactly) {
@@ -84,12 +87,14 @@ TEST(ShmChecks, ASegmentNameMustEndAndBeGyres) {
   EXPECT_EQ(shm::segmentName(empty, sizeof empty, "rank 1"), "");  // alone on its host
   char endless[64];
   std::memset(endless, 'a', sizeof endless);  // read past its field before
-  EXPECT_EQ(expectThrows<Error>([&] { shm::segmentName(endless, sizeof endless, "rank 1"); }, "without its end"),
+  EXPECT_EQ(expectThrows<Error>([&] { shm::segmentName(endless, sizeof endless, "rank 1"); },
+                                "without its end"),
             gyreRemoteError);
   for (const char* name : {"/etc/passwd", "gyre-1", "/gyre-", "/gyre-1/../x", "/other"}) {
     char f[64] = {};
     std::strcpy(f, name);
-    expectThrows<Error>([&] { shm::segmentName(f, sizeof f, "rank 1"); }, "not a gyre shared-memory name");
+    expectThrows<Error>([&] { shm::segmentName(f, sizeof f, "rank 1"); },
+                        "not a gyre shared-memory name");
   }
 }
 
@@ -98,9 +103,11 @@ TEST(ShmChecks, ASegmentHeaderMustBeItsOwners) {
   h.magic = shm::kSegmentMagic;
   h.ownerRank = 3;
   shm::checkSegmentHeader(h, 3, "rank 3", "/gyre-x");
-  expectThrows<Error>([&] { shm::checkSegmentHeader(h, 2, "rank 2", "/gyre-x"); }, "is not rank 2's");
+  expectThrows<Error>([&] { shm::checkSegmentHeader(h, 2, "rank 2", "/gyre-x"); },
+                      "is not rank 2's");
   h.magic = 0;
-  expectThrows<Error>([&] { shm::checkSegmentHeader(h, 3, "rank 3", "/gyre-x"); }, "is not rank 3's");
+  expectThrows<Error>([&] { shm::checkSegmentHeader(h, 3, "rank 3", "/gyre-x"); },
+                      "is not rank 3's");
 }
 
 // The fix for the first bug: the origin indexes the reader's peer list.
@@ -112,7 +119,8 @@ TEST(ShmChecks, AnAbortOriginOutsideTheCommunicatorIsTheReportersOwn) {
   for (int origin : {4, -1, 1 << 30}) {
     r = shm::abortReport(origin, text, sizeof text, 1, 4);
     EXPECT_EQ(r.origin, 1) << origin;
-    EXPECT_NE(r.message.find("began at rank " + std::to_string(origin) + ", which is not a rank of this "
+    EXPECT_NE(r.message.find("began at rank " + std::to_string(origin) +
+                             ", which is not a rank of this "
                              "communicator of 4: the stream failed"),
               std::string::npos)
         << r.message;
@@ -124,15 +132,16 @@ TEST(ShmChecks, AnAbortOriginOutsideTheCommunicatorIsTheReportersOwn) {
 
 TEST(ShmChecks, ASlotIsWaitingPublishedOrCorrupt) {
   using shm::SlotState;
-  EXPECT_EQ(shm::slotState(0, 0, 4), SlotState::Waiting);    // first lap: never written
+  EXPECT_EQ(shm::slotState(0, 0, 4), SlotState::Waiting);  // first lap: never written
   EXPECT_EQ(shm::slotState(1, 0, 4), SlotState::Published);
-  EXPECT_EQ(shm::slotState(2, 5, 4), SlotState::Waiting);    // message 1's, the previous lap
+  EXPECT_EQ(shm::slotState(2, 5, 4), SlotState::Waiting);  // message 1's, the previous lap
   EXPECT_EQ(shm::slotState(6, 5, 4), SlotState::Published);
   EXPECT_EQ(shm::slotState(0, 5, 4), SlotState::Corrupt);
   EXPECT_EQ(shm::slotState(99, 5, 4), SlotState::Corrupt);
-  EXPECT_EQ(shm::slotState(7, 3, 4), SlotState::Corrupt);    // the sender cannot be a lap ahead
+  EXPECT_EQ(shm::slotState(7, 3, 4), SlotState::Corrupt);  // the sender cannot be a lap ahead
   shm::checkSlotMessage(100, kTag, 100, kTag, 1);
-  expectThrows<MessageMismatch>([] { shm::checkSlotMessage(101, kTag, 100, kTag, 1); }, "message mismatch");
+  expectThrows<MessageMismatch>([] { shm::checkSlotMessage(101, kTag, 100, kTag, 1); },
+                                "message mismatch");
 }
 
 // A peer's segment smaller than the layout maps, then SIGBUSes when touched.
@@ -142,7 +151,8 @@ TEST(ShmChecks, ASegmentSmallerThanTheLayoutIsRefused) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, 4096), 0);
   close(fd);
-  expectThrows<Error>([&] { ShmSegment::open(name, 1 << 20); }, "holds 4096 bytes, fewer than the 1048576");
+  expectThrows<Error>([&] { ShmSegment::open(name, 1 << 20); },
+                      "holds 4096 bytes, fewer than the 1048576");
   ShmSegment fits = ShmSegment::open(name, 4096);
   EXPECT_NE(fits.data(), nullptr);
   shm_unlink(name.c_str());
@@ -160,7 +170,8 @@ std::vector<uint8_t> slotWith(uint64_t bytes, const MessageTag& tag, size_t room
 
 TEST(NetWire, AcceptsWhatItsSenderSent) {
   const auto s = slotWith(100, kTag, 256);
-  EXPECT_EQ(net_wire::checkArrived(s.data(), s.size(), 132, 100, kTag, 1, "rank 1", "p").bytes, 100u);
+  EXPECT_EQ(net_wire::checkArrived(s.data(), s.size(), 132, 100, kTag, 1, "rank 1", "p").bytes,
+            100u);
 }
 
 // The fix for the second bug: the size the plugin reports was trusted.
@@ -169,23 +180,31 @@ TEST(NetWire, ASizeLargerThanTheSlotIsRefused) {
   // the slot would make it; so does the caller (a buffer larger than it).
   const auto s = slotWith(1000, kTag, 256);
   EXPECT_EQ(expectThrows<ConnectionError>(
-                [&] { net_wire::checkArrived(s.data(), s.size(), 1032, 1000, kTag, 1, "rank 1", "plugin p"); },
+                [&] {
+                  net_wire::checkArrived(s.data(), s.size(), 1032, 1000, kTag, 1, "rank 1",
+                                         "plugin p");
+                },
                 "plugin p reported 1032 bytes received from rank 1 into a slot of 288"),
             gyreSystemError);
   // An int's -1 as a size_t.
   expectThrows<ConnectionError>(
-      [&] { net_wire::checkArrived(s.data(), s.size(), size_t(-1), 100, kTag, 1, "rank 1", "plugin p"); },
+      [&] {
+        net_wire::checkArrived(s.data(), s.size(), size_t(-1), 100, kTag, 1, "rank 1", "plugin p");
+      },
       "into a slot of 288");
 }
 
 TEST(NetWire, RefusesMalformedAndOtherCallsMessages) {
   const auto s = slotWith(100, kTag, 256);
-  expectThrows<ConnectionError>([&] { net_wire::checkArrived(s.data(), s.size(), 31, 100, kTag, 1, "rank 1", "p"); },
-                                "malformed message (31 bytes)");
-  expectThrows<ConnectionError>([&] { net_wire::checkArrived(s.data(), s.size(), 140, 100, kTag, 1, "rank 1", "p"); },
-                                "its header says 100");
-  expectThrows<MessageMismatch>([&] { net_wire::checkArrived(s.data(), s.size(), 132, 99, kTag, 1, "rank 1", "p"); },
-                                "message mismatch");
+  expectThrows<ConnectionError>(
+      [&] { net_wire::checkArrived(s.data(), s.size(), 31, 100, kTag, 1, "rank 1", "p"); },
+      "malformed message (31 bytes)");
+  expectThrows<ConnectionError>(
+      [&] { net_wire::checkArrived(s.data(), s.size(), 140, 100, kTag, 1, "rank 1", "p"); },
+      "its header says 100");
+  expectThrows<MessageMismatch>(
+      [&] { net_wire::checkArrived(s.data(), s.size(), 132, 99, kTag, 1, "rank 1", "p"); },
+      "message mismatch");
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > fixed) std::memcpy(slot.data(), data + fixed, std::min(size - fixed, slotBytes));
   net_wire::Header h;
   try {
-    h = net_wire::checkArrived(slot.data(), slotBytes, arrived, wantBytes, wantTag, 1, "rank 1", "plugin test");
+    h = net_wire::checkArrived(slot.data(), slotBytes, arrived, wantBytes, wantTag, 1, "rank 1",
+                               "plugin test");
   } catch (const MessageMismatch&) {
     // Blames the peer's call: wrong for a size the plugin got wrong.
     if (arrived > slotBytes) std::abort();
@@ -45,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // a named error is the right answer to garbage
   }
   // Accepted: the payload the caller then copies lies inside the slot.
-  if (arrived > slotBytes || h.bytes != wantBytes || sizeof h + h.bytes != arrived || !(h.tag == wantTag))
+  if (arrived > slotBytes || h.bytes != wantBytes || sizeof h + h.bytes != arrived ||
+      !(h.tag == wantTag))
     std::abort();
   volatile uint8_t last = wantBytes ? slot[sizeof h + wantBytes - 1] : 0;
   (void)last;

@@ -41,7 +41,8 @@ void segmentName(const uint8_t* data, size_t size) {
     return;
   }
   if (name.size() >= sizeof field) std::abort();
-  if (!name.empty() && (name.rfind(shm::kSegmentPrefix, 0) != 0 || name.find('/', 1) != std::string::npos))
+  if (!name.empty() &&
+      (name.rfind(shm::kSegmentPrefix, 0) != 0 || name.find('/', 1) != std::string::npos))
     std::abort();  // shm_open would be given a name that is not gyre's
 }
 
@@ -81,8 +82,10 @@ void abortReport(const uint8_t* in, const uint8_t* text, size_t textBytes) {
   h.abortOrigin = take<int32_t>(in);
   const int nranks = int(take<uint16_t>(in + 4)) + 1;
   const int owner = int(take<uint16_t>(in + 6)) % nranks;
-  std::memcpy(h.abortMessage, text, textBytes < sizeof h.abortMessage ? textBytes : sizeof h.abortMessage);
-  const PeerReport r = shm::abortReport(h.abortOrigin, h.abortMessage, sizeof h.abortMessage, owner, nranks);
+  std::memcpy(h.abortMessage, text,
+              textBytes < sizeof h.abortMessage ? textBytes : sizeof h.abortMessage);
+  const PeerReport r =
+      shm::abortReport(h.abortOrigin, h.abortMessage, sizeof h.abortMessage, owner, nranks);
   // The origin indexes the peer list of the rank that reads it.
   if (r.origin < 0 || r.origin >= nranks) std::abort();
 }

@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case DecodedNotice::kReleased:
       // Slots released only go forward, and never past what was sent.
-      if (noticeKind(imm) != kCredit || d.counter < c.peerReleased || d.counter > c.sent) std::abort();
+      if (noticeKind(imm) != kCredit || d.counter < c.peerReleased || d.counter > c.sent)
+        std::abort();
       if ((d.counter & kCounterMask) != (imm & kCounterMask)) std::abort();
       break;
     case DecodedNotice::kNextFin:
@@ -56,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
   }
   // What an honest peer sends next is never garbage.
-  if (decodeNotice(notice(kMessage, c.arrived), c).what != DecodedNotice::kNextMessage) std::abort();
+  if (decodeNotice(notice(kMessage, c.arrived), c).what != DecodedNotice::kNextMessage)
+    std::abort();
   if (c.finsReceived < c.rendezvousPosted &&
       decodeNotice(notice(kFin, c.finsReceived), c).what != DecodedNotice::kNextFin)
     std::abort();

@@ -33,17 +33,20 @@ inline Header checkArrived(const uint8_t* slot, size_t slotBytes, size_t arrived
                            const std::string& pluginName) {
   if (arrived > slotBytes)
     throw ConnectionError(gyreSystemError, peer,  // this rank's plugin is wrong, not the peer
-                          "net: " + pluginName + " reported " + std::to_string(arrived) + " bytes received from " +
-                              peerName + " into a slot of " + std::to_string(slotBytes));
+                          "net: " + pluginName + " reported " + std::to_string(arrived) +
+                              " bytes received from " + peerName + " into a slot of " +
+                              std::to_string(slotBytes));
   Header h;
   if (arrived < sizeof(Header))
-    throw ConnectionError(gyreRemoteError, peer,
-                          "net: " + peerName + " sent a malformed message (" + std::to_string(arrived) + " bytes)");
+    throw ConnectionError(
+        gyreRemoteError, peer,
+        "net: " + peerName + " sent a malformed message (" + std::to_string(arrived) + " bytes)");
   std::memcpy(&h, slot, sizeof h);
   if (h.bytes != arrived - sizeof(Header))
     throw ConnectionError(gyreRemoteError, peer,
-                          "net: " + peerName + " sent a malformed message (" + std::to_string(arrived) +
-                              " bytes, its header says " + std::to_string(h.bytes) + " after it)");
+                          "net: " + peerName + " sent a malformed message (" +
+                              std::to_string(arrived) + " bytes, its header says " +
+                              std::to_string(h.bytes) + " after it)");
   if (h.bytes != bytes || !(h.tag == tag)) throw MessageMismatch(peer, h.tag, h.bytes, tag, bytes);
   return h;
 }

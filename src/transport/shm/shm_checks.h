@@ -31,7 +31,8 @@ inline std::string segmentName(const char* field, size_t fieldBytes, const std::
   const size_t prefix = sizeof kSegmentPrefix - 1;
   if (!name.empty() && (name.compare(0, prefix, kSegmentPrefix) != 0 ||
                         name.find('/', 1) != std::string::npos || name.size() == prefix))
-    throwError(gyreRemoteError, who + " published \"" + name + "\", which is not a gyre shared-memory name");
+    throwError(gyreRemoteError,
+               who + " published \"" + name + "\", which is not a gyre shared-memory name");
   return name;
 }
 
@@ -56,20 +57,23 @@ inline SlotState slotState(uint64_t seq, uint64_t message, int nslots) {
 
 // A published slot must hold the message the caller expects; its size is
 // then no larger than the slot (the caller asks for no more).
-inline void checkSlotMessage(uint64_t gotBytes, const MessageTag& gotTag, size_t bytes, const MessageTag& tag,
-                             int peer) {
-  if (gotBytes != bytes || !(gotTag == tag)) throw MessageMismatch(peer, gotTag, gotBytes, tag, bytes);
+inline void checkSlotMessage(uint64_t gotBytes, const MessageTag& gotTag, size_t bytes,
+                             const MessageTag& tag, int peer) {
+  if (gotBytes != bytes || !(gotTag == tag))
+    throw MessageMismatch(peer, gotTag, gotBytes, tag, bytes);
 }
 
 // The failure a local peer (owner) raised in its segment. The rank it names
 // as the failure's origin indexes this rank's peer list above (to describe
 // it), so one outside [0, nranks) is not passed on: the report is the
 // owner's, saying what it named.
-inline PeerReport abortReport(int origin, const char* message, size_t messageBytes, int owner, int nranks) {
+inline PeerReport abortReport(int origin, const char* message, size_t messageBytes, int owner,
+                              int nranks) {
   std::string text(message, strnlen(message, messageBytes));
   if (origin >= 0 && origin < nranks) return PeerReport{origin, std::move(text)};
-  return PeerReport{owner, "rank " + std::to_string(owner) + " reported a failure that began at rank " +
-                               std::to_string(origin) + ", which is not a rank of this communicator of " +
+  return PeerReport{owner, "rank " + std::to_string(owner) +
+                               " reported a failure that began at rank " + std::to_string(origin) +
+                               ", which is not a rank of this communicator of " +
                                std::to_string(nranks) + ": " + text};
 }
 
