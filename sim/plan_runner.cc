@@ -1,5 +1,6 @@
 #include "sim/plan_runner.h"
 
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <string>
@@ -68,8 +69,9 @@ bool copiesLocally(Prim p) {
 class Runner {
  public:
   Runner(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
-         EventLoop& loop)
-      : plans_(plans), elemSize_(static_cast<double>(elemSize)), fabric_(fabric), net_(net), loop_(loop) {}
+         EventLoop& loop, bool record)
+      : plans_(plans), elemSize_(static_cast<double>(elemSize)), fabric_(fabric), net_(net), loop_(loop),
+        record_(record) {}
 
   RunResult run() {
     const int n = static_cast<int>(plans_.size());
@@ -107,6 +109,7 @@ class Runner {
     out.messages = messages_;
     out.bytesSent = bytesSent_;
     out.sentTo = std::move(sentTo_);
+    out.steps = std::move(records_);
     return out;
   }
 
@@ -118,6 +121,8 @@ class Runner {
     uint32_t pc = 0, end = 0;
     bool done = false;
     bool waitingAwait = false;
+    uint32_t seen = UINT32_MAX;  // the step whose start is recorded
+    Time start = 0;
   };
   struct RankRun {
     std::vector<std::vector<Span>> phases;  // each phase's lanes run side by side
@@ -164,6 +169,10 @@ class Runner {
       return;
     }
     const Step& s = plan(r).steps[lane.pc];
+    if (lane.seen != lane.pc) {
+      lane.seen = lane.pc;
+      lane.start = loop_.now();
+    }
     if (s.prim == Prim::Await) {
       if (s.count >= k.stepDone.size() || k.stepDone[s.count]) {
         stepDone(r, li);
@@ -235,6 +244,11 @@ class Runner {
   void stepDone(int r, size_t li) {
     RankRun& k = ranks_[static_cast<size_t>(r)];
     LaneRun& lane = k.lanes[li];
+    if (record_) {
+      const Step& s = plan(r).steps[lane.pc];
+      records_.push_back(StepRecord{r, static_cast<uint32_t>(li), lane.pc, s.prim, s.recvPeer, s.sendPeer,
+                                    s.prim == Prim::Await ? 0 : bytesOf(s), lane.start, loop_.now()});
+    }
     k.stepDone[lane.pc] = 1;
     ++lane.pc;
     // Lanes awaiting a step (Await) look again.
@@ -274,13 +288,41 @@ class Runner {
   uint64_t messages_ = 0;
   double bytesSent_ = 0;
   std::vector<double> sentTo_;
+  const bool record_;
+  std::vector<StepRecord> records_;
 };
 
 }  // namespace
 
 RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
-                   FlowNetwork& net, EventLoop& loop) {
-  return Runner(plans, elemSize, fabric, net, loop).run();
+                   FlowNetwork& net, EventLoop& loop, bool record) {
+  return Runner(plans, elemSize, fabric, net, loop, record).run();
+}
+
+std::string chromeTrace(const RunResult& run, const std::string& title) {
+  std::string out = "[\n";
+  char line[320];
+  for (size_t r = 0; r < run.rankSeconds.size(); ++r) {
+    std::snprintf(line, sizeof line,
+                  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%zu,\"args\":{\"name\":\"rank %zu (simulated)\"}},\n", r, r);
+    out += line;
+  }
+  for (const StepRecord& s : run.steps) {
+    std::snprintf(line, sizeof line,
+                  "{\"name\":\"%s\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,"
+                  "\"args\":{\"index\":%u,\"from\":%d,\"to\":%d,\"bytes\":%.0f}},\n",
+                  primName(s.prim), s.rank, s.lane, s.start * 1e6, (s.end - s.start) * 1e6, s.index, s.from, s.to,
+                  s.bytes);
+    out += line;
+  }
+  // The title as the last event's name, on a row of its own: the JSON array
+  // ends without a trailing comma.
+  std::string name;
+  for (char c : title) name += (c == '"' || c == '\\') ? ' ' : c;
+  std::snprintf(line, sizeof line, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":999,\"ts\":0,\"dur\":%.3f}\n]\n",
+                name.substr(0, 200).c_str(), run.seconds * 1e6);
+  out += line;
+  return out;
 }
 
 }  // namespace gyre::sim

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "collectives/plan.h"
@@ -42,19 +43,38 @@ class Fabric {
   ~Fabric() = default;
 };
 
+// One step as it ran (runPlans with record): from the lane's first look at
+// it (so a receive's wait is in it) to its end.
+struct StepRecord {
+  int rank = 0;
+  uint32_t lane = 0;   // within its phase (the prologue and epilogue are lane 0)
+  uint32_t index = 0;  // in the rank's plan
+  collectives::Prim prim = collectives::Prim::Copy;
+  int from = -1, to = -1;
+  double bytes = 0;
+  Time start = 0, end = 0;
+};
+
 struct RunResult {
   Time seconds = 0;                  // the last rank's end
   std::vector<Time> rankSeconds;     // each rank's end
   uint64_t messages = 0;             // messages sent
   double bytesSent = 0;              // their payload
   std::vector<double> sentTo;        // [from * nranks + to]: the payload from each rank to each
+  std::vector<StepRecord> steps;     // with record: every step of every rank
   uint64_t events = 0;               // callbacks the event loop ran
 };
 
 // plans[r] is rank r's plan of one call whose elements are elemSize bytes.
 // Throws Error (gyreInvalidArgument) for a plan the simulator cannot run,
 // and (gyreInternalError) for one that deadlocks (a receive no send feeds).
+// record: keep every step's times (RunResult::steps; a trace's events).
 RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
-                   FlowNetwork& net, EventLoop& loop);
+                   FlowNetwork& net, EventLoop& loop, bool record = false);
+
+// The steps as a Chrome trace (the Trace Event Format's JSON array, as
+// GYRE_TRACE_FILE writes real runs): a process per rank, a row per lane,
+// microseconds.
+std::string chromeTrace(const RunResult& run, const std::string& title);
 
 }  // namespace gyre::sim

@@ -69,7 +69,7 @@ void useCostModel(const collectives::CostModel& m, ClusterSpec& spec) {
 }
 
 CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo,
-                        const collectives::CostModel* model) {
+                        const collectives::CostModel* model, bool record) {
   spec.validate();
   const int n = spec.nranks();
   collectives::TuningParams tuning = tuningFor(spec);
@@ -92,7 +92,7 @@ CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest&
   EventLoop loop;
   FlowNetwork net(loop);
   Cluster cluster(spec, net);
-  out.run = runPlans(plans, req.elemSize, cluster, net, loop);
+  out.run = runPlans(plans, req.elemSize, cluster, net, loop, record);
   return out;
 }
 

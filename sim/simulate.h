@@ -31,7 +31,8 @@ void useCostModel(const collectives::CostModel& model, ClusterSpec& spec);
 // choice). model: the tuner's cost model, as a communicator would have it
 // (a file's, the built-in one); null: tuningFor(spec)'s. Throws Error
 // naming what cannot be simulated.
+// record: keep every step's times (CallResult::run.steps, chromeTrace).
 CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo = "",
-                        const collectives::CostModel* model = nullptr);
+                        const collectives::CostModel* model = nullptr, bool record = false);
 
 }  // namespace gyre::sim

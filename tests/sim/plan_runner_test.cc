@@ -143,3 +143,40 @@ TEST(SimulatedPlans, TheTunersChoiceOfEveryCollectiveRunsToTheEnd) {
 
 }  // namespace
 }  // namespace gyre::sim
+
+namespace gyre::sim {
+namespace {
+
+// With record, every step of every rank is kept with its times, in the
+// run's span, and the trace of them is a Chrome trace's JSON array.
+TEST(SimulatedPlans, RecordedStepsCoverEveryRankAndEndWithTheRun) {
+  collectives::CallRequest req;
+  req.desc.kind = collectives::OpKind::AllReduce;
+  req.desc.count = 3 * 4096;
+  req.elemSize = 4;
+  const CallResult r = simulateCall(uniformHost(3), req, "allreduce:ring", nullptr, true);
+  ASSERT_FALSE(r.run.steps.empty());
+  std::vector<int> perRank(3, 0);
+  Time last = 0;
+  for (const StepRecord& s : r.run.steps) {
+    ASSERT_GE(s.rank, 0);
+    ASSERT_LT(s.rank, 3);
+    ++perRank[size_t(s.rank)];
+    EXPECT_LE(s.start, s.end);
+    last = std::max(last, s.end);
+  }
+  // A ring of 3 ranks: 2 (3 - 1) steps that move a block each, and as many
+  // on every rank.
+  for (int n : perRank) {
+    EXPECT_GE(n, 4);
+    EXPECT_EQ(n, perRank[0]);
+  }
+  EXPECT_DOUBLE_EQ(last, r.run.seconds);
+  const std::string json = chromeTrace(r.run, "ring \"3\"");
+  EXPECT_EQ(json.front(), '[');
+  EXPECT_NE(json.find("\"name\":\"recv-reduce-send\""), std::string::npos) << json.substr(0, 400);
+  EXPECT_EQ(json.find("\\\"3\\\""), std::string::npos);  // the title's quotes are not the JSON's
+}
+
+}  // namespace
+}  // namespace gyre::sim

@@ -44,6 +44,7 @@ int usage(FILE* to) {
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  -b SIZE -e SIZE -f N   sizes from -b to -e, times -f each (8, 64M, 4)\n"
                "  --algo SPEC            force algorithms, as GYRE_ALGO does\n"
+               "  --trace FILE           a Chrome trace of the last size's simulated steps\n"
                "  --compare              every algorithm of the collective at each size: the tuner's\n"
                "                         choice against the fastest simulated\n"
                "  --model FILE           the links and rates of a cost model file (GYRE_TUNER_DUMP_FILE's;\n"
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
     if (!op) gyre::throwError(gyreInvalidArgument, std::string("no collective named ") + argv[1]);
     gyre::sim::ClusterSpec spec;
     size_t minBytes = 8, maxBytes = size_t{64} << 20, factor = 4;
-    std::string algo, model;
+    std::string algo, model, tracePath;
     bool compare = false;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
       else if (a == "-f") factor = gyre::parseInt(v, "-f", 2, 1024);
       else if (a == "--algo") algo = v;
       else if (a == "--model") model = v;
+      else if (a == "--trace") tracePath = v;
       else gyre::throwError(gyreInvalidArgument, "unknown option " + a);
     }
     gyre::collectives::CostModel costModel;
@@ -146,13 +148,22 @@ int main(int argc, char** argv) {
       req.desc.root = op->rooted ? 0 : -1;
       req.elemSize = 4;
       const auto t0 = std::chrono::steady_clock::now();
-      const gyre::sim::CallResult r = gyre::sim::simulateCall(spec, req, algo, model.empty() ? nullptr : &costModel);
+      const gyre::sim::CallResult r = gyre::sim::simulateCall(spec, req, algo, model.empty() ? nullptr : &costModel,
+                                                              !tracePath.empty());
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double size = double(count) * 4;
       const double algbw = size / r.run.seconds / 1e9;
       std::printf(" %11.0f %12zu %6s %6s %5d %11.2f %7.2f %7.2f  %-20s %.3f s\n", size, count, "float",
                   op->reduces ? "sum" : "none", op->rooted ? 0 : -1, r.run.seconds * 1e6, algbw,
                   algbw * op->busFactor(n), r.algorithm.c_str(), wall);
+      if (!tracePath.empty()) {
+        FILE* f = std::fopen(tracePath.c_str(), "w");
+        if (!f) gyre::throwError(gyreInvalidArgument, "cannot write the trace to " + tracePath);
+        const std::string json = gyre::sim::chromeTrace(
+            r.run, std::string(op->name) + " " + std::to_string(size_t(size)) + " B, " + r.algorithm + ", simulated");
+        std::fwrite(json.data(), 1, json.size(), f);
+        std::fclose(f);
+      }
       if (compare) compareAlgorithms(spec, req, r, op->kind, model.empty() ? nullptr : &costModel);
       std::fflush(stdout);
       if (bytes > maxBytes / factor) break;
