@@ -440,5 +440,26 @@ TEST(DirectDeviceCalls, RanksThatDisagreeOnTheSettingFailAtInit) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// GYRE_DEVICE_GATE is read by the CUDA backend, but checked with every
+// setting at init: a value that is neither wait nor host fails it, named.
+TEST(DirectDeviceCalls, AnUnknownGateKindFailsInitNamingIt) {
+  RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
+    setenv("GYRE_DEVICE_GATE", "spin", 1);
+    gyreComm_t comm = nullptr;
+    if (gyreCommInitRank(&comm, n, id, rank) == gyreSuccess) {
+      gyreCommDestroy(comm);
+      std::fprintf(stderr, "rank %d: init succeeded\n", rank);
+      return 1;
+    }
+    const std::string msg = gyreGetLastError(nullptr);
+    if (msg.find("GYRE_DEVICE_GATE=spin must be wait or host") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: the error does not name the setting: %s\n", rank, msg.c_str());
+      return 1;
+    }
+    return 0;
+  });
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 }  // namespace
 }  // namespace gyre::test
