@@ -418,24 +418,28 @@ TEST(DirectDeviceCalls, PointToPointWorksHoweverRanksGroupTheirCalls) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// In a rank: init must fail with an error that holds `needle`; 0 if so.
+int initFailsNaming(int rank, int n, const gyreUniqueId& id, const std::string& needle) {
+  gyreComm_t comm = nullptr;
+  if (gyreCommInitRank(&comm, n, id, rank) == gyreSuccess) {
+    gyreCommDestroy(comm);
+    std::fprintf(stderr, "rank %d: init succeeded\n", rank);
+    return 1;
+  }
+  const std::string msg = gyreGetLastError(nullptr);
+  if (msg.find(needle) == std::string::npos) {
+    std::fprintf(stderr, "rank %d: the error does not name the setting: %s\n", rank, msg.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 // GYRE_DEVICE_DIRECT decides the plans of every stream call: ranks that
 // disagree on it would choose different algorithms, so init says so.
 TEST(DirectDeviceCalls, RanksThatDisagreeOnTheSettingFailAtInit) {
   RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
     if (rank == 1) setenv("GYRE_DEVICE_DIRECT", "0", 1);
-    gyreComm_t comm = nullptr;
-    const gyreResult_t r = gyreCommInitRank(&comm, n, id, rank);
-    if (r == gyreSuccess) {
-      gyreCommDestroy(comm);
-      std::fprintf(stderr, "rank %d: init succeeded\n", rank);
-      return 1;
-    }
-    const std::string msg = gyreGetLastError(nullptr);
-    if (msg.find("GYRE_DEVICE_DIRECT") == std::string::npos) {
-      std::fprintf(stderr, "rank %d: the error does not name the setting: %s\n", rank, msg.c_str());
-      return 1;
-    }
-    return 0;
+    return initFailsNaming(rank, n, id, "GYRE_DEVICE_DIRECT");
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
@@ -445,18 +449,7 @@ TEST(DirectDeviceCalls, RanksThatDisagreeOnTheSettingFailAtInit) {
 TEST(DirectDeviceCalls, AnUnknownGateKindFailsInitNamingIt) {
   RunOutcome out = runRanks(2, [](int rank, int n, const gyreUniqueId& id) {
     setenv("GYRE_DEVICE_GATE", "spin", 1);
-    gyreComm_t comm = nullptr;
-    if (gyreCommInitRank(&comm, n, id, rank) == gyreSuccess) {
-      gyreCommDestroy(comm);
-      std::fprintf(stderr, "rank %d: init succeeded\n", rank);
-      return 1;
-    }
-    const std::string msg = gyreGetLastError(nullptr);
-    if (msg.find("GYRE_DEVICE_GATE=spin must be wait or host") == std::string::npos) {
-      std::fprintf(stderr, "rank %d: the error does not name the setting: %s\n", rank, msg.c_str());
-      return 1;
-    }
-    return 0;
+    return initFailsNaming(rank, n, id, "GYRE_DEVICE_GATE=spin must be wait or host");
   });
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
