@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -206,6 +207,10 @@ class Runner {
     const double local = s.prim == Prim::RecvAddresses ? 0 : static_cast<double>(s.count) * elemSize_;
     if (reduces(s.prim)) t += local / fabric_.reduceBytesPerSecond(r);
     else if (copiesLocally(s.prim) && s.prim != Prim::ReadCopy) t += local / fabric_.copyBytesPerSecond(r);
+    if (s.prim == Prim::ReduceFromAll) {
+      loop_.after(t, [this, r, li, &s] { reduceFromAll(r, li, s); });
+      return;
+    }
     loop_.after(t, [this, r, li, &s, bytes] {
       if (s.prim == Prim::ReadCopy || s.prim == Prim::ReadReduce) {
         const std::vector<int> path = fabric_.path(s.recvPeer, r);
@@ -230,6 +235,37 @@ class Runner {
       }
       stepDone(r, li);
     });
+  }
+
+  // ReduceFromAll: the slice read from every peer at once, reduced (one
+  // reduction per peer's data), then, with toAll, written to every peer at
+  // once; done when the last write has landed.
+  void reduceFromAll(int r, size_t li, const Step& s) {
+    const std::vector<int>& peers = plan(r).peers;
+    const double bytes = static_cast<double>(s.count) * elemSize_;
+    auto writes = [this, r, li, &s, bytes, &peers] {
+      if (!s.toAll || peers.empty() || bytes == 0) return stepDone(r, li);
+      auto left = std::make_shared<size_t>(peers.size());
+      for (int p : peers) {
+        const std::vector<int> path = fabric_.path(r, p);
+        const double lat = net_.latencyOf(path);
+        net_.start(path, bytes, [this, r, li, lat, left] {
+          if (--*left == 0) loop_.after(lat, [this, r, li] { stepDone(r, li); });
+        });
+      }
+    };
+    auto reduced = [this, r, bytes, writes, n = peers.size()] {
+      loop_.after(static_cast<double>(n) * bytes / fabric_.reduceBytesPerSecond(r), writes);
+    };
+    if (peers.empty() || bytes == 0) return reduced();
+    auto left = std::make_shared<size_t>(peers.size());
+    for (int p : peers) {
+      const std::vector<int> path = fabric_.path(p, r);
+      const double lat = net_.latencyOf(path);
+      net_.start(path, bytes, [this, lat, left, reduced] {
+        if (--*left == 0) loop_.after(lat, reduced);
+      });
+    }
   }
 
   void deliver(int from, int to, double bytes) {

@@ -10,6 +10,8 @@
 // - a receive waits for its peer's next message, then pays its local work
 //   (a copy out, or a reduction) before a chained send starts;
 // - a single-copy read (ReadCopy, ReadReduce) is a flow from the peer;
+//   a ReduceFromAll is flows from every peer at once, its reduction, then
+//   (toAll) flows to every peer at once;
 // - a step of local work (Copy, Reduce, the codecs' steps) takes its bytes
 //   at the rank's copy or reduce rate.
 // What is not simulated is an error naming it: a plan resolved while it runs

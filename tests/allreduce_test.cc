@@ -164,6 +164,9 @@ INSTANTIATE_TEST_SUITE_P(
                     MatrixParam{"shm", 5, "recursive_doubling"}, MatrixParam{"shm", 2, "direct"},
                     MatrixParam{"shm", 3, "direct"}, MatrixParam{"shm", 5, "direct"},
                     MatrixParam{"shm", 3, "direct", "GYRE_SHM_SLOT_BYTES=4K GYRE_SHM_SLOTS=2", "4Kslots"},
+                    // The device's plan, run by the host (GYRE_ALGO only).
+                    MatrixParam{"shm", 2, "direct_multi"}, MatrixParam{"shm", 3, "direct_multi"},
+                    MatrixParam{"shm", 5, "direct_multi"},
                     MatrixParam{"tcp", 2, "ring"},
                     MatrixParam{"tcp", 3, "recursive_doubling"}, MatrixParam{"tcp", 4, "ring"},
                     MatrixParam{"shm", 3, "rabenseifner"}, MatrixParam{"shm", 4, "rabenseifner"},
@@ -197,6 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
                     MatrixParam{"shm", 2, nullptr, "GYRE_SPIN_NS=0", "nospin"},
                     MatrixParam{"shm", 2, "direct", "TEST_MEMALLOC=1", "memalloc"},
                     MatrixParam{"shm", 3, "direct", "TEST_LIGHT=1 TEST_MEMALLOC=1", "memalloc"},
+                    MatrixParam{"shm", 3, "direct_multi", "TEST_LIGHT=1 TEST_MEMALLOC=1", "memalloc"},
                     MatrixParam{"shm", 3, nullptr, "TEST_LIGHT=1 TEST_MEMALLOC=odd GYRE_MAPPED_BUFFERS=1",
                                 "memalloc_some"}),
     paramName);

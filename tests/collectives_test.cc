@@ -333,7 +333,7 @@ std::vector<Case> forcedCases() {
   for (const char* op : kOps)
     for (const collectives::Algorithm& a : collectives::algorithms()) {
       if (std::string(collectives::opKindName(a.op)) != op) continue;
-      const bool direct = std::string(a.name) == "direct";
+      const bool direct = std::string(a.name).starts_with("direct");  // direct, direct_multi
       const bool reads = direct || std::string(a.name) == "blockwise";
       cases.push_back({"shm", 2, op, a.name});
       cases.push_back({"shm", 3, op, a.name});
@@ -375,7 +375,7 @@ std::vector<Case> hostCases() {
   std::vector<Case> cases;
   for (const char* op : {"allgather", "reducescatter", "broadcast", "reduce"})
     for (const collectives::Algorithm& a : collectives::algorithms()) {
-      if (std::string(collectives::opKindName(a.op)) != op || std::string(a.name) == "direct") continue;
+      if (std::string(collectives::opKindName(a.op)) != op || std::string(a.name).starts_with("direct")) continue;
       cases.push_back({"auto", 4, op, a.name, false, 2});
       cases.push_back({"auto", 5, op, a.name, false, 2});
     }

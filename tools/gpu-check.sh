@@ -110,11 +110,7 @@ for c in allreduce alltoall allgather; do
 done
 
 say ""
-# Unpinned: a rank pinned to one core shares it between the caller's thread,
-# spinning in cudaStreamSynchronize, and gyre's proxy, which may then run
-# only at the scheduler's ticks: the likely cause of the first GPU run's
-# 8 ms per direct call with --bind core (unpinned 3-rank calls took 0.5 ms),
-# which the section after this one checks.
+# Unpinned, as most jobs run; the pinned case follows below.
 say "## AllReduce on device buffers (direct, and staged) against host buffers (gyre-bench, ranks sharing this GPU, unpinned)"
 for n in 2 4; do
   for w in cuda staged host; do
@@ -130,28 +126,29 @@ for n in 2 4; do
   done
 done
 
-# Ranks sharing one GPU: does the stream gate's kind, or CUDA MPS (the GPU
-# running the ranks' processes side by side instead of time-slicing them),
-# change what a direct call costs? (docs/PERFORMANCE-gpu.md, "The first GPU run")
+# Ranks sharing one GPU run as separate processes, which the GPU
+# time-slices unless CUDA MPS runs them side by side (docs/gpu.md, "Ranks
+# sharing a GPU"): direct AllReduce under MPS over the whole range, and
+# pinned (--bind core: the caller yields to the proxy sharing its core).
 say ""
-say "## direct AllReduce on ranks sharing this GPU: GYRE_DEVICE_GATE=wait (default), =host, under CUDA MPS, and pinned (--bind core)"
+say "## direct AllReduce on ranks sharing this GPU: under CUDA MPS, and pinned (--bind core)"
 for n in 2 4; do
-  for mode in wait host mps bind; do
+  for mode in mps bind; do
     if [ "$mode" = mps ]; then
       command -v nvidia-cuda-mps-control > /dev/null || { say "no nvidia-cuda-mps-control: MPS not tried"; continue; }
       export CUDA_MPS_PIPE_DIRECTORY=/tmp/gyre-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gyre-mps-log
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
       nvidia-cuda-mps-control -d > /dev/null 2>&1 || { say "MPS did not start"; continue; }
+      bind=none; top=256M; what="under MPS"
+    else
+      bind=core; top=8M; what="--bind core"
     fi
-    gate=$mode; bind=none
-    [ "$mode" = mps ] && gate=wait
-    [ "$mode" = bind ] && gate=wait && bind=core
     say ""
-    say "### $n ranks, GYRE_DEVICE_GATE=$gate, --bind $bind$([ "$mode" = mps ] && echo ', under MPS')"
+    say "### $n ranks, direct, $what"
     say '```'
-    GYRE_DEVICE_GATE=$gate timeout 60 build-gpu/bench/gyre-bench allreduce --ranks $n --bind $bind --device cuda \
-      -b 8 -e 8M -f 16 -n 10 -w 3 -T 40 --percentiles > "$out/gate-$mode-$n.log" 2>&1 || status=1
-    grep -v '^# *$' "$out/gate-$mode-$n.log" | tail -9 | tee -a "$summary"
+    timeout 90 build-gpu/bench/gyre-bench allreduce --ranks $n --bind $bind --device cuda \
+      -b 8 -e $top -f 8 -n 10 -w 3 -T 60 --percentiles > "$out/direct-$mode-$n.log" 2>&1 || status=1
+    grep -v '^# *$' "$out/direct-$mode-$n.log" | tail -12 | tee -a "$summary"
     say '```'
     if [ "$mode" = mps ]; then
       echo quit | nvidia-cuda-mps-control > /dev/null 2>&1
@@ -160,7 +157,6 @@ for n in 2 4; do
   done
 done
 
-say ""
 say "## pipelined staging: pieces (default) against whole copies (GYRE_DEVICE_PIECE_BYTES=0), 2 ranks, 64-256 MiB"
 for p in 1M 0; do
   say ""

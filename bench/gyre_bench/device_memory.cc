@@ -56,6 +56,12 @@ class CudaMemory final : public DeviceMemory {
  public:
   explicit CudaMemory(int device) {
     check(cudaSetDevice(device), "cudaSetDevice");
+    // The rank's thread waits for its stream by yielding, not spinning: gyre's
+    // proxy thread, which opens the stream's gate, may share its core (with
+    // --bind core it must), and a spinning wait would leave it only the
+    // scheduler's ticks (8 ms per call in the first GPU run). Refused where
+    // the context was already made with other flags: then it spins.
+    if (cudaSetDeviceFlags(cudaDeviceScheduleYield) != cudaSuccess) cudaGetLastError();
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   ~CudaMemory() override { cudaStreamDestroy(stream_); }

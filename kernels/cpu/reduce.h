@@ -67,6 +67,25 @@ struct ReduceTask {
 
 void run(const ReduceTask& task);
 
+// Many inputs into one result, written to many outputs: for every j,
+//   out[j][i] = ((in[0][i] op in[1][i]) op in[2][i]) ... op in[nin-1][i]
+// with the divisor applied in the last step, each step rounded to the type
+// as run() rounds it: the bits of a chain of run()s, in the inputs' order.
+// It is the direct AllReduce's one pass over every rank's slice
+// (collectives/direct.cc, "direct_multi"). An output may be one of the
+// inputs (the same pointer), never a partial overlap; nin >= 1.
+inline constexpr int kMaxReduceAll = 16;
+struct ReduceAllTask {
+  DType dtype = DType::Float32;
+  Op op = Op::Sum;
+  const void* in[kMaxReduceAll] = {};
+  void* out[kMaxReduceAll] = {};
+  int nin = 0, nout = 0;
+  size_t count = 0;
+  uint32_t divisor = 1;
+};
+void runAll(const ReduceAllTask& task);
+
 // Byte copies tuned for the collectives' buffers (large, cache-missing).
 // streamDst: as ReduceTask::streamOut0, whatever the size.
 void copy(void* dst, const void* src, size_t bytes, bool streamDst = false);

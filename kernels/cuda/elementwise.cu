@@ -225,7 +225,8 @@ int loadKernels() {
   loadOne(castKernel<arith::Plain<float>, arith::Bfloat16>, first);
   loadOne(castKernel<arith::Bfloat16, arith::Plain<float>>, first);
   const int codecs = loadCodecKernels();
-  return first != 0 ? first : codecs;
+  const int all = loadReduceAllKernels();
+  return first != 0 ? first : codecs != 0 ? codecs : all;
 }
 
 std::string errorString(int code) {

@@ -25,6 +25,11 @@ namespace gyre::kernels::cuda {
 // may be a or b, never a partial overlap.
 int reduce(const ReduceTask& task, void* stream);
 
+// kernels::runAll (reduce.h) on the device: every input read once, the
+// result written to every output; pointers device-accessible (a peer's
+// through CUDA IPC), an output either one of the inputs or apart from all.
+int reduceAll(const ReduceAllTask& task, void* stream);
+
 // out[i] = in[i] * scalar (PreMulSum); scalar points to one host value of
 // the dtype, read before the call returns.
 int scale(DType dtype, void* out, const void* in, size_t count, const void* scalar, void* stream);
@@ -47,8 +52,9 @@ int unpackSigns(const void* message, size_t n, float* out, bool accumulate, void
 // stream gate until gyre's own stream has run the call would then never
 // drain. The device backend calls this before it first gates a stream.
 int loadKernels();
-// The codecs' part of loadKernels() (codec.cu).
+// The codecs' and reduceAll's parts of loadKernels() (codec.cu, reduce_all.cu).
 int loadCodecKernels();
+int loadReduceAllKernels();
 
 // The runtime's words for an error code.
 std::string errorString(int code);

@@ -120,6 +120,61 @@ void buildDirectAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
   finish(plan);
 }
 
+namespace {
+
+void requireMulti(PlanEnv& env, const char* op) {
+  requireDirect(env, op);
+  if (env.nranks() > kernels::kMaxReduceAll)
+    throwError(gyreInvalidUsage, std::string("GYRE_ALGO asks for ") + op + ":direct_multi, which reduces at most " +
+                                     std::to_string(kernels::kMaxReduceAll) + " ranks' data in one pass; this "
+                                     "communicator has " + std::to_string(env.nranks()) + " (use direct)");
+}
+
+// Our slice's result from every rank's (remote) region in one pass
+// (Prim::ReduceFromAll), into our dst and, with toAll, every peer's.
+void reduceSliceFromAll(Plan& plan, PlanEnv& env, const CallRequest& req, size_t count, size_t srcBase,
+                        size_t dstBase, bool toAll) {
+  const size_t piece = std::max<size_t>(1, kReadPieceBytes / req.elemSize);
+  plan.scratchElems = 2 * std::min(piece, std::max<size_t>(count, 1));  // the host's pieces: sum, read
+  Step& s = add(plan, Prim::ReduceFromAll, BufId::Input, srcBase, BufId::Output, dstBase, count);
+  s.remote = BufId::Input;
+  s.remoteOffset = srcBase;
+  s.finalReduce = true;
+  s.toAll = toAll;
+  plan.peersWriteOutput = toAll && env.nranks() > 1;
+}
+
+}  // namespace
+
+// Each rank reduces its slice from every rank's input in one pass and
+// writes it to every rank's output: each byte of every input read once,
+// each byte of every output written once (the direct plan above reads
+// partial sums again, and copies the slices a second time). The device's
+// plan: on a GPU, one kernel per rank.
+void buildDirectMultiAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct_multi");
+  requireMulti(env, "allreduce");
+  allPeers(env, plan);
+  const int n = env.nranks(), me = env.rank();
+  plan.rank = me;
+  const size_t count = req.desc.count, esz = req.elemSize;
+  exchangeAddresses(plan, env, BufId::Input, 0, BufId::Output, 0);
+  const size_t lo = sliceStart(count, n, me, esz), hi = sliceStart(count, n, me + 1, esz);
+  reduceSliceFromAll(plan, env, req, hi - lo, lo, lo, true);
+  finish(plan);  // after it, every output is whole and no one reads us
+}
+
+void buildDirectMultiReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan) {
+  plan.reset("direct_multi");
+  requireMulti(env, "reducescatter");
+  allPeers(env, plan);
+  plan.rank = env.rank();
+  const size_t count = req.desc.count;
+  exchangeAddresses(plan, env, BufId::Input, 0, BufId::Output, 0);
+  reduceSliceFromAll(plan, env, req, count, count * size_t(env.rank()), 0, false);
+  finish(plan);
+}
+
 void buildDirectReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan) {
   plan.reset("direct");
   requireDirect(env, "reducescatter");

@@ -17,6 +17,13 @@ namespace gyre::collectives {
 // final slice from its owner's output.
 void buildDirectAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildDirectReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan);
+// The same, each rank's slice reduced from every rank's data in one pass
+// (Prim::ReduceFromAll; AllReduce writes it to every rank's output): the
+// plan of direct device calls (docs/gpu.md), on at most
+// kernels::kMaxReduceAll ranks. Not priced by the tuner: host calls get it
+// only through GYRE_ALGO.
+void buildDirectMultiAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan);
+void buildDirectMultiReduceScatter(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildDirectAllGather(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildDirectAllToAll(const CallRequest& req, PlanEnv& env, Plan& plan);
 void buildDirectAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan);

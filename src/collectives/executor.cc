@@ -49,6 +49,9 @@ struct LaneState {
 constexpr size_t kMinRunBytes = 2048;
 // How much of each run a gather, or a send of runs, asks for ahead (gather).
 constexpr size_t kPrefetchBytes = 512;
+// A device ReduceFromAll with a peer whose memory only the host reaches
+// goes in pieces of this many bytes through the pinned bounce buffer.
+constexpr size_t kDeviceBounceBytes = 4 << 20;
 
 class Runner {
  public:
@@ -462,6 +465,14 @@ class Runner {
         reduce(dst, nullptr, theirs, src, s, divisor, s.dst == BufId::Output && s.finalReduce);
         return Outcome::Done;
       }
+      case Prim::ReduceFromAll:
+        if (!s.count) return Outcome::Done;
+        if (args_.engine) {
+          deviceReduceFromAll(s, dst, src);
+        } else {
+          hostReduceFromAll(s, dst, src);
+        }
+        return Outcome::Done;
     }
     throwError(gyreInternalError, "unknown plan step");
   }
@@ -584,6 +595,7 @@ class Runner {
       case Prim::Reduce:
       case Prim::ReadCopy:
       case Prim::ReadReduce:
+      case Prim::ReduceFromAll:
       case Prim::RecvAddresses:
         return;
       case Prim::SendAddresses:
@@ -672,6 +684,134 @@ class Runner {
   const transport::RemoteKey& remoteKey(const Step& s) const {
     const PeerAddresses& a = addressesOf(s);
     return s.remote == BufId::Input ? a.src : a.dst;
+  }
+
+  // ReduceFromAll's ranks in order: this one (plan_.rank) among its peers,
+  // which the plan lists in rank order.
+  int reduceFromAllRanks() const {
+    const int n = static_cast<int>(plan_.peers.size()) + 1;
+    if (plan_.rank < 0 || plan_.rank >= n || n > kernels::kMaxReduceAll)
+      throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + ": a reduction from all of " +
+                                        std::to_string(n) + " ranks without this rank's place in them");
+    return n;
+  }
+  const PeerAddresses& addressesOf(int peer) const {
+    if (static_cast<size_t>(peer) >= peerAddresses_.size())
+      throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
+    return peerAddresses_[static_cast<size_t>(peer)];
+  }
+  const transport::RemoteKey& keyOf(int peer, BufId which) const {
+    const PeerAddresses& a = addressesOf(peer);
+    return which == BufId::Input ? a.src : a.dst;
+  }
+
+  // ReduceFromAll on the host, piece by piece: every rank's piece (a peer's
+  // mapped, or read into the second half of Scratch), reduced in rank order
+  // into the first half, the last contribution into dst; then, with toAll,
+  // the piece written to every peer's output. A piece's reads all come
+  // before its writes, so an in-place call is safe: the only rank that
+  // reads our slice of anyone's buffer is this one.
+  void hostReduceFromAll(const Step& s, void* dst, const void* src) {
+    const int n = reduceFromAllRanks(), me = plan_.rank;
+    const size_t esz = args_.elemSize, piece = std::max<size_t>(1, plan_.scratchElems / 2);
+    char* acc = static_cast<char*>(args_.scratch);
+    char* bounce = acc + piece * esz;
+    for (size_t off = 0; off < s.count; off += piece) {
+      const size_t len = std::min(piece, s.count - off), bytes = len * esz;
+      // Rank q's piece: ours in place, a peer's mapped or read into `into`.
+      auto contribution = [&](int q, char* into) -> const void* {
+        if (q == me) return static_cast<const char*>(src) + off * esz;
+        Connection& peer = ctx_.connection(q);
+        const transport::RemoteKey& key = keyOf(q, s.remote);
+        const uint64_t at = (s.remoteOffset + off) * esz;
+        if (const void* mapped = mapForReader(peer, key, at, bytes)) return mapped;
+        peer.get(into, key, at, bytes);
+        return into;
+      };
+      char* out = static_cast<char*>(dst) + off * esz;
+      kernels::ReduceTask t;
+      t.dtype = args_.dtype;
+      t.op = args_.op;
+      t.count = len;
+      t.a = contribution(0, acc);
+      for (int q = 1; q < n; ++q) {
+        t.b = contribution(q, bounce);
+        const bool last = q == n - 1;
+        t.out0 = last ? out : acc;
+        t.divisor = last ? args_.divisor : 1;
+        kernels::run(t);
+        t.a = acc;
+      }
+      if (n == 1) {
+        t.out0 = out;
+        t.divisor = args_.divisor;
+        kernels::run(t);
+      }
+      if (!s.toAll) continue;
+      for (int q = 0; q < n; ++q)
+        if (q != me) ctx_.connection(q).put(keyOf(q, BufId::Output), (s.dstOffset + off) * esz, out, bytes);
+    }
+  }
+
+  // ReduceFromAll on the device: one many-input kernel over the whole
+  // slice, reading peers' device buffers and writing their outputs through
+  // CUDA IPC. A peer that offered host memory (its call staged) is read
+  // into the pinned bounce buffer and written from it, by the host, in
+  // pieces of kDeviceBounceBytes.
+  void deviceReduceFromAll(const Step& s, void* dst, const void* src) {
+    const int n = reduceFromAllRanks(), me = plan_.rank;
+    const size_t esz = args_.elemSize;
+    kernels::ReduceAllTask t;
+    t.dtype = args_.dtype;
+    t.op = args_.op;
+    t.divisor = args_.divisor;
+    t.nin = n;
+    std::vector<int> hostIn, hostOut;  // peers whose memory only the host reaches
+    for (int q = 0; q < n; ++q) {
+      if (q == me) continue;
+      const transport::RemoteKey& in = keyOf(q, s.remote);
+      if (in.type != transport::MemoryType::Device) hostIn.push_back(q);
+      if (s.toAll && keyOf(q, BufId::Output).type != transport::MemoryType::Device) hostOut.push_back(q);
+    }
+    const bool bounced = !hostIn.empty() || !hostOut.empty();
+    const size_t piece = bounced ? std::max<size_t>(1, kDeviceBounceBytes / esz) : s.count;
+    const size_t pieceBytes = std::min(piece, s.count) * esz;
+    char* bounce = bounced ? static_cast<char*>(args_.engine->hostBounce((hostIn.size() + 1) * pieceBytes)) : nullptr;
+    for (size_t off = 0; off < s.count; off += piece) {
+      const size_t len = std::min(piece, s.count - off), bytes = len * esz;
+      void* out = static_cast<char*>(dst) + off * esz;
+      t.count = len;
+      t.nout = 0;
+      t.out[t.nout++] = out;
+      for (int q = 0, h = 0; q < n; ++q) {
+        if (q == me) {
+          t.in[q] = static_cast<const char*>(src) + off * esz;
+          continue;
+        }
+        Connection& peer = ctx_.connection(q);
+        const uint64_t at = (s.remoteOffset + off) * esz;
+        const transport::RemoteKey& in = keyOf(q, s.remote);
+        if (in.type == transport::MemoryType::Device) {
+          t.in[q] = peer.map(in, at, bytes);
+        } else {
+          char* into = bounce + static_cast<size_t>(h++) * pieceBytes;
+          peer.get(into, in, at, bytes);
+          t.in[q] = into;
+        }
+        if (!s.toAll) continue;
+        const transport::RemoteKey& o = keyOf(q, BufId::Output);
+        // A device key maps to the peer's allocation opened through CUDA
+        // IPC, which the device may write as well as read.
+        if (o.type == transport::MemoryType::Device)
+          t.out[t.nout++] = const_cast<void*>(peer.map(o, (s.dstOffset + off) * esz, bytes));
+      }
+      args_.engine->reduceAll(t);
+      if (!bounced) continue;
+      char* outBounce = bounce + hostIn.size() * pieceBytes;
+      if (!hostOut.empty()) args_.engine->copy(outBounce, out, bytes);
+      args_.engine->flush();  // the bounce buffer is used again next
+      for (int q : hostOut) ctx_.connection(q).put(keyOf(q, BufId::Output), (s.dstOffset + off) * esz, outBounce, bytes);
+    }
   }
   // Bytes of buffer b from element offset on (the call's extents, plan.h).
   size_t extentBytes(BufId b, size_t offset) const {
@@ -782,6 +922,7 @@ class Runner {
   // final at once.
   void countOutputWriters() {
     writers_.assign(args_.outputDeparture->pieceEnds().size(), 0);
+    if (plan_.peersWriteOutput) return;  // final when the plan ends, not before
     for (const Step& s : plan_.steps) {
       const auto [first, last] = outputPiecesOf(s);
       for (size_t k = first; k < last; ++k) ++writers_[k];
@@ -790,6 +931,7 @@ class Runner {
       if (!writers_[k]) args_.outputDeparture->pieceFinal(k);
   }
   void outputWritten(const Step& s) {
+    if (plan_.peersWriteOutput) return;
     const auto [first, last] = outputPiecesOf(s);
     for (size_t k = first; k < last; ++k)
       if (--writers_[k] == 0) args_.outputDeparture->pieceFinal(k);

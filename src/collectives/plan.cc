@@ -17,6 +17,7 @@ const char* primName(Prim p) {
     case Prim::RecvAddresses: return "recv-addresses";
     case Prim::ReadCopy: return "read-copy";
     case Prim::ReadReduce: return "read-reduce";
+    case Prim::ReduceFromAll: return "reduce-from-all";
     case Prim::Encode: return "encode";
     case Prim::Decode: return "decode";
     case Prim::RecvDecode: return "recv-decode";

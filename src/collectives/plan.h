@@ -40,6 +40,12 @@ enum class Prim : uint8_t {
   RecvAddresses,  // what the peer told us, kept for this call
   ReadCopy,       // dst = the peer's `remote` buffer (as it told us) + remoteOffset
   ReadReduce,     // dst = src (+) the peer's remote data (read through the start of Scratch)
+  // dst = every rank's `remote` region (+ remoteOffset) reduced in rank
+  // order, ours from src; with toAll the result also goes to every peer's
+  // output at dstOffset (Plan::peersWriteOutput). One pass over all ranks'
+  // data: the device's many-input kernel, or on the host pieces read through
+  // Scratch (2 pieces of it).
+  ReduceFromAll,
   // Compressed collectives (compressed.h, docs/compression.md). A codec plan
   // is a byte plan: CallArgs::elemSize is 1, offsets are bytes, and the
   // plain steps move bytes (a message is a Send or Recv of its bytes). These
@@ -128,6 +134,7 @@ struct Step {
   kernels::Codec codec = kernels::Codec::None;
   bool accumulate = false;
   Residual residual = Residual::None;
+  bool toAll = false;  // ReduceFromAll: write the result to every peer's output too
 };
 
 // RecvAddresses: a count that the peer may offer anything.
@@ -151,6 +158,9 @@ struct Plan {
   // read past.
   size_t inputElems = 0, outputElems = 0;
   int rank = -1;  // this rank, where the builder says (errors that name both ends of a block)
+  // Peers write parts of our output (ReduceFromAll's toAll): those parts are
+  // final only when the plan ends, so no output piece leaves early.
+  bool peersWriteOutput = false;
 
   void reset(const char* name) {
     algorithm = name;
@@ -161,6 +171,7 @@ struct Plan {
     views.clear();
     scratchElems = 0;
     inputElems = outputElems = 0;
+    peersWriteOutput = false;
   }
   // Steps pushed after this call form a new lane (until the next call).
   void beginLane() {
@@ -225,6 +236,8 @@ class DeviceEngine {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // t's pointers are device-accessible; streamOut0 is ignored.
   virtual void reduce(const kernels::ReduceTask& t) = 0;
+  // The same for many inputs and outputs (ReduceFromAll).
+  virtual void reduceAll(const kernels::ReduceAllTask& t) = 0;
   // Everything enqueued so far has run (an Error when the device failed,
   // or the wait was ended by an abort or the timeout).
   virtual void flush() = 0;

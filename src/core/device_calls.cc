@@ -272,8 +272,13 @@ const collectives::Algorithm* Communicator::directOnDevice(const Operation& op) 
   if (!op.stream || !config_.deviceDirect || !localReads_ || nranks_ < 2 || op.premul || op.codec) return nullptr;
   const size_t count = op.kind == collectives::OpKind::AllToAllv ? 0 : op.count;
   if (overrides_.find(op.kind, count * kernels::dtypeSize(static_cast<kernels::DType>(op.dtype)))) return nullptr;
-  for (const collectives::Algorithm& a : collectives::algorithms())
-    if (a.op == op.kind && std::strcmp(a.name, "direct") == 0) return &a;
+  // AllReduce and ReduceScatter reduce each slice from all ranks in one
+  // pass where the ranks are few enough for one kernel (direct_multi).
+  const bool multi = nranks_ <= kernels::kMaxReduceAll &&
+                     (op.kind == collectives::OpKind::AllReduce || op.kind == collectives::OpKind::ReduceScatter);
+  for (const char* name : {multi ? "direct_multi" : "direct", "direct"})
+    for (const collectives::Algorithm& a : collectives::algorithms())
+      if (a.op == op.kind && std::strcmp(a.name, name) == 0) return &a;
   return nullptr;  // an operation without a single-copy algorithm
 }
 

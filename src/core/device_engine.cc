@@ -45,6 +45,12 @@ void ProxyEngine::reduce(const kernels::ReduceTask& t) {
   pending_ = true;
 }
 
+void ProxyEngine::reduceAll(const kernels::ReduceAllTask& t) {
+  if (!t.count || !t.nout) return;
+  b_.reduceAllOnStream(t, stream_);
+  pending_ = true;
+}
+
 void ProxyEngine::flush() {
   if (!pending_) return;
   void* e = b_.recordEvent(stream_);

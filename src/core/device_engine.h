@@ -31,6 +31,7 @@ class ProxyEngine final : public collectives::DeviceEngine {
 
   void copy(void* dst, const void* src, size_t bytes) override;
   void reduce(const kernels::ReduceTask& t) override;
+  void reduceAll(const kernels::ReduceAllTask& t) override;
   void flush() override;
   void* hostBounce(size_t bytes) override;
   void* scratch(size_t bytes) override;

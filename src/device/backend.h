@@ -83,6 +83,8 @@ class Backend {
   // The reduction kernel (kernels/cuda/launch.h's reduce; the task's
   // pointers are device-accessible), enqueued on s; returns at once.
   virtual void reduceOnStream(const kernels::ReduceTask& t, Stream s) = 0;
+  // The many-input reduction (kernels/cuda/launch.h's reduceAll), likewise.
+  virtual void reduceAllOnStream(const kernels::ReduceAllTask& t, Stream s) = 0;
 
   // Stream order. An event marks the point a stream has reached when it is
   // recorded; done() says whether the stream got past it (an Error when the

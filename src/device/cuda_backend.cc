@@ -288,6 +288,13 @@ class CudaBackend final : public Backend {
       fail(static_cast<cudaError_t>(e), "the reduction kernel's launch");
   }
 
+  void reduceAllOnStream(const kernels::ReduceAllTask& t, Stream s) override {
+    if (!t.count || !t.nout) return;
+    DeviceScope scope(streamDevice(s));
+    if (const int e = kernels::cuda::reduceAll(t, s))
+      fail(static_cast<cudaError_t>(e), "the many-input reduction kernel's launch");
+  }
+
   void synchronize(Stream s) override {
     check(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cudaStreamSynchronize");
   }

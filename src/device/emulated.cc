@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -321,6 +322,30 @@ void EmulatedBackend::reduceOnStream(const kernels::ReduceTask& t, Stream s) {
     kernels::ReduceTask task = t;
     task.streamOut0 = false;
     kernels::run(task);
+  });
+}
+
+void EmulatedBackend::reduceAllOnStream(const kernels::ReduceAllTask& t, Stream s) {
+  Queue& q = queueOf(s);
+  reductions_.fetch_add(1, std::memory_order_relaxed);
+  if (!t.count || !t.nout) return;
+  const size_t bytes = t.count * kernels::dtypeSize(t.dtype);
+  std::vector<const void*> ptrs(t.in, t.in + t.nin);
+  ptrs.insert(ptrs.end(), t.out, t.out + t.nout);
+  for (const void* p : ptrs)
+    if (classify(p).kind == MemoryKind::Host)
+      throwError(gyreInvalidArgument, "emulated device: a reduction kernel was given pageable host memory (" +
+                                          std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                                          "), which a GPU cannot reach");
+  q.push([this, &q, t, bytes, ptrs] {
+    if (!q.failed.empty()) return;
+    for (const void* p : ptrs)
+      if (!inBlock(p, bytes)) {
+        q.failed = "a reduction of " + std::to_string(bytes) + " bytes on the stream touched memory that was "
+                   "freed or is shorter than the kernel's range (emulated device: an illegal address)";
+        return;
+      }
+    kernels::runAll(t);
   });
 }
 

@@ -49,6 +49,8 @@ class EmulatedBackend final : public Backend {
   void destroyStream(Stream s) noexcept override;
   // The CPU's kernel on the stream's thread; counted (reductionsRun).
   void reduceOnStream(const kernels::ReduceTask& t, Stream s) override;
+  // kernels::runAll on the stream's thread; counted as one reduction.
+  void reduceAllOnStream(const kernels::ReduceAllTask& t, Stream s) override;
   // Device memory lives in a memfd of its own: a peer process maps it
   // through /proc/<pid>/fd, as CUDA IPC maps a peer's allocation.
   ExportedMemory exportMemory(const void* p) override;

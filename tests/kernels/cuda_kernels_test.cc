@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,60 @@ TEST_F(CudaKernels, InPlaceReduceAndMisalignedPointersAreExact) {
   ASSERT_EQ(cuda::reduce(t, nullptr), 0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_TRUE(same(DType::Float32, true, want, fromDevice(da.get(), want.size())));
+}
+
+// The direct_multi plans' kernel: every dtype and op, 2 to 5 inputs (and the
+// most, kMaxReduceAll), at three alignments, the divisor, several outputs,
+// one of them in place over an input; against the CPU's runAll.
+TEST_F(CudaKernels, ReduceAllMatchesTheCpuForEveryTypeOpInputsAndAlignment) {
+  uint64_t seed = 50;
+  for (DType dt : kAllDTypes) {
+    const size_t es = dtypeSize(dt);
+    for (int nin : {2, 3, 5, kMaxReduceAll}) {
+      for (size_t n : {size_t{7}, size_t{1031}, size_t{(1u << 18) + 5}}) {
+        std::vector<std::vector<unsigned char>> in;
+        for (int k = 0; k < nin; ++k) in.push_back(randomValues(dt, n, ++seed));
+        for (size_t offset : {size_t{0}, es, size_t{16} - es}) {
+          std::vector<std::unique_ptr<DeviceBuffer>> din;
+          for (int k = 0; k < nin; ++k) din.push_back(std::make_unique<DeviceBuffer>(n * es, offset));
+          DeviceBuffer out0(n * es, offset), out1(n * es, 0);  // out1 at another alignment
+          for (Op op : kAllOps) {
+            for (uint32_t divisor : {1u, 3u}) {
+              ReduceAllTask t;
+              t.dtype = dt;
+              t.op = op;
+              t.count = n;
+              t.divisor = divisor;
+              t.nin = nin;
+              for (int k = 0; k < nin; ++k) t.in[k] = in[static_cast<size_t>(k)].data();
+              std::vector<unsigned char> want(n * es);
+              t.out[0] = want.data();
+              t.nout = 1;
+              runAll(t);
+              for (int k = 0; k < nin; ++k) {
+                toDevice(din[static_cast<size_t>(k)]->get(), in[static_cast<size_t>(k)]);
+                t.in[k] = din[static_cast<size_t>(k)]->get();
+              }
+              t.nout = 3;
+              t.out[0] = out0.get();
+              t.out[1] = out1.get();
+              t.out[2] = din.front()->get();  // in place over the first input
+              ASSERT_EQ(cuda::reduceAll(t, nullptr), 0);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              const bool computed = op == Op::Sum || op == Op::Prod || divisor > 1;
+              const std::string what = std::string(dtypeName(dt)) + " " + opName(op) + " nin=" + std::to_string(nin) +
+                                       " n=" + std::to_string(n) + " offset " + std::to_string(offset) +
+                                       " divisor " + std::to_string(divisor);
+              EXPECT_TRUE(same(dt, computed, want, fromDevice(out0.get(), want.size()))) << what;
+              EXPECT_TRUE(same(dt, computed, want, fromDevice(out1.get(), want.size()))) << what << " out1";
+              EXPECT_TRUE(same(dt, computed, want, fromDevice(din.front()->get(), want.size())))
+                  << what << " in place";
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_F(CudaKernels, ScaleMatchesTheCpu) {

@@ -141,5 +141,59 @@ TEST_P(ReduceMatrix, EveryDivisorForEveryDtype) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, ReduceMatrix, ::testing::ValuesIn(kAllIsas), isaParamName);
 
+// runAll against a chain of run()s, the bits the direct_multi plans must
+// give (the host's chain of pairwise reductions): every dtype and op, one to
+// five inputs, counts across its chunks, the divisor, and an output that is
+// one of the inputs.
+TEST(ReduceAll, GivesTheBitsOfAChainOfPairwiseReductions) {
+  uint64_t seed = 7;
+  for (DType dt : kAllDTypes) {
+    const size_t size = dtypeSize(dt);
+    for (Op op : kAllOps) {
+      for (int nin : {1, 2, 3, 5}) {
+        for (size_t n : {size_t{1}, size_t{13}, size_t{40000}}) {
+          for (uint32_t divisor : {1u, 3u}) {
+            SCOPED_TRACE(::testing::Message() << dtypeName(dt) << " " << opName(op) << " nin=" << nin << " n=" << n
+                                              << " divisor=" << divisor);
+            std::vector<std::vector<unsigned char>> in;
+            for (int k = 0; k < nin; ++k) in.push_back(randomValues(dt, n, ++seed));
+            std::vector<unsigned char> want(n * size);
+            ReduceTask t;
+            t.dtype = dt;
+            t.op = op;
+            t.count = n;
+            t.out0 = want.data();
+            t.a = in[0].data();
+            if (nin == 1) {
+              t.divisor = divisor;
+              run(t);
+            }
+            for (int k = 1; k < nin; ++k) {
+              t.b = in[static_cast<size_t>(k)].data();
+              t.divisor = k == nin - 1 ? divisor : 1;
+              run(t);
+              t.a = want.data();
+            }
+            std::vector<unsigned char> other(n * size);
+            ReduceAllTask all;
+            all.dtype = dt;
+            all.op = op;
+            all.count = n;
+            all.divisor = divisor;
+            all.nin = nin;
+            for (int k = 0; k < nin; ++k) all.in[k] = in[static_cast<size_t>(k)].data();
+            all.nout = 2;
+            all.out[0] = other.data();
+            all.out[1] = in.back().data();  // in place over the last input
+            runAll(all);
+            ASSERT_EQ(0, std::memcmp(want.data(), other.data(), want.size()));
+            ASSERT_EQ(0, std::memcmp(want.data(), in.back().data(), want.size()));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gyre::kernels::testing
