@@ -42,6 +42,12 @@ int usage(FILE* to) {
                "  --intra-gbytes X       each rank's port into its host's switch, GB/s each way (450)\n"
                "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
+               "  --nic-us X --intra-us X --switch-us X\n"
+               "                         latencies, microseconds: each NIC end (2), a host's switch (1), a\n"
+               "                         network switch (0.5)\n"
+               "  --copy-gbytes X --reduce-gbytes X --step-us X\n"
+               "                         each rank's copy and reduction rates, GB/s (1500), and software\n"
+               "                         cost per step, microseconds (2)\n"
                "  -b SIZE -e SIZE -f N   sizes from -b to -e, times -f each (8, 64M, 4)\n"
                "  --algo SPEC            force algorithms, as GYRE_ALGO does\n"
                "  --trace FILE           a Chrome trace of the last size's simulated steps\n"
@@ -49,7 +55,8 @@ int usage(FILE* to) {
                "                         choice against the fastest simulated\n"
                "  --model FILE           the links and rates of a cost model file (GYRE_TUNER_DUMP_FILE's;\n"
                "                         'builtin' for gyre's built-in one): ranks as processes on hosts like\n"
-               "                         the one it was measured on, each rank its own network stream\n");
+               "                         the one it was measured on, each rank its own network stream; the\n"
+               "                         flags above override it\n");
   return to == stderr ? 2 : 0;
 }
 
@@ -107,6 +114,15 @@ int main(int argc, char** argv) {
     size_t minBytes = 8, maxBytes = size_t{64} << 20, factor = 4;
     std::string algo, model, tracePath;
     bool compare = false;
+    // A cost model (--model) is the baseline; the cluster's flags override
+    // it wherever they are given.
+    gyre::collectives::CostModel costModel;
+    for (int i = 2; i + 1 < argc; ++i)
+      if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
+    if (!model.empty()) {
+      if (model != "builtin") costModel = gyre::collectives::CostModel::load(model);
+      gyre::sim::useCostModel(costModel, spec);
+    }
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--compare") {
@@ -119,21 +135,22 @@ int main(int argc, char** argv) {
       else if (a == "--ranks-per-host") spec.ranksPerHost = int(gyre::parseInt(v, "--ranks-per-host", 1, 1 << 12));
       else if (a == "--nics-per-host") spec.nicsPerHost = int(gyre::parseInt(v, "--nics-per-host", 1, 1 << 12));
       else if (a == "--nic-gbit") spec.nicBytesPerSecond = number(v, "--nic-gbit") * 1e9 / 8;
+      else if (a == "--nic-us") spec.nicLatency = number(v, "--nic-us") * 1e-6;
       else if (a == "--intra-gbytes") spec.intraBytesPerSecond = number(v, "--intra-gbytes") * 1e9;
+      else if (a == "--intra-us") spec.intraLatency = number(v, "--intra-us") * 1e-6;
+      else if (a == "--switch-us") spec.switchLatency = number(v, "--switch-us") * 1e-6;
+      else if (a == "--copy-gbytes") spec.copyBytesPerSecond = number(v, "--copy-gbytes") * 1e9;
+      else if (a == "--reduce-gbytes") spec.reduceBytesPerSecond = number(v, "--reduce-gbytes") * 1e9;
+      else if (a == "--step-us") spec.stepOverhead = number(v, "--step-us") * 1e-6;
       else if (a == "--hosts-per-leaf") spec.hostsPerLeaf = int(gyre::parseInt(v, "--hosts-per-leaf", 1, 1 << 20));
       else if (a == "--oversubscription") spec.oversubscription = number(v, "--oversubscription");
       else if (a == "-b") minBytes = gyre::parseSize(v, "-b");
       else if (a == "-e") maxBytes = gyre::parseSize(v, "-e");
       else if (a == "-f") factor = gyre::parseInt(v, "-f", 2, 1024);
       else if (a == "--algo") algo = v;
-      else if (a == "--model") model = v;
+      else if (a == "--model") continue;  // (read above)
       else if (a == "--trace") tracePath = v;
       else gyre::throwError(gyreInvalidArgument, "unknown option " + a);
-    }
-    gyre::collectives::CostModel costModel;
-    if (!model.empty()) {
-      if (model != "builtin") costModel = gyre::collectives::CostModel::load(model);
-      gyre::sim::useCostModel(costModel, spec);
     }
     if (spec.nicsPerHost > spec.ranksPerHost) spec.nicsPerHost = spec.ranksPerHost;
     spec.validate();

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# gyre-sim against gyre's own measurements (docs/simulator.md, "Validation"):
+# every collective from 8 B to 64 MiB on "hosts" made of network namespaces
+# (tests/netns_hosts.sh) whose links are shaped with tbf, PER_HOST ranks a
+# host (shared memory within it, TCP between), then the same calls simulated
+# on a cluster described by what was measured here, each size with the
+# algorithm the real run used. A benchmark, not a test: it asserts nothing.
+#
+#   tools/sim_validate.sh [OUT]          (default /tmp/sim_validate)
+#
+# Environment: BUILD (build), HOSTS ("2 4"), PER_HOST (2), RATE (1gbit),
+# COLLS (allreduce allgather reducescatter alltoall broadcast reduce),
+# MAXSIZE (64M), ITERS (5), WARMUP (1), NICE (0), STEP (the simulated
+# per-step software cost in µs, 10), SIM_ONLY (1: reuse OUT's measurements).
+#
+# The cluster the simulation gets is measured in the same run, by gyre-bench
+# itself: the link between two hosts (one rank each, sendrecv: its rate at
+# 64 MiB and its time at 8 B), the shared memory between two ranks of one
+# host (likewise), and the reduction rate (gyre-bench's local reduce). What
+# the simulation is not told: per-call software costs, the host's two CPUs
+# shared by every rank, TCP's own behaviour beyond its measured rate.
+# Writes OUT/measured-<coll>-<hosts>.txt, OUT/calibration.txt,
+# OUT/simulated-<coll>-<hosts>.txt and OUT/table.md (predicted against
+# measured per size, the median absolute error above 64 KiB, the worst size).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${BUILD:-$root/build}" && pwd)
+out=${1:-/tmp/sim_validate}
+host_counts=${HOSTS:-2 4}
+per_host=${PER_HOST:-2}
+rate=${RATE:-1gbit}
+colls=${COLLS:-allreduce allgather reducescatter alltoall broadcast reduce}
+maxsize=${MAXSIZE:-64M}
+iters=${ITERS:-5}
+warmup=${WARMUP:-1}
+step_us=${STEP:-10}
+nice=(nice -n "${NICE:-0}")
+bench=$build/bench/gyre-bench
+sim=$build/tools/gyre-sim
+mkdir -p "$out"
+
+if [ "${SIM_ONLY:-0}" != 1 ]; then
+  most=$(tr ' ' '\n' <<<"$host_counts" | sort -n | tail -1)
+  . "$root/tests/netns_hosts.sh" gyre-v "$most"
+  netns_star 10.78.0 "$rate"
+
+  # run NHOSTS PER_HOST TRACE COLL ARGS...: gyre-bench on NHOSTS x PER_HOST
+  # ranks (rank r on host r / PER_HOST), rank 0's table on stdout; TRACE:
+  # rank 0's trace file, or "".
+  run() {
+    local nhosts=$1 ph=$2 trace=$3 coll=$4 n=$(($1 * $2)) r pids=() secret
+    shift 4
+    secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    for ((r = 0; r < n; r++)); do
+      local extra=()
+      [ "$r" = 0 ] && [ -n "$trace" ] && extra=(GYRE_TRACE_FILE="$trace")
+      ip netns exec "${hosts[$((r / ph))]}" env GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=10.78.0.1:29415 \
+        GYRE_SECRET="$secret" GYRE_TRANSPORT=auto "${extra[@]}" "${nice[@]}" timeout 900 "$bench" "$coll" \
+        -n "$iters" -w "$warmup" -c 0 "$@" >"$logs/run.$r" 2>&1 &
+      pids+=($!)
+    done
+    for r in "${!pids[@]}"; do wait "${pids[$r]}" || { cat "$logs/run.$r" >&2; return 1; }; done
+    cat "$logs/run.0"
+  }
+  # The out-of-place time (µs) of the row of `size` in a gyre-bench table.
+  time_of() { awk -v s="$1" '!/^#/ && $1 == s { print $6 }' | tail -1; }
+
+  {
+    echo "# $(date -u '+%F %H:%M') $(git -C "$root" rev-parse --short HEAD), rate $rate, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "net_us $(run 2 1 "" sendrecv -b 8 -e 8 | time_of 8)"
+    echo "net_us_64M $(run 2 1 "" sendrecv -b 64M -e 64M | time_of 67108864)"
+    echo "intra_us $(run 1 2 "" sendrecv -b 8 -e 8 | time_of 8)"
+    echo "intra_us_64M $(run 1 2 "" sendrecv -b 64M -e 64M | time_of 67108864)"
+    echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring run 1 2 "" allreduce -b 64M -e 64M | time_of 67108864)"
+  } >"$out/calibration.txt"
+  cat "$out/calibration.txt"
+  for h in $host_counts; do
+    for c in $colls; do
+      run "$h" "$per_host" "$out/trace-$c-$h.json" "$c" -b 8 -e "$maxsize" -f 8 >"$out/measured-$c-$h.txt" ||
+        echo "$c on $h hosts: failed" >&2
+      echo "measured $c on $h hosts x $per_host"
+    done
+  done
+fi
+
+# The cluster from the calibration. A sendrecv of S bytes between two ranks
+# takes latency + S / rate on the path: the 8-byte time is the latency
+# (split over the path's ends), the 64 MiB time gives the rate.
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes < <(/usr/bin/python3 - "$out/calibration.txt" <<'EOF'
+import sys
+v = {}
+for line in open(sys.argv[1]):
+    if line.startswith("#"): continue
+    k, x = line.split()
+    v[k] = float(x)
+S = 64 * 2**20
+net = S / ((v["net_us_64M"] - v["net_us"]) * 1e-6)        # bytes per second
+intra = S / ((v["intra_us_64M"] - v["intra_us"]) * 1e-6)
+# A 2-rank ring AllReduce on one host moves S each way and reduces S/2
+# twice... take what the shared-memory copy leaves of its time as the
+# reduction's (a floor of 1 GB/s).
+red_s = max(v["reduce_us_64M"] * 1e-6 - S / intra, S / 1e9)
+print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {S / red_s / 1e9:.3f}")
+EOF
+)
+echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us, reduce ${reduce_gbytes} GB/s"
+
+for h in $host_counts; do
+  for c in $colls; do
+    m=$out/measured-$c-$h.txt
+    [ -s "$m" ] || continue
+    : >"$out/simulated-$c-$h.txt"
+    # Each size with the algorithm rank 0's trace names for it.
+    /usr/bin/python3 - "$out/trace-$c-$h.json" <<'EOF' | while read -r size algo; do
+import collections, json, sys
+calls = collections.defaultdict(collections.Counter)
+for e in json.load(open(sys.argv[1])):
+    a = e.get("args", {})
+    if e.get("cat") == "gyre" and "algorithm" in a:
+        calls[a["bytes"]][a["algorithm"]] += 1
+for b in sorted(calls):
+    print(b, calls[b].most_common(1)[0][0])
+EOF
+      "$sim" "$c" --hosts "$h" --ranks-per-host "$per_host" --nics-per-host 1 --nic-gbit "$net_gbit" \
+        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" \
+        --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$intra_gbytes" --step-us "$step_us" --switch-us 0 \
+        --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$h.txt" || true
+    done
+  done
+done
+
+/usr/bin/python3 - "$out" "$host_counts" "$colls" "$per_host" >"$out/table.md" <<'EOF'
+import os, statistics, sys
+out, host_counts, colls, per_host = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
+def rows(path, tcol):
+    r = {}
+    if not os.path.exists(path): return r
+    for line in open(path):
+        f = line.split()
+        if not f or line.startswith("#"): continue
+        try: r[int(float(f[0]))] = (float(f[tcol]), f[-3] if tcol == 5 and len(f) > 10 else None)
+        except (ValueError, IndexError): pass
+    return r
+print("| collective | hosts x ranks | size | algorithm | measured (µs) | simulated (µs) | error |")
+print("|---|---|---|---|---|---|---|")
+summary = []
+for h in host_counts:
+    for c in colls:
+        meas = rows(f"{out}/measured-{c}-{h}.txt", 5)
+        sim = {}
+        p = f"{out}/simulated-{c}-{h}.txt"
+        if os.path.exists(p):
+            for line in open(p):
+                f = line.split()
+                if len(f) >= 10: sim[int(float(f[0]))] = (float(f[5]), f[8])
+        errs = []
+        for size in sorted(meas):
+            if size not in sim: continue
+            m, s = meas[size][0], sim[size][0]
+            e = (s - m) / m
+            if size > 64 * 1024: errs.append((abs(e), size))
+            print(f"| {c} | {h} x {per_host} | {size} | {sim[size][1]} | {m:.1f} | {s:.1f} | {100 * e:+.0f}% |")
+        if errs:
+            worst = max(errs)
+            summary.append((c, h, statistics.median(e for e, _ in errs), worst[1], worst[0], len(errs)))
+print()
+print("| collective | hosts x ranks | median abs error above 64 KiB | worst size | its error | sizes |")
+print("|---|---|---|---|---|---|")
+for c, h, med, ws, we, k in summary:
+    print(f"| {c} | {h} x {per_host} | {100 * med:.0f}% | {ws} | {100 * we:.0f}% | {k} |")
+if summary:
+    print()
+    print(f"All: median abs error above 64 KiB {100 * statistics.median(s[2] for s in summary):.0f}% (median of the per-collective medians)")
+EOF
+cat "$out/table.md"
