@@ -1,13 +1,18 @@
 // gyre-sim <collective> [options]: what gyre would do on a simulated
 // cluster, per size, in the nccl-tests layout (docs/simulator.md).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "base/parse.h"
+#include "busbw_plot.h"
+#include "sim/cluster_file.h"
 #include "sim/simulate.h"
 
 namespace {
@@ -35,6 +40,8 @@ const Op kOps[] = {
 int usage(FILE* to) {
   std::fprintf(to,
                "usage: gyre-sim <allreduce|allgather|reducescatter|alltoall|broadcast|reduce> [options]\n"
+               "  --cluster FILE         a cluster description (JSON or XML, docs/simulator.md; examples in\n"
+               "                         examples/clusters/); the cluster flags below override its values\n"
                "  --hosts N              hosts (1)\n"
                "  --ranks-per-host N     GPUs or processes per host (8)\n"
                "  --nics-per-host N      NICs per host, dividing the ranks (8: one per rank)\n"
@@ -51,12 +58,14 @@ int usage(FILE* to) {
                "  -b SIZE -e SIZE -f N   sizes from -b to -e, times -f each (8, 64M, 4)\n"
                "  --algo SPEC            force algorithms, as GYRE_ALGO does\n"
                "  --trace FILE           a Chrome trace of the last size's simulated steps\n"
+               "  --plot FILE            an SVG chart of busbw against size for the rows printed (with\n"
+               "                         --compare: a line per algorithm and the tuner's choice)\n"
                "  --compare              every algorithm of the collective at each size: the tuner's\n"
                "                         choice against the fastest simulated\n"
                "  --model FILE           the links and rates of a cost model file (GYRE_TUNER_DUMP_FILE's;\n"
                "                         'builtin' for gyre's built-in one): ranks as processes on hosts like\n"
                "                         the one it was measured on, each rank its own network stream; the\n"
-               "                         flags above override it\n");
+               "                         flags above override it (not with --cluster: both describe the hosts)\n");
   return to == stderr ? 2 : 0;
 }
 
@@ -68,22 +77,27 @@ double number(const char* v, const char* name) {
 }
 
 // Every algorithm of the operation on the same call: which the simulation
-// finds fastest, against the tuner's choice (chosen).
-void compareAlgorithms(const gyre::sim::ClusterSpec& spec, const gyre::collectives::CallRequest& req,
+// finds fastest, against the tuner's choice (chosen). Returns each
+// algorithm's simulated seconds (NaN where it cannot run), for --plot.
+std::vector<std::pair<std::string, double>> compareAlgorithms(const gyre::sim::ClusterSpec& spec, const gyre::collectives::CallRequest& req,
                        const gyre::sim::CallResult& chosen, OpKind kind, const gyre::collectives::CostModel* model) {
   std::string best = chosen.algorithm;
   double bestSeconds = chosen.run.seconds;
   std::string line;
+  std::vector<std::pair<std::string, double>> seconds;
   for (const gyre::collectives::Algorithm& a : gyre::collectives::algorithms()) {
     if (a.op != kind) continue;
     char cell[96];
     if (chosen.algorithm == a.name) {  // simulated already: the row itself
       std::snprintf(cell, sizeof cell, " %s %.2f", a.name, chosen.run.seconds * 1e6);
       line += cell;
+      seconds.emplace_back(a.name, chosen.run.seconds);
       continue;
     }
+    seconds.emplace_back(a.name, std::nan(""));
     try {
       const auto r = gyre::sim::simulateCall(spec, req, std::string(a.name), model);
+      seconds.back().second = r.run.seconds;
       std::snprintf(cell, sizeof cell, " %s %.2f", a.name, r.run.seconds * 1e6);
       if (r.run.seconds < bestSeconds) {
         bestSeconds = r.run.seconds;
@@ -98,7 +112,42 @@ void compareAlgorithms(const gyre::sim::ClusterSpec& spec, const gyre::collectiv
   if (best != chosen.algorithm)
     std::printf("#   fastest simulated: %s, %.2fx the tuner's %s\n", best.c_str(), chosen.run.seconds / bestSeconds,
                 chosen.algorithm.c_str());
+  return seconds;
 }
+
+// --cluster's file, read before the flags so that they override it.
+std::string clusterPathIn(int argc, char** argv) {
+  std::string path;
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (!std::strcmp(argv[i], "--compare")) continue;
+    if (!std::strcmp(argv[i], "--cluster")) path = argv[i + 1];
+    ++i;  // every other option takes a value
+  }
+  return path;
+}
+
+// The plot's series: the tuner's choice, and with --compare every algorithm
+// that ran at one size at least.
+struct PlotRows {
+  std::vector<gyre::sim::PlotSeries> algorithms;
+  gyre::sim::PlotSeries chosen;
+  void add(double size, double busbw, const std::string& algorithm) {
+    chosen.bytes.push_back(size);
+    chosen.busbw.push_back(busbw);
+    chosen.notes.push_back(algorithm);
+  }
+  void addCompared(double size, const std::vector<std::pair<std::string, double>>& seconds, double busFactor) {
+    for (const auto& [name, s] : seconds) {
+      if (!std::isfinite(s)) continue;
+      gyre::sim::PlotSeries* series = nullptr;
+      for (auto& a : algorithms)
+        if (a.name == name) series = &a;
+      if (!series) series = &algorithms.emplace_back(gyre::sim::PlotSeries{name, {}, {}, {}, false});
+      series->bytes.push_back(size);
+      series->busbw.push_back(size / s / 1e9 * busFactor);
+    }
+  }
+};
 
 }  // namespace
 
@@ -111,14 +160,23 @@ int main(int argc, char** argv) {
   try {
     if (!op) gyre::throwError(gyreInvalidArgument, std::string("no collective named ") + argv[1]);
     gyre::sim::ClusterSpec spec;
+    std::string clusterName;
+    const std::string clusterPath = clusterPathIn(argc, argv);
+    if (!clusterPath.empty()) {
+      gyre::sim::ClusterFile file = gyre::sim::loadClusterFile(clusterPath);
+      spec = file.spec;
+      clusterName = file.name.empty() ? clusterPath : file.name;
+    }
     size_t minBytes = 8, maxBytes = size_t{64} << 20, factor = 4;
-    std::string algo, model, tracePath;
+    std::string algo, model, tracePath, plotPath;
     bool compare = false;
     // A cost model (--model) is the baseline; the cluster's flags override
     // it wherever they are given.
     gyre::collectives::CostModel costModel;
     for (int i = 2; i + 1 < argc; ++i)
       if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
+    if (!clusterPath.empty() && !model.empty())
+      gyre::throwError(gyreInvalidArgument, "--cluster and --model both describe the hosts: give one");
     if (!model.empty()) {
       if (model != "builtin") costModel = gyre::collectives::CostModel::load(model);
       gyre::sim::useCostModel(costModel, spec);
@@ -150,17 +208,28 @@ int main(int argc, char** argv) {
       else if (a == "--algo") algo = v;
       else if (a == "--model") continue;  // (read above)
       else if (a == "--trace") tracePath = v;
+      else if (a == "--plot") plotPath = v;
+      else if (a == "--cluster") continue;  // read first
       else gyre::throwError(gyreInvalidArgument, "unknown option " + a);
+    }
+    std::ofstream plotFile;
+    if (!plotPath.empty()) {  // before simulating: a bad path fails at once
+      plotFile.open(plotPath);
+      if (!plotFile) gyre::throwError(gyreInvalidArgument, "cannot write the plot to " + plotPath);
     }
     if (spec.nicsPerHost > spec.ranksPerHost) spec.nicsPerHost = spec.ranksPerHost;
     spec.validate();
     const int n = spec.nranks();
+    if (!clusterName.empty()) std::printf("# cluster: %s (%s)\n", clusterName.c_str(), clusterPath.c_str());
     std::printf("# gyre-sim %s: %d hosts x %d ranks (%d ranks), %d NICs per host of %.0f Gbit/s, intra-host %.0f GB/s, "
                 "%d hosts per leaf, oversubscription %.2g\n",
                 op->name, spec.hosts, spec.ranksPerHost, n, spec.nicsPerHost, spec.nicBytesPerSecond * 8 / 1e9,
                 spec.intraBytesPerSecond / 1e9, spec.hostsPerLeaf, spec.oversubscription);
     std::printf("#%11s %12s %6s %6s %5s %11s %7s %7s  %-20s %s\n", "size(B)", "count", "type", "redop", "root",
                 "time(us)", "algbw", "busbw", "algorithm", "simulated in");
+    PlotRows plot;
+    plot.chosen.name = algo.empty() ? "tuner's choice" : "gyre with --algo " + algo;
+    plot.chosen.chosen = true;
     for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
       const size_t unit = op->blocks ? size_t(4) * size_t(n) : 4;
       const size_t count = std::max<size_t>(1, bytes / unit) * (op->blocks ? size_t(n) : 1);
@@ -186,9 +255,22 @@ int main(int argc, char** argv) {
         std::fwrite(json.data(), 1, json.size(), f);
         std::fclose(f);
       }
-      if (compare) compareAlgorithms(spec, req, r, op->kind, model.empty() ? nullptr : &costModel);
+      plot.add(size, algbw * op->busFactor(n), r.algorithm);
+      if (compare)
+        plot.addCompared(size, compareAlgorithms(spec, req, r, op->kind, model.empty() ? nullptr : &costModel),
+                         op->busFactor(n));
       std::fflush(stdout);
       if (bytes > maxBytes / factor) break;
+    }
+    if (!plotPath.empty()) {
+      std::vector<gyre::sim::PlotSeries> series = plot.algorithms;
+      series.push_back(plot.chosen);
+      char shape[96];
+      std::snprintf(shape, sizeof shape, "%d hosts x %d ranks", spec.hosts, spec.ranksPerHost);
+      const std::string title = std::string(op->name) + " busbw, simulated: " +
+                                (clusterName.empty() ? std::string(shape) : clusterName + ", " + shape);
+      plotFile << gyre::sim::busbwSvg(series, title);
+      if (!plotFile.flush()) gyre::throwError(gyreInvalidArgument, "cannot write the plot to " + plotPath);
     }
     return 0;
   } catch (const std::exception& e) {
