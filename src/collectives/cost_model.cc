@@ -140,12 +140,18 @@ double costDoubleTreeAllReduce(const CallShape& s, const CostModel& m) {
   // Up and down each tree, pipelined: the fill time is the depth; an
   // interior node receives two children's halves and sends one, then the
   // reverse; a node is interior in at most one tree, so it handles S bytes
-  // each way and reduces S. Across hosts a host has one link out, and a
-  // host interior in one tree over the hosts and a leaf in the other moves
-  // up to 1.5 S + 0.5 S = 2 S each way through it, where the ring moves
-  // 2(n-1)/n S (2 ranks on each of 2 and 4 namespace hosts at 1 Gbit/s,
-  // 64 MiB: the tree reached 85% and 40% of the link, the ring 95% and 91%).
-  const double perByte = s.hosts > 1 ? 2.0 : 1.5;
+  // each way and reduces S. Across hosts the pipeline does not hold: a
+  // rank's one lane waits for each piece from its children before it sends
+  // that piece on, and its send to another host for the link to take it,
+  // so each level of the trees over the hosts adds about 2.25 S of link
+  // time instead of overlapping the others. Found by gyre-sim (the tree's
+  // time grows with log2 of the hosts: 2.1, 4.8, 6.3, 9.0 and 11.1 S/B at
+  // 2, 4, 8, 16 and 32 hosts of 2 ranks) and measured on 2 ranks on each of
+  // 2 and 4 namespace hosts at 1 Gbit/s, 8 MiB: 2.4 and 4.5 S/B, where
+  // this formula said 2 S/B for both (docs/simulator.md, "The tuner at
+  // scale"); at 64 MiB the tree reached 85% and 40% of the link, the ring
+  // 95% and 91%.
+  const double perByte = s.hosts > 1 ? 2.25 * std::max(1, log2Ceil(s.hosts)) : 1.5;
   return 2 * (depth + k) * t.alpha + perByte * S * t.beta + S * t.gamma;
 }
 
