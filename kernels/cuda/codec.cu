@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "kernels/common/codec.h"
+#include "kernels/cuda/grid.h"
 #include "kernels/cuda/launch.h"
 
 namespace gyre::kernels::cuda {
@@ -128,14 +129,10 @@ int decodeBlocks(size_t n) { return static_cast<int>(std::max<size_t>(1, std::mi
 
 int loadCodecKernels() {
   int first = 0;
-  auto load = [&](const void* k) {
-    cudaFuncAttributes a;
-    if (const cudaError_t e = cudaFuncGetAttributes(&a, k); e != cudaSuccess && first == 0) first = static_cast<int>(e);
-  };
-  load(reinterpret_cast<const void*>(quantizeMinMaxKernel));
-  load(reinterpret_cast<const void*>(dequantizeMinMaxKernel));
-  load(reinterpret_cast<const void*>(packSignsKernel));
-  load(reinterpret_cast<const void*>(unpackSignsKernel));
+  grid::loadOne(quantizeMinMaxKernel, first);
+  grid::loadOne(dequantizeMinMaxKernel, first);
+  grid::loadOne(packSignsKernel, first);
+  grid::loadOne(unpackSignsKernel, first);
   return first;
 }
 

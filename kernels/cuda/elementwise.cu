@@ -14,13 +14,16 @@
 #include <type_traits>
 
 #include "kernels/common/formats.h"
+#include "kernels/cuda/grid.h"
 #include "kernels/cuda/launch.h"
 
 namespace gyre::kernels::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+using grid::blocksFor;
+using grid::kThreads;
+using grid::loadOne;
 constexpr size_t kVecBytes = 16;
 
 // Where the vector body starts: the head's length in elements, or n when
@@ -32,20 +35,6 @@ size_t headOf(size_t n, std::initializer_list<const void*> ptrs) {
     if (p != nullptr && reinterpret_cast<uintptr_t>(p) % kVecBytes != mis) return n;
   if (mis % sizeof(T) != 0) return n;
   return std::min(n, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(T));
-}
-
-// Blocks for `work` items: enough to fill every SM several times over, no
-// more (the grid strides over the rest).
-int blocksFor(size_t work) {
-  static thread_local int device = -1, sms = 0;
-  int d = 0;
-  if (cudaGetDevice(&d) == cudaSuccess && d != device) {
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) != cudaSuccess) sms = 0;
-    device = d;
-  }
-  const size_t cap = static_cast<size_t>(sms > 0 ? sms : 16) * 8;
-  const size_t want = (work + kThreads - 1) / kThreads;
-  return static_cast<int>(std::max<size_t>(1, std::min(want, cap)));
 }
 
 // a op b (or a alone) into out0 and, when set, out1.
@@ -194,13 +183,6 @@ int cast(DType from, DType to, void* out, const void* in, size_t count, void* st
   });
 }
 
-namespace {
-template <class Kernel>
-void loadOne(Kernel* k, int& first) {
-  cudaFuncAttributes a;
-  if (const cudaError_t e = cudaFuncGetAttributes(&a, k); e != cudaSuccess && first == 0) first = static_cast<int>(e);
-}
-}  // namespace
 
 int loadKernels() {
   int first = 0;

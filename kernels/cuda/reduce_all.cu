@@ -12,13 +12,16 @@
 #include <algorithm>
 
 #include "kernels/common/formats.h"
+#include "kernels/cuda/grid.h"
 #include "kernels/cuda/launch.h"
 
 namespace gyre::kernels::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+using grid::blocksFor;
+using grid::kThreads;
+using grid::loadOne;
 constexpr size_t kVecBytes = 16;
 
 // By value: the kernel's parameters (256 bytes).
@@ -91,17 +94,6 @@ size_t headOf(const ReduceAllTask& t) {
   return std::min(t.count, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(T));
 }
 
-int blocksFor(size_t work) {
-  static thread_local int device = -1, sms = 0;
-  int d = 0;
-  if (cudaGetDevice(&d) == cudaSuccess && d != device) {
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) != cudaSuccess) sms = 0;
-    device = d;
-  }
-  const size_t cap = static_cast<size_t>(sms > 0 ? sms : 16) * 8;
-  const size_t want = (work + kThreads - 1) / kThreads;
-  return static_cast<int>(std::max<size_t>(1, std::min(want, cap)));
-}
 
 template <class S, int kOp, bool kDivide>
 int launch(const ReduceAllTask& t, cudaStream_t stream) {
@@ -116,11 +108,6 @@ int launch(const ReduceAllTask& t, cudaStream_t stream) {
   return static_cast<int>(cudaGetLastError());
 }
 
-template <class Kernel>
-void loadOne(Kernel* k, int& first) {
-  cudaFuncAttributes a;
-  if (const cudaError_t e = cudaFuncGetAttributes(&a, k); e != cudaSuccess && first == 0) first = static_cast<int>(e);
-}
 
 }  // namespace
 

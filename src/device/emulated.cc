@@ -300,44 +300,18 @@ void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Str
 // for the device; pageable host memory is out of its reach (as on a GPU
 // without HMM), and so is memory freed before the stream got there: either
 // fails the stream, never the process.
-void EmulatedBackend::reduceOnStream(const kernels::ReduceTask& t, Stream s) {
+void EmulatedBackend::kernelOnStream(Stream s, std::vector<const void*> ptrs, size_t bytes,
+                                     std::function<void()> body) {
   Queue& q = queueOf(s);
   reductions_.fetch_add(1, std::memory_order_relaxed);
-  if (!t.count) return;
-  const size_t esz = kernels::dtypeSize(t.dtype), bytes = t.count * esz;
-  const void* ptrs[] = {t.a, t.b, t.out0, t.out1};
-  for (const void* p : ptrs)
-    if (p && classify(p).kind == MemoryKind::Host)
-      throwError(gyreInvalidArgument, "emulated device: a reduction kernel was given pageable host memory (" +
-                                          std::to_string(reinterpret_cast<uintptr_t>(p)) +
-                                          "), which a GPU cannot reach");
-  q.push([this, &q, t, bytes, ptrs] {
-    if (!q.failed.empty()) return;
-    for (const void* p : ptrs)
-      if (p && !inBlock(p, bytes)) {
-        q.failed = "a reduction of " + std::to_string(bytes) + " bytes on the stream touched memory that was "
-                   "freed or is shorter than the kernel's range (emulated device: an illegal address)";
-        return;
-      }
-    kernels::ReduceTask task = t;
-    task.streamOut0 = false;
-    kernels::run(task);
-  });
-}
-
-void EmulatedBackend::reduceAllOnStream(const kernels::ReduceAllTask& t, Stream s) {
-  Queue& q = queueOf(s);
-  reductions_.fetch_add(1, std::memory_order_relaxed);
-  if (!t.count || !t.nout) return;
-  const size_t bytes = t.count * kernels::dtypeSize(t.dtype);
-  std::vector<const void*> ptrs(t.in, t.in + t.nin);
-  ptrs.insert(ptrs.end(), t.out, t.out + t.nout);
+  if (!bytes) return;
+  std::erase(ptrs, nullptr);
   for (const void* p : ptrs)
     if (classify(p).kind == MemoryKind::Host)
       throwError(gyreInvalidArgument, "emulated device: a reduction kernel was given pageable host memory (" +
                                           std::to_string(reinterpret_cast<uintptr_t>(p)) +
                                           "), which a GPU cannot reach");
-  q.push([this, &q, t, bytes, ptrs] {
+  q.push([this, &q, bytes, ptrs = std::move(ptrs), body = std::move(body)] {
     if (!q.failed.empty()) return;
     for (const void* p : ptrs)
       if (!inBlock(p, bytes)) {
@@ -345,8 +319,22 @@ void EmulatedBackend::reduceAllOnStream(const kernels::ReduceAllTask& t, Stream 
                    "freed or is shorter than the kernel's range (emulated device: an illegal address)";
         return;
       }
-    kernels::runAll(t);
+    body();
   });
+}
+
+void EmulatedBackend::reduceOnStream(const kernels::ReduceTask& t, Stream s) {
+  kernelOnStream(s, {t.a, t.b, t.out0, t.out1}, t.count * kernels::dtypeSize(t.dtype), [t] {
+    kernels::ReduceTask task = t;
+    task.streamOut0 = false;
+    kernels::run(task);
+  });
+}
+
+void EmulatedBackend::reduceAllOnStream(const kernels::ReduceAllTask& t, Stream s) {
+  std::vector<const void*> ptrs(t.in, t.in + t.nin);
+  ptrs.insert(ptrs.end(), t.out, t.out + t.nout);
+  kernelOnStream(s, std::move(ptrs), t.nout ? t.count * kernels::dtypeSize(t.dtype) : 0, [t] { kernels::runAll(t); });
 }
 
 Stream EmulatedBackend::createStream(int device) {

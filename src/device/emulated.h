@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "device/backend.h"
 
@@ -73,6 +74,10 @@ class EmulatedBackend final : public Backend {
   struct Gate;
   Queue& queueOf(Stream s) const;
   bool inBlock(const void* p, size_t bytes) const;  // [p, p+bytes) lies in one live block
+  // A kernel over `bytes` of each of ptrs (nulls ignored) on s: refused for
+  // pageable host memory; on the stream, fails it where a range is no
+  // longer live, else runs body. Counted (reductionsRun).
+  void kernelOnStream(Stream s, std::vector<const void*> ptrs, size_t bytes, std::function<void()> body);
   struct Block;
   static void release(uintptr_t start, const Block& b) noexcept;
   // The live block holding address a, or null (mu_ held).
