@@ -1,6 +1,7 @@
 # The library's layers, bottom to top (docs/design.md):
 #
-#   base  <  kernels < device, topology  <  bootstrap  <  transport  <  collectives  <  core  <  compat
+#   base  <  kernels < device, topology  <  bootstrap  <  transport  <  collectives  <  sim  <  core  <  compat
+#   (sim, gyre-sim's engine, lives in sim/ beside src/: core's estimates run gyre's plans on it)
 #   (transport also sees device, for the device memory it registers; collectives do not)
 #
 # Every source file includes by layer ("transport/transport.h"), so one include
@@ -50,8 +51,9 @@ set(GYRE_LAYER_topology    base topology)
 set(GYRE_LAYER_bootstrap   base topology bootstrap)
 set(GYRE_LAYER_transport   base kernels device topology bootstrap transport)
 set(GYRE_LAYER_collectives base kernels topology transport collectives)
-set(GYRE_LAYER_core        base kernels device topology bootstrap transport collectives core)
-foreach(layer base kernels device topology bootstrap transport collectives core)
+set(GYRE_LAYER_sim         base kernels topology transport collectives sim)
+set(GYRE_LAYER_core        base kernels device topology bootstrap transport collectives sim core)
+foreach(layer base kernels device topology bootstrap transport collectives sim core)
   gyre_view(${layer} ${GYRE_LAYER_${layer}})
 endforeach()
 
@@ -69,7 +71,7 @@ endfunction()
 # tests that need more than the C ABI: that layer's view (and so the layers
 # below it), linked with the static library. Defined once the library exists.
 function(gyre_internal_apis)
-  foreach(layer base kernels device topology bootstrap transport collectives core)
+  foreach(layer base kernels device topology bootstrap transport collectives sim core)
     add_library(gyre_internal_${layer} INTERFACE)
     target_include_directories(gyre_internal_${layer} INTERFACE ${GYRE_VIEWS_DIR}/${layer})
     target_link_libraries(gyre_internal_${layer} INTERFACE gyre_static)

@@ -1,5 +1,6 @@
-// gyreEstimate in real rank processes: the tuner's own choice and estimate
-// for the communicator's size, a split's child's estimate before the split
+// gyreEstimate in real rank processes: the tuner's own choice, its plans
+// simulated on hosts like the communicator's (gyre-sim's model), for the
+// communicator's size, a split's child's estimate before the split
 // (a group that does not exist yet), values that grow with the call, and
 // bad arguments refused with a sentence naming them.
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 
 #include "collectives/tuner.h"
 #include "core/api_support.h"
+#include "sim/estimate.h"
 #include "tests/support/multiprocess.h"
 
 namespace gyre::test {
@@ -42,15 +44,18 @@ TEST(Estimate, IsTheTunersChoiceGrowsWithTheCallAndForeseesASplit) {
         previous = us;
         check.expect(estimate(kCalls[i], count, n, comm, check) == us,
                      name + ": nranks 0 means comm's own");
-        // What the tuner would choose and estimate for this very call.
+        // The tuner's choice for this very call, its plans simulated on
+        // hosts like comm's: what gyre-sim would say of it.
         collectives::CallRequest req;
         req.desc.kind = kOps[i];
         req.desc.count = count;
         req.elemSize = 4;
-        const auto ranked = collectives::rankedCandidates(req, *comm->impl);
-        check.expect(!ranked.empty() && ranked.front().us == us &&
-                         ranked.front().algo == collectives::chooseAlgorithm(req, *comm->impl),
-                     name + ": the tuner's choice's estimate at count " + std::to_string(count));
+        const collectives::Algorithm* chosen = collectives::chooseAlgorithm(req, *comm->impl);
+        const double simulated = 1e6 * sim::estimateSeconds(comm->impl->tuning(), kOps[i], count, 4, n,
+                                                            comm->impl->canReadPeerMemory(), chosen->name);
+        check.expect(us == simulated, name + ": the tuner's choice simulated at count " + std::to_string(count) +
+                                          ": " + std::to_string(us) + " us, gyre-sim says " +
+                                          std::to_string(simulated));
         check.expect(estimate(kCalls[i], count, 1, comm, check) == 0,
                      name + ": one rank sends nothing");
       }

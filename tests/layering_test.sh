@@ -12,8 +12,8 @@ shift 3
 # GYRE_KERNELS_ISA: the one header meant to be included by each instruction
 # set's file after naming that set (kernels/cpu/reduce_impl.h).
 flags=(-std=c++20 -fsyntax-only -DGYRE_KERNELS_ISA=scalar "$@")
-layers=(base kernels topology bootstrap transport collectives core)
-dir_of() { case $1 in kernels) echo "$src/kernels" ;; *) echo "$src/src/$1" ;; esac; }
+layers=(base kernels topology bootstrap transport collectives sim core)
+dir_of() { case $1 in kernels | sim) echo "$src/$1" ;; *) echo "$src/src/$1" ;; esac; }
 fail=0
 # A quoted include from standard input looks in the working directory first:
 # work where no layer's folder is.
@@ -21,7 +21,7 @@ cd "$(mktemp -d)"
 trap 'rmdir "$PWD"' EXIT
 
 # Relative includes would step around the views.
-if grep -rn --include='*.h' --include='*.cc' '#include "\.\./' "$src/src" "$src/kernels"; then
+if grep -rn --include='*.h' --include='*.cc' '#include "\.\./' "$src/src" "$src/kernels" "$src/sim"; then
   echo "FAIL: a relative include climbs out of its layer's folder (above)"
   fail=1
 fi
@@ -65,9 +65,10 @@ done
 # Pairs the order above cannot express: kernels and topology sit side by
 # side (topology must not reach the kernels either), collectives build on
 # transports without seeing how they bootstrap, and neither they nor the
-# topology see the device backend (the transports do, for device memory).
+# topology see the device backend (the transports do, for device memory);
+# the simulator (sim/) sees what the collectives see, and them.
 for pair in "topology kernels/cpu/reduce.h" "collectives bootstrap/bootstrap.h" "collectives device/backend.h" \
-  "topology device/backend.h"; do
+  "topology device/backend.h" "sim bootstrap/bootstrap.h" "sim device/backend.h"; do
   read -r lower probe <<<"$pair"
   if echo "#include \"$probe\"" | "$cxx" "${flags[@]}" -I"$views/$lower" -I"$src/include" -x c++ - 2>/dev/null; then
     echo "FAIL: the $lower layer can include $probe"

@@ -333,8 +333,8 @@ GYRE_API gyreResult_t gyreBarrier(gyreComm_t comm, gyreStream_t stream);
 GYRE_API gyreResult_t gyreGroupStart(void);
 GYRE_API gyreResult_t gyreGroupEnd(void);
 /* Ends the group like gyreGroupEnd, but runs none of its calls: sets
- * *microseconds to gyre's cost model's estimate of them (each
- * communicator's calls in turn, communicators side by side), as NCCL's
+ * *microseconds to gyreEstimate's times of them (each communicator's
+ * calls in turn, communicators side by side), as NCCL's
  * ncclGroupSimulateEnd. Nonblocking calls in it complete with
  * gyreInvalidUsage ("did not run"). An inner end (nested groups) gives 0.
  * microseconds NULL is gyreInvalidArgument, the group ended all the same. */
@@ -659,11 +659,14 @@ typedef enum GYRE_ENUM_INT {
   gyreNumCalls = 6
 } gyreCall_t;
 
-/* *microseconds = the model's time for one host-memory call of `call` on
- * count elements of datatype (count as that call takes it), with the
- * algorithm the tuner would choose: the cheapest by the model (GYRE_ALGO
- * and the online tuner are not consulted). The model's numbers are comm's
- * (built in, loaded or measured at its creation).
+/* *microseconds = the time of one host-memory call of `call` on count
+ * elements of datatype (count as that call takes it), with the algorithm
+ * the tuner would choose: the cheapest by the model (GYRE_ALGO and the
+ * online tuner are not consulted). The time is that call's own plans run
+ * on a simulation of hosts like comm's, with the links and rates of comm's
+ * model (built in, loaded or measured at its creation): what gyre-sim
+ * says of the same call (docs/simulator.md); the model's own estimate
+ * where a plan cannot be simulated.
  * nranks 0: over comm's own ranks. nranks >= 1: over a group of that many
  * ranks that need not exist yet (a split's child to be, or a larger job),
  * placed as comm's are: consecutive, as many to a host as comm's busiest

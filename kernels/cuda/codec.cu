@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "kernels/common/codec.h"
-#include "kernels/cuda/grid.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace gyre::kernels::cuda {

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "kernels/common/formats.h"
-#include "kernels/cuda/grid.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace gyre::kernels::cuda {

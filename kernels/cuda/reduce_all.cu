@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "kernels/common/formats.h"
-#include "kernels/cuda/grid.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace gyre::kernels::cuda {

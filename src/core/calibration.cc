@@ -18,6 +18,7 @@
 #include "collectives/calibration_plans.h"
 #include "collectives/tuner.h"
 #include "core/communicator.h"
+#include "sim/estimate.h"
 #include "transport/connection_manager.h"
 
 namespace gyre::core {
@@ -225,23 +226,43 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
 
 collectives::Candidate Communicator::estimate(collectives::OpKind op, size_t bytes,
                                               int groupRanks) const {
-  if (groupRanks == nranks_)
-    return collectives::modelChoice(
-        collectives::callShape(op, bytes, nranks_, tuning_, localReads_), tuning_);
-  // Another group: what setUpTuner would give a split's child of
-  // groupRanks consecutive ranks, placed perHost to a host as ours are.
-  // Single-copy reads only where this communicator has them (then every
-  // rank shares one host, and so does any smaller group): whether a group
-  // on one host of a larger job could read its peers is not known before
-  // its connections exist, and the model then prices the plain exchange.
   collectives::TuningParams t = tuning_;
-  t.perHost = std::min(groupRanks, tuning_.perHost);
-  t.hosts = (groupRanks + tuning_.perHost - 1) / tuning_.perHost;
-  t.pairwisePieceBytes = t.hosts == 1 && config_.transport != TransportChoice::Tcp
-                             ? collectives::pairwisePieceBytes(t.perHost, config_.shmSlots)
-                             : SIZE_MAX;
-  const bool reads = localReads_ && t.hosts == 1;
-  return collectives::modelChoice(collectives::callShape(op, bytes, groupRanks, t, reads), t);
+  bool reads = localReads_;
+  if (groupRanks != nranks_) {
+    // Another group: what setUpTuner would give a split's child of
+    // groupRanks consecutive ranks, placed perHost to a host as ours are.
+    // Single-copy reads only where this communicator has them (then every
+    // rank shares one host, and so does any smaller group): whether a group
+    // on one host of a larger job could read its peers is not known before
+    // its connections exist, and the model then prices the plain exchange.
+    t.perHost = std::min(groupRanks, tuning_.perHost);
+    t.hosts = (groupRanks + tuning_.perHost - 1) / tuning_.perHost;
+    t.pairwisePieceBytes = t.hosts == 1 && config_.transport != TransportChoice::Tcp
+                               ? collectives::pairwisePieceBytes(t.perHost, config_.shmSlots)
+                               : SIZE_MAX;
+    reads = localReads_ && t.hosts == 1;
+  }
+  collectives::Candidate c = collectives::modelChoice(collectives::callShape(op, bytes, groupRanks, t, reads), t);
+  // Its time: the call's own plans simulated on hosts like ours, as
+  // gyre-sim would (docs/simulator.md, "One model, three callers").
+  const auto key = std::make_tuple(static_cast<int>(op), bytes, groupRanks);
+  {
+    std::lock_guard<std::mutex> lock(estimatesMu_);
+    if (auto it = simulatedUs_.find(key); it != simulatedUs_.end()) {
+      c.us = it->second;
+      return c;
+    }
+  }
+  try {
+    const size_t elemSize = bytes % 4 == 0 ? 4 : 1;
+    c.us = 1e6 * sim::estimateSeconds(t, op, bytes / elemSize, elemSize, groupRanks, reads, c.algo->name);
+  } catch (const Error& e) {
+    GYRE_TRACE("estimate: %s of %zu bytes on %d ranks (%s) not simulated, the model's %.2f us: %s",
+               collectives::opKindName(op), bytes, groupRanks, c.algo->name, c.us, e.what());
+  }
+  std::lock_guard<std::mutex> lock(estimatesMu_);
+  simulatedUs_.emplace(key, c.us);
+  return c;
 }
 
 }  // namespace gyre::core

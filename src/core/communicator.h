@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -125,10 +126,11 @@ class Communicator final : public collectives::ExecContext, public collectives::
   std::string peerTransport(int peer) const;
   int device() const { return device_; }
 
-  // gyreEstimate: the tuner's choice and the model's microseconds for a
-  // call of `bytes` (CallShape::bytes) over groupRanks ranks placed as this
-  // communicator's are (calibration.cc says how); groupRanks == nranks()
-  // is this communicator itself.
+  // gyreEstimate: the tuner's choice for a call of `bytes` (CallShape::bytes)
+  // over groupRanks ranks placed as this communicator's are (calibration.cc
+  // says how; groupRanks == nranks() is this communicator itself), and its
+  // microseconds: the call's plans simulated on hosts like ours
+  // (sim/estimate.h), the model's own estimate where they cannot be.
   collectives::Candidate estimate(collectives::OpKind op, size_t bytes, int groupRanks) const;
 
   // Throws Error(gyreInvalidUsage) if an earlier failure broke the communicator.
@@ -247,6 +249,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void countSent(const collectives::Plan& plan, size_t elemSize);
   Stats stats_;
   mutable std::mutex statsMu_;  // stats() may be asked from another thread
+  // estimate()'s simulations, by (operation, bytes, ranks): a planner asks
+  // the same question many times.
+  mutable std::mutex estimatesMu_;
+  mutable std::map<std::tuple<int, size_t, int>, double> simulatedUs_;
   // A wait that ran out (GYRE_TIMEOUT_MS), or another rank's report that
   // its own did (`report`) while this one waits too. Tells every rank what
   // this wait is stuck on, looks a moment for their reports, and follows
