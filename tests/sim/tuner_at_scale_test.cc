@@ -34,20 +34,24 @@ std::pair<std::string, double> fastest(const ClusterSpec& spec, const collective
   return best;
 }
 
-// The double binary tree's lanes wait for each piece at every level, so
-// across hosts its time grows with the trees' depth; the tuner priced it
-// as a perfect pipeline (2 S over each host's link) and chose it for large
-// AllReduces on 8 DGX H100-like hosts, 6x slower than the ring there. Now
-// its choice is within 10% of the fastest simulated algorithm.
-TEST(TunerAtScale, LargeAllReduceOnEightDgxLikeHostsIsNearTheFastestSimulated) {
+// The double binary tree's lanes wait for each piece at every level, and
+// send and receive each piece's messages one after another, so across
+// hosts its time grows with the trees' depth and with three messages'
+// fixed costs a piece; the tuner priced it as a perfect pipeline (2 S over
+// each host's link) and chose it for large AllReduces on 2 and 8 DGX
+// H100-like hosts, 2.9x and 6x slower than the fastest there. Now its
+// choice is within 10% of the fastest simulated on 8 hosts and 25% on 2.
+TEST(TunerAtScale, LargeAllReduceOnDgxLikeHostsIsNearTheFastestSimulated) {
   ClusterSpec spec;  // DGX H100-like hosts: 8 GPUs, NVLink, 8 NICs of 400 Gbit/s
-  spec.hosts = 8;
-  for (size_t bytes : {size_t{16} << 20, size_t{128} << 20}) {
-    const CallResult chosen = simulateCall(spec, allReduce(bytes));
-    const auto [name, seconds] = fastest(spec, allReduce(bytes));
-    EXPECT_LE(chosen.run.seconds, 1.1 * seconds)
-        << bytes << " bytes: the tuner's " << chosen.algorithm << " against " << name;
-    EXPECT_NE(chosen.algorithm, "double_binary_tree") << bytes;
+  for (int hosts : {2, 8}) {
+    spec.hosts = hosts;
+    for (size_t bytes : {size_t{16} << 20, size_t{128} << 20}) {
+      const CallResult chosen = simulateCall(spec, allReduce(bytes));
+      const auto [name, seconds] = fastest(spec, allReduce(bytes));
+      EXPECT_LE(chosen.run.seconds, (hosts == 2 ? 1.25 : 1.1) * seconds)
+          << hosts << " hosts, " << bytes << " bytes: the tuner's " << chosen.algorithm << " against " << name;
+      EXPECT_NE(chosen.algorithm, "double_binary_tree") << hosts << " hosts, " << bytes;
+    }
   }
 }
 
