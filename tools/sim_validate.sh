@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # gyre-sim against gyre's own measurements (docs/simulator.md, "Validation"):
 # every collective from 8 B to 64 MiB on "hosts" made of network namespaces
-# (tests/netns_hosts.sh) whose links are shaped with tbf, PER_HOST ranks a
+# (tests/netns_hosts.sh) whose links are shaped with tbf, several ranks a
 # host (shared memory within it, TCP between), then the same calls simulated
 # on a cluster described by what was measured here, each size with the
 # algorithm the real run used. A benchmark, not a test: it asserts nothing.
 #
 #   tools/sim_validate.sh [OUT]          (default /tmp/sim_validate)
 #
-# Environment: BUILD (build), HOSTS ("2 4"), PER_HOST (2), RATE (1gbit),
+# Environment: BUILD (build), CONFIGS (hosts x ranks a host: "1x2 1x4 1x8 2x2
+# 4x2"; one host is shared memory alone), RATE (1gbit),
 # COLLS (allreduce allgather reducescatter alltoall broadcast reduce),
 # MAXSIZE (64M), ITERS (5), WARMUP (1), NICE (0), STEP (the simulated
 # per-step software cost in µs, 10), SIM_ONLY (1: reuse OUT's measurements).
@@ -19,15 +20,14 @@
 # host (likewise), and the reduction rate (gyre-bench's local reduce). What
 # the simulation is not told: per-call software costs, the host's two CPUs
 # shared by every rank, TCP's own behaviour beyond its measured rate.
-# Writes OUT/measured-<coll>-<hosts>.txt, OUT/calibration.txt,
-# OUT/simulated-<coll>-<hosts>.txt and OUT/table.md (predicted against
+# Writes OUT/measured-<coll>-<config>.txt, OUT/calibration.txt,
+# OUT/simulated-<coll>-<config>.txt and OUT/table.md (predicted against
 # measured per size, the median absolute error above 64 KiB, the worst size).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${BUILD:-$root/build}" && pwd)
 out=${1:-/tmp/sim_validate}
-host_counts=${HOSTS:-2 4}
-per_host=${PER_HOST:-2}
+configs=${CONFIGS:-1x2 1x4 1x8 2x2 4x2}
 rate=${RATE:-1gbit}
 colls=${COLLS:-allreduce allgather reducescatter alltoall broadcast reduce}
 maxsize=${MAXSIZE:-64M}
@@ -40,8 +40,8 @@ sim=$build/tools/gyre-sim
 mkdir -p "$out"
 
 if [ "${SIM_ONLY:-0}" != 1 ]; then
-  most=$(tr ' ' '\n' <<<"$host_counts" | sort -n | tail -1)
-  . "$root/tests/netns_hosts.sh" gyre-v "$most"
+  most=$(for c in $configs; do echo "${c%x*}"; done | sort -n | tail -1)
+  . "$root/tests/netns_hosts.sh" gyre-v "$((most > 2 ? most : 2))"  # two at least: the calibration's link
   netns_star 10.78.0 "$rate"
 
   # run NHOSTS PER_HOST TRACE COLL ARGS...: gyre-bench on NHOSTS x PER_HOST
@@ -74,11 +74,11 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring run 1 2 "" allreduce -b 64M -e 64M | time_of 67108864)"
   } >"$out/calibration.txt"
   cat "$out/calibration.txt"
-  for h in $host_counts; do
+  for cfg in $configs; do
     for c in $colls; do
-      run "$h" "$per_host" "$out/trace-$c-$h.json" "$c" -b 8 -e "$maxsize" -f 8 >"$out/measured-$c-$h.txt" ||
-        echo "$c on $h hosts: failed" >&2
-      echo "measured $c on $h hosts x $per_host"
+      run "${cfg%x*}" "${cfg#*x}" "$out/trace-$c-$cfg.json" "$c" -b 8 -e "$maxsize" -f 8 >"$out/measured-$c-$cfg.txt" ||
+        echo "$c on $cfg: failed" >&2
+      echo "measured $c on $cfg (hosts x ranks)"
     done
   done
 fi
@@ -105,13 +105,14 @@ EOF
 )
 echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us, reduce ${reduce_gbytes} GB/s"
 
-for h in $host_counts; do
+for cfg in $configs; do
+  h=${cfg%x*} per_host=${cfg#*x}
   for c in $colls; do
-    m=$out/measured-$c-$h.txt
+    m=$out/measured-$c-$cfg.txt
     [ -s "$m" ] || continue
-    : >"$out/simulated-$c-$h.txt"
+    : >"$out/simulated-$c-$cfg.txt"
     # Each size with the algorithm rank 0's trace names for it.
-    /usr/bin/python3 - "$out/trace-$c-$h.json" <<'EOF' | while read -r size algo; do
+    /usr/bin/python3 - "$out/trace-$c-$cfg.json" <<'EOF' | while read -r size algo; do
 import collections, json, sys
 calls = collections.defaultdict(collections.Counter)
 for e in json.load(open(sys.argv[1])):
@@ -124,14 +125,14 @@ EOF
       "$sim" "$c" --hosts "$h" --ranks-per-host "$per_host" --nics-per-host 1 --nic-gbit "$net_gbit" \
         --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" \
         --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$intra_gbytes" --step-us "$step_us" --switch-us 0 \
-        --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$h.txt" || true
+        --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$cfg.txt" || true
     done
   done
 done
 
-/usr/bin/python3 - "$out" "$host_counts" "$colls" "$per_host" >"$out/table.md" <<'EOF'
+/usr/bin/python3 - "$out" "$configs" "$colls" >"$out/table.md" <<'EOF'
 import os, statistics, sys
-out, host_counts, colls, per_host = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
+out, configs, colls = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 def rows(path, tcol):
     r = {}
     if not os.path.exists(path): return r
@@ -144,11 +145,11 @@ def rows(path, tcol):
 print("| collective | hosts x ranks | size | algorithm | measured (µs) | simulated (µs) | error |")
 print("|---|---|---|---|---|---|---|")
 summary = []
-for h in host_counts:
+for cfg in configs:
     for c in colls:
-        meas = rows(f"{out}/measured-{c}-{h}.txt", 5)
+        meas = rows(f"{out}/measured-{c}-{cfg}.txt", 5)
         sim = {}
-        p = f"{out}/simulated-{c}-{h}.txt"
+        p = f"{out}/simulated-{c}-{cfg}.txt"
         if os.path.exists(p):
             for line in open(p):
                 f = line.split()
@@ -159,17 +160,20 @@ for h in host_counts:
             m, s = meas[size][0], sim[size][0]
             e = (s - m) / m
             if size > 64 * 1024: errs.append((abs(e), size))
-            print(f"| {c} | {h} x {per_host} | {size} | {sim[size][1]} | {m:.1f} | {s:.1f} | {100 * e:+.0f}% |")
+            print(f"| {c} | {cfg.replace('x', ' x ')} | {size} | {sim[size][1]} | {m:.1f} | {s:.1f} | {100 * e:+.0f}% |")
         if errs:
             worst = max(errs)
-            summary.append((c, h, statistics.median(e for e, _ in errs), worst[1], worst[0], len(errs)))
+            summary.append((c, cfg, statistics.median(e for e, _ in errs), worst[1], worst[0], len(errs)))
 print()
 print("| collective | hosts x ranks | median abs error above 64 KiB | worst size | its error | sizes |")
 print("|---|---|---|---|---|---|")
-for c, h, med, ws, we, k in summary:
-    print(f"| {c} | {h} x {per_host} | {100 * med:.0f}% | {ws} | {100 * we:.0f}% | {k} |")
+for c, cfg, med, ws, we, k in summary:
+    print(f"| {c} | {cfg.replace('x', ' x ')} | {100 * med:.0f}% | {ws} | {100 * we:.0f}% | {k} |")
 if summary:
     print()
     print(f"All: median abs error above 64 KiB {100 * statistics.median(s[2] for s in summary):.0f}% (median of the per-collective medians)")
+    for cfg in configs:
+        sel = [s[2] for s in summary if s[1] == cfg]
+        if sel: print(f"- {cfg.replace('x', ' x ')}: {100 * statistics.median(sel):.0f}%")
 EOF
 cat "$out/table.md"
