@@ -38,16 +38,27 @@ void ClusterSpec::validate() const {
 Cluster::Cluster(const ClusterSpec& spec, FlowNetwork& net) : spec_(spec) {
   spec_.validate();
   const int n = spec_.nranks();
+  auto add = [&](std::string name, double bw, double latency, LinkKind kind, int owner) {
+    const int l = net.addLink(std::move(name), bw, latency);
+    kind_.resize(static_cast<size_t>(l) + 1);
+    owner_.resize(static_cast<size_t>(l) + 1, -1);
+    kind_[static_cast<size_t>(l)] = kind;
+    owner_[static_cast<size_t>(l)] = owner;
+    return l;
+  };
   for (int r = 0; r < n; ++r) {
     const std::string at = "rank " + std::to_string(r);
-    intraUp_.push_back(net.addLink(at + " to its host switch", spec_.intraBytesPerSecond, spec_.intraLatency));
-    intraDown_.push_back(net.addLink(at + " from its host switch", spec_.intraBytesPerSecond, 0));
+    intraUp_.push_back(add(at + " to its host switch", spec_.intraBytesPerSecond, spec_.intraLatency, LinkKind::IntraUp, r));
+    intraDown_.push_back(add(at + " from its host switch", spec_.intraBytesPerSecond, 0, LinkKind::IntraDown, r));
   }
   const int nics = spec_.hosts * spec_.nicsPerHost;
+  const int ranksPerNic = spec_.ranksPerHost / spec_.nicsPerHost;
   for (int i = 0; i < nics; ++i) {
     const std::string at = "NIC " + std::to_string(i);
-    nicUp_.push_back(net.addLink(at + " to its leaf", spec_.nicBytesPerSecond, spec_.nicLatency + spec_.switchLatency));
-    nicDown_.push_back(net.addLink(at + " from its leaf", spec_.nicBytesPerSecond, spec_.nicLatency));
+    const int first = i * ranksPerNic;  // NICs are numbered host by host, as their ranks
+    nicUp_.push_back(add(at + " to its leaf", spec_.nicBytesPerSecond, spec_.nicLatency + spec_.switchLatency,
+                         LinkKind::NicUp, first));
+    nicDown_.push_back(add(at + " from its leaf", spec_.nicBytesPerSecond, spec_.nicLatency, LinkKind::NicDown, first));
   }
   const int leaves = (spec_.hosts + spec_.hostsPerLeaf - 1) / spec_.hostsPerLeaf;
   if (leaves > 1) {
@@ -56,8 +67,9 @@ Cluster::Cluster(const ClusterSpec& spec, FlowNetwork& net) : spec_(spec) {
       const double up = hostsHere * spec_.nicsPerHost * spec_.nicBytesPerSecond / spec_.oversubscription;
       const std::string at = "leaf " + std::to_string(l);
       // Through the spine: one more switch each way.
-      leafUp_.push_back(net.addLink(at + " to the spine", up, spec_.switchLatency));
-      leafDown_.push_back(net.addLink(at + " from the spine", up, spec_.switchLatency));
+      const int first = l * spec_.hostsPerLeaf * spec_.ranksPerHost;
+      leafUp_.push_back(add(at + " to the spine", up, spec_.switchLatency, LinkKind::LeafUp, first));
+      leafDown_.push_back(add(at + " from the spine", up, spec_.switchLatency, LinkKind::LeafDown, first));
     }
   }
 }
@@ -66,6 +78,19 @@ int Cluster::nicOf(int rank) const {
   const int host = hostOf(rank);
   const int local = rank % spec_.ranksPerHost;
   return host * spec_.nicsPerHost + local / (spec_.ranksPerHost / spec_.nicsPerHost);
+}
+
+int Cluster::sameLinkOf(int link, int rank) const {
+  const size_t r = static_cast<size_t>(rank);
+  switch (kind_[static_cast<size_t>(link)]) {
+    case LinkKind::IntraUp: return intraUp_[r];
+    case LinkKind::IntraDown: return intraDown_[r];
+    case LinkKind::NicUp: return nicUp_[static_cast<size_t>(nicOf(rank))];
+    case LinkKind::NicDown: return nicDown_[static_cast<size_t>(nicOf(rank))];
+    case LinkKind::LeafUp: return leafUp_[static_cast<size_t>(leafOf(hostOf(rank)))];
+    case LinkKind::LeafDown: return leafDown_[static_cast<size_t>(leafOf(hostOf(rank)))];
+  }
+  return link;
 }
 
 std::vector<int> Cluster::path(int from, int to) const {

@@ -53,8 +53,12 @@ class Cluster final : public Fabric {
   double copyBytesPerSecond(int) const override { return spec_.copyBytesPerSecond; }
   double reduceBytesPerSecond(int) const override { return spec_.reduceBytesPerSecond; }
   double stepOverhead(int) const override { return spec_.stepOverhead; }
+  int linkOwner(int link) const override { return owner_[static_cast<size_t>(link)]; }
+  int sameLinkOf(int link, int rank) const override;
 
  private:
+  // What each link is, for sameLinkOf.
+  enum class LinkKind : unsigned char { IntraUp, IntraDown, NicUp, NicDown, LeafUp, LeafDown };
   int nicOf(int rank) const;  // global NIC index
   int leafOf(int host) const { return host / spec_.hostsPerLeaf; }
 
@@ -62,6 +66,8 @@ class Cluster final : public Fabric {
   std::vector<int> intraUp_, intraDown_;  // by rank
   std::vector<int> nicUp_, nicDown_;      // by NIC
   std::vector<int> leafUp_, leafDown_;    // by leaf: to and from the spine
+  std::vector<LinkKind> kind_;            // by link
+  std::vector<int> owner_;                // by link: its rank's, its NIC's first, its leaf's first
 };
 
 }  // namespace gyre::sim

@@ -33,8 +33,11 @@ double FlowNetwork::latencyOf(const std::vector<int>& path) const {
   return t;
 }
 
-void FlowNetwork::start(const std::vector<int>& path, double bytes, std::function<void()> done) {
+void FlowNetwork::start(const std::vector<int>& path, double bytes, std::function<void()> done,
+                        const std::vector<double>& weights) {
   if (path.empty()) throwError(gyreInternalError, "simulator: a flow with no links");
+  if (!weights.empty() && weights.size() != path.size())
+    throwError(gyreInternalError, "simulator: a flow's weights do not match its path");
   for (int l : path)
     if (l < 0 || static_cast<size_t>(l) >= links_.size())
       throwError(gyreInternalError, "simulator: a flow over link " + std::to_string(l) + ", which does not exist");
@@ -54,6 +57,8 @@ void FlowNetwork::start(const std::vector<int>& path, double bytes, std::functio
   }
   Flow& f = flows_[id];
   f.path = path;
+  if (weights.empty()) f.weight.assign(path.size(), 1.0);
+  else f.weight = weights;
   f.left = bytes;
   f.rate = 0;
   f.since = loop_.now();
@@ -85,7 +90,7 @@ void FlowNetwork::settle(Flow& f) {
   const double moved = std::min(f.left, f.rate * (now - f.since));
   f.left -= moved;
   f.since = now;
-  for (int l : f.path) links_[static_cast<size_t>(l)].carried += moved;
+  for (size_t i = 0; i < f.path.size(); ++i) links_[static_cast<size_t>(f.path[i])].carried += moved * f.weight[i];
 }
 
 void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
@@ -115,12 +120,16 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
   // its flows' rates at that share; their bandwidth leaves every link they
   // cross; repeat. (Every flow on these links is in the component.)
   std::vector<double> room(links.size());
-  std::vector<int> count(links.size());
+  std::vector<double> count(links.size());  // the weights of the flows not yet fixed
   std::vector<size_t>& slot = linkSlot_;  // link -> index in `links` (only the component's are read)
   for (size_t i = 0; i < links.size(); ++i) {
     slot[links[i]] = i;
     room[i] = links_[links[i]].bytesPerSecond;
-    count[i] = static_cast<int>(onLink_[links[i]].size());
+    count[i] = 0;
+  }
+  for (size_t id : flows) {
+    const Flow& f = flows_[id];
+    for (size_t i = 0; i < f.path.size(); ++i) count[slot[static_cast<size_t>(f.path[i])]] += f.weight[i];
   }
   std::vector<double> rate(flows.size(), -1);
   for (size_t left = flows.size(); left > 0;) {
@@ -139,9 +148,12 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
       if (!crosses) continue;
       rate[k] = share;
       --left;
-      for (int l : f.path) {
-        room[slot[static_cast<size_t>(l)]] -= share;
-        --count[slot[static_cast<size_t>(l)]];
+      for (size_t i = 0; i < f.path.size(); ++i) {
+        const size_t at = slot[static_cast<size_t>(f.path[i])];
+        room[at] -= share * f.weight[i];
+        // Weights are whole numbers: the sums are exact, and a link whose
+        // flows are all fixed has exactly none left.
+        count[at] -= f.weight[i];
       }
     }
   }
@@ -165,7 +177,7 @@ void FlowNetwork::completion(size_t id, uint64_t version) {
     loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); });
     return;
   }
-  for (int l : f.path) links_[static_cast<size_t>(l)].carried += f.left;
+  for (size_t i = 0; i < f.path.size(); ++i) links_[static_cast<size_t>(f.path[i])].carried += f.left * f.weight[i];
   f.left = 0;
   f.live = false;
   --live_;

@@ -34,8 +34,12 @@ class FlowNetwork {
   int addLink(std::string name, double bytesPerSecond, double latency);
   // Starts `bytes` over `path` (link indices, at least one); done() runs once
   // the last byte has crossed (the path's latency is the caller's to add:
-  // latencyOf).
-  void start(const std::vector<int>& path, double bytes, std::function<void()> done);
+  // latencyOf). weights (one per link of the path, or empty: 1 each): how
+  // many flows like this one cross that link, all at the rate this one gets
+  // (the images of a representative's flow, sim/symmetry.h); they share
+  // the link as that many flows would, and its counters count them all.
+  void start(const std::vector<int>& path, double bytes, std::function<void()> done,
+             const std::vector<double>& weights = {});
   double latencyOf(const std::vector<int>& path) const;
   const Link& link(int i) const { return links_[static_cast<size_t>(i)]; }
   size_t links() const { return links_.size(); }
@@ -45,6 +49,7 @@ class FlowNetwork {
  private:
   struct Flow {
     std::vector<int> path;
+    std::vector<double> weight;  // per link of the path
     double left = 0;   // bytes still to cross, as of `since`
     double rate = 0;   // bytes per second since `since`
     Time since = 0;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "sim/symmetry.h"
 
 namespace gyre::sim {
 
@@ -70,15 +71,17 @@ bool copiesLocally(Prim p) {
 class Runner {
  public:
   Runner(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
-         EventLoop& loop, bool record)
+         EventLoop& loop, bool record, LinkOrbits* orbits)
       : plans_(plans), elemSize_(static_cast<double>(elemSize)), fabric_(fabric), net_(net), loop_(loop),
-        record_(record) {}
+        record_(record), orbits_(orbits), sym_(orbits ? &orbits->symmetry() : nullptr) {}
 
   RunResult run() {
     const int n = static_cast<int>(plans_.size());
+    if (sym_ && sym_->nranks() != n) throwError(gyreInternalError, "simulator: a symmetry of another rank count");
     ranks_.resize(static_cast<size_t>(n));
-    sentTo_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
+    if (n <= kSentToRanks) sentTo_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
     for (int r = 0; r < n; ++r) {
+      if (!simulated(r)) continue;
       const collectives::Plan& p = plans_[static_cast<size_t>(r)];
       for (const Step& s : p.steps)
         if (s.prim == Prim::Resolve)
@@ -102,15 +105,19 @@ class Runner {
     out.events = loop_.run();
     out.rankSeconds.resize(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
+      if (!simulated(r)) continue;
       const RankRun& k = ranks_[static_cast<size_t>(r)];
       if (!k.finished) throwError(gyreInternalError, "simulator: the plans deadlock: " + stuck(r));
-      out.rankSeconds[static_cast<size_t>(r)] = k.end;
       out.seconds = std::max(out.seconds, k.end);
     }
-    out.messages = messages_;
-    out.bytesSent = bytesSent_;
-    out.sentTo = std::move(sentTo_);
+    // Every rank ends when its orbit's representative does.
+    for (int r = 0; r < n; ++r) out.rankSeconds[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(rep(r))].end;
+    const int orbitSize = sym_ ? sym_->order() : 1;
+    out.messages = messages_ * static_cast<uint64_t>(orbitSize);
+    out.bytesSent = bytesSent_ * orbitSize;
+    out.sentTo = sym_ ? imagesOfSentTo() : std::move(sentTo_);
     out.steps = std::move(records_);
+    if (sym_) out.aggregation = sym_->describe();
     return out;
   }
 
@@ -137,6 +144,46 @@ class Runner {
   using Pair = std::pair<int, int>;  // (from, to)
 
   const collectives::Plan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
+  int rep(int r) const { return sym_ ? sym_->representative(r) : r; }
+  bool simulated(int r) const { return rep(r) == r; }
+
+  // A flow from one rank to another: its path, with a symmetry the
+  // canonical links of its orbit's and how many images cross each.
+  struct Route {
+    std::vector<int> path;
+    std::vector<double> weights;
+    double latency = 0;
+  };
+  Route route(int from, int to) const {
+    Route out;
+    out.path = fabric_.path(from, to);
+    out.latency = net_.latencyOf(out.path);
+    if (orbits_) {
+      out.weights.resize(out.path.size());
+      for (size_t i = 0; i < out.path.size(); ++i) {
+        out.weights[i] = orbits_->weight(out.path[i]);
+        out.path[i] = orbits_->canonical(out.path[i]);
+      }
+    }
+    return out;
+  }
+
+  // The representatives' rows of sentTo, copied to every image of each pair.
+  std::vector<double> imagesOfSentTo() const {
+    if (sentTo_.empty()) return {};
+    const size_t n = plans_.size();
+    std::vector<double> all(n * n, 0);
+    for (size_t r = 0; r < n; ++r) {
+      if (!simulated(static_cast<int>(r))) continue;
+      for (size_t to = 0; to < n; ++to) {
+        const double v = sentTo_[r * n + to];
+        if (v == 0) continue;
+        for (int e = 0; e < sym_->order(); ++e)
+          all[size_t(sym_->apply(e, int(r))) * n + size_t(sym_->apply(e, int(to)))] = v;
+      }
+    }
+    return all;
+  }
 
   void startPhase(int r, size_t ph) {
     RankRun& k = ranks_[static_cast<size_t>(r)];
@@ -213,24 +260,28 @@ class Runner {
     }
     loop_.after(t, [this, r, li, &s, bytes] {
       if (s.prim == Prim::ReadCopy || s.prim == Prim::ReadReduce) {
-        const std::vector<int> path = fabric_.path(s.recvPeer, r);
-        const double lat = net_.latencyOf(path);
-        net_.start(path, static_cast<double>(s.count) * elemSize_,
-                   [this, r, li, lat] { loop_.after(lat, [this, r, li] { stepDone(r, li); }); });
+        const Route rt = route(s.recvPeer, r);
+        const double lat = rt.latency;
+        net_.start(rt.path, static_cast<double>(s.count) * elemSize_,
+                   [this, r, li, lat] { loop_.after(lat, [this, r, li] { stepDone(r, li); }); }, rt.weights);
         return;
       }
       if (sends(s.prim)) {
         const double out = s.prim == Prim::SendAddresses ? kAddressBytes : bytes;
         const int to = s.sendPeer;
-        const std::vector<int> path = fabric_.path(r, to);
-        const double lat = net_.latencyOf(path);
+        const Route rt = route(r, to);
+        const double lat = rt.latency;
         ++messages_;
         bytesSent_ += out;
-        sentTo_[static_cast<size_t>(r) * plans_.size() + static_cast<size_t>(to)] += out;
-        net_.start(path, out, [this, r, li, to, out, lat] {
-          loop_.after(lat, [this, r, to, out] { deliver(r, to, out); });
+        if (!sentTo_.empty()) sentTo_[static_cast<size_t>(r) * plans_.size() + static_cast<size_t>(to)] += out;
+        // A message to a rank that is not simulated is the image of the one
+        // its representative gets from our preimage: that one is delivered.
+        const int from = sym_ ? sym_->pullBack(r, to) : r;
+        const int at = rep(to);
+        net_.start(rt.path, out, [this, r, li, from, at, out, lat] {
+          loop_.after(lat, [this, from, at, out] { deliver(from, at, out); });
           stepDone(r, li);
-        });
+        }, rt.weights);
         return;
       }
       stepDone(r, li);
@@ -247,11 +298,11 @@ class Runner {
       if (!s.toAll || peers.empty() || bytes == 0) return stepDone(r, li);
       auto left = std::make_shared<size_t>(peers.size());
       for (int p : peers) {
-        const std::vector<int> path = fabric_.path(r, p);
-        const double lat = net_.latencyOf(path);
-        net_.start(path, bytes, [this, r, li, lat, left] {
+        const Route rt = route(r, p);
+        const double lat = rt.latency;
+        net_.start(rt.path, bytes, [this, r, li, lat, left] {
           if (--*left == 0) loop_.after(lat, [this, r, li] { stepDone(r, li); });
-        });
+        }, rt.weights);
       }
     };
     auto reduced = [this, r, bytes, writes, n = peers.size()] {
@@ -260,11 +311,11 @@ class Runner {
     if (peers.empty() || bytes == 0) return reduced();
     auto left = std::make_shared<size_t>(peers.size());
     for (int p : peers) {
-      const std::vector<int> path = fabric_.path(p, r);
-      const double lat = net_.latencyOf(path);
-      net_.start(path, bytes, [this, lat, left, reduced] {
+      const Route rt = route(p, r);
+      const double lat = rt.latency;
+      net_.start(rt.path, bytes, [this, lat, left, reduced] {
         if (--*left == 0) loop_.after(lat, reduced);
-      });
+      }, rt.weights);
     }
   }
 
@@ -326,13 +377,15 @@ class Runner {
   std::vector<double> sentTo_;
   const bool record_;
   std::vector<StepRecord> records_;
+  LinkOrbits* const orbits_;
+  const Symmetry* const sym_;
 };
 
 }  // namespace
 
 RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
-                   FlowNetwork& net, EventLoop& loop, bool record) {
-  return Runner(plans, elemSize, fabric, net, loop, record).run();
+                   FlowNetwork& net, EventLoop& loop, bool record, LinkOrbits* orbits) {
+  return Runner(plans, elemSize, fabric, net, loop, record, orbits).run();
 }
 
 std::string chromeTrace(const RunResult& run, const std::string& title) {

@@ -40,10 +40,17 @@ class Fabric {
   virtual double copyBytesPerSecond(int rank) const = 0;
   virtual double reduceBytesPerSecond(int rank) const = 0;
   virtual double stepOverhead(int rank) const = 0;
+  // For symmetries (sim/symmetry.h): a rank the link belongs to (its port,
+  // its NIC's, its leaf's; -1: links are not mapped, no symmetry is used),
+  // and the link of the same kind that belongs to `rank`.
+  virtual int linkOwner(int) const { return -1; }
+  virtual int sameLinkOf(int link, int) const { return link; }
 
  protected:
   ~Fabric() = default;
 };
+
+class LinkOrbits;  // sim/symmetry.h
 
 // One step as it ran (runPlans with record): from the lane's first look at
 // it (so a receive's wait is in it) to its end.
@@ -62,17 +69,30 @@ struct RunResult {
   std::vector<Time> rankSeconds;     // each rank's end
   uint64_t messages = 0;             // messages sent
   double bytesSent = 0;              // their payload
-  std::vector<double> sentTo;        // [from * nranks + to]: the payload from each rank to each
-  std::vector<StepRecord> steps;     // with record: every step of every rank
+  // [from * nranks + to]: the payload from each rank to each; up to
+  // kSentToRanks ranks (empty above: 16,384 ranks' would be 2 GiB).
+  std::vector<double> sentTo;
+  std::vector<StepRecord> steps;     // with record: every step of every rank (simulated)
   uint64_t events = 0;               // callbacks the event loop ran
+  // With a symmetry: how many ranks stood for all (Symmetry::describe);
+  // empty: every rank was simulated.
+  std::string aggregation;
 };
+constexpr int kSentToRanks = 4096;
 
 // plans[r] is rank r's plan of one call whose elements are elemSize bytes.
 // Throws Error (gyreInvalidArgument) for a plan the simulator cannot run,
 // and (gyreInternalError) for one that deadlocks (a receive no send feeds).
 // record: keep every step's times (RunResult::steps; a trace's events).
+// orbits: a symmetry the plans keep (checked by the caller: planIsImage),
+// with the fabric's links' orbits under it; only its representatives'
+// plans are read (the others may be empty): one rank per orbit is
+// simulated, standing for the whole orbit. The result (times, messages,
+// sentTo) is the full run's; each link's counters are its orbit's
+// canonical link's (LinkOrbits::all). Recorded steps are the
+// representatives' only.
 RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
-                   FlowNetwork& net, EventLoop& loop, bool record = false);
+                   FlowNetwork& net, EventLoop& loop, bool record = false, LinkOrbits* orbits = nullptr);
 
 // The steps as a Chrome trace (the Trace Event Format's JSON array, as
 // GYRE_TRACE_FILE writes real runs): a process per rank, a row per lane,

@@ -3,16 +3,20 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "sim/symmetry.h"
 #include "topology/tree_shape.h"
 
 namespace gyre::sim {
 
 namespace {
 
-// A rank of the simulated cluster as the planner sees a communicator.
+// A rank of the simulated cluster as the planner sees a communicator. The
+// world group is shared by every rank's (only `me` differs, set here): a
+// copy per rank would be n copies of n-rank trees, most of the planning
+// time at 16,384 ranks.
 class SimPlanEnv final : public collectives::PlanEnv {
  public:
-  SimPlanEnv(const ClusterSpec& spec, const collectives::TuningParams& tuning, const collectives::Group& world, int rank)
+  SimPlanEnv(const ClusterSpec& spec, const collectives::TuningParams& tuning, collectives::Group& world, int rank)
       : spec_(spec), tuning_(tuning), world_(world), rank_(rank) {
     world_.me = rank;
   }
@@ -32,9 +36,89 @@ class SimPlanEnv final : public collectives::PlanEnv {
  private:
   const ClusterSpec& spec_;
   const collectives::TuningParams& tuning_;
-  collectives::Group world_;
+  collectives::Group& world_;
   const int rank_;
 };
+
+// Up to this many ranks every rank's plan is checked against its
+// representative's; above, a sample.
+constexpr int kCheckEveryRank = 512;
+
+// Every rank's plan, built when first asked for.
+class Plans {
+ public:
+  Plans(const ClusterSpec& spec, const collectives::TuningParams& tuning, collectives::Group& world,
+        const collectives::CallRequest& req, const collectives::AlgoOverrides& overrides)
+      : spec_(spec), tuning_(tuning), world_(world), req_(req), overrides_(overrides),
+        plans_(static_cast<size_t>(spec.nranks())), built_(plans_.size(), 0) {}
+  const collectives::Plan& of(int r) {
+    if (!built_[static_cast<size_t>(r)]) {
+      SimPlanEnv env(spec_, tuning_, world_, r);
+      collectives::CallRequest mine = req_;
+      const char* name = collectives::planCall(mine, env, overrides_, plans_[static_cast<size_t>(r)]);
+      if (r == 0) name0_ = name;
+      built_[static_cast<size_t>(r)] = 1;
+    }
+    return plans_[static_cast<size_t>(r)];
+  }
+  // Frees a plan that was only checked.
+  void drop(int r) {
+    plans_[static_cast<size_t>(r)] = collectives::Plan{};
+    built_[static_cast<size_t>(r)] = 0;
+  }
+  std::vector<collectives::Plan>& all() { return plans_; }
+  // The algorithm as planCall named it for rank 0.
+  const char* name0() {
+    of(0);
+    return name0_;
+  }
+
+ private:
+  const ClusterSpec& spec_;
+  const collectives::TuningParams& tuning_;
+  collectives::Group& world_;
+  const collectives::CallRequest& req_;
+  const collectives::AlgoOverrides& overrides_;
+  std::vector<collectives::Plan> plans_;
+  std::vector<char> built_;
+  const char* name0_ = "";
+};
+
+// Whether every plan is its representative's image under sym: every rank
+// checked up to kCheckEveryRank ranks; above, the images of the first, a
+// middle and the last representative under a spread of elements (the
+// generators' first steps, the last, pseudo-random others), and
+// pseudo-random ranks. Plans of ranks that are not representatives are
+// dropped once checked.
+bool plansKeep(const Symmetry& sym, Plans& plans) {
+  const int n = sym.nranks();
+  std::vector<int> ranks;
+  if (n <= kCheckEveryRank) {
+    for (int r = 0; r < n; ++r) ranks.push_back(r);
+  } else {
+    std::vector<int> reps;
+    for (int r = 0; r < n; ++r)
+      if (sym.representative(r) == r) reps.push_back(r);
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    auto next = [&](int below) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<int>((seed >> 33) % static_cast<uint64_t>(below));
+    };
+    std::vector<int> elements{1, sym.order() - 1, sym.order() / 2};
+    for (int i = 0; i < 5; ++i) elements.push_back(next(sym.order()));
+    for (int r : {reps.front(), reps[reps.size() / 2], reps.back()})
+      for (int e : elements) ranks.push_back(sym.apply(e, r));
+    for (int i = 0; i < 16; ++i) ranks.push_back(next(n));
+  }
+  for (int x : ranks) {
+    const int r = sym.representative(x);
+    if (x == r) continue;
+    const bool same = planIsImage(plans.of(x), plans.of(r), sym, sym.elementOf(x));
+    plans.drop(x);
+    if (!same) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -69,7 +153,7 @@ void useCostModel(const collectives::CostModel& m, ClusterSpec& spec) {
 }
 
 CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo,
-                        const collectives::CostModel* model, bool record) {
+                        const collectives::CostModel* model, bool record, bool aggregate) {
   spec.validate();
   const int n = spec.nranks();
   collectives::TuningParams tuning = tuningFor(spec);
@@ -81,18 +165,30 @@ CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest&
   world.trees[1] = topology::hostDoubleBinaryTree(hosts, 1, n);
   const collectives::AlgoOverrides overrides(algo);
 
-  std::vector<collectives::Plan> plans(static_cast<size_t>(n));
+  Plans plans(spec, tuning, world, req, overrides);
   CallResult out;
-  for (int r = 0; r < n; ++r) {
-    SimPlanEnv env(spec, tuning, world, r);
-    collectives::CallRequest mine = req;
-    const char* name = collectives::planCall(mine, env, overrides, plans[static_cast<size_t>(r)]);
-    if (r == 0) out.algorithm = name;
-  }
+  out.algorithm = plans.name0();
+  const Symmetry* kept = nullptr;
+  std::vector<Symmetry> symmetries;
+  if (aggregate && !record) symmetries = clusterSymmetries(spec);
+  for (const Symmetry& sym : symmetries)  // the largest group first
+    if (plansKeep(sym, plans)) {
+      kept = &sym;
+      break;
+    }
+  for (int r = 0; r < n; ++r)
+    if (!kept || kept->representative(r) == r) plans.of(r);
   EventLoop loop;
   FlowNetwork net(loop);
   Cluster cluster(spec, net);
-  out.run = runPlans(plans, req.elemSize, cluster, net, loop, record);
+  if (!kept) {
+    out.run = runPlans(plans.all(), req.elemSize, cluster, net, loop, record);
+    for (size_t l = 0; l < net.links(); ++l) out.linkBytes.push_back(net.link(static_cast<int>(l)).carried);
+    return out;
+  }
+  LinkOrbits orbits(*kept, cluster, net.links());
+  out.run = runPlans(plans.all(), req.elemSize, cluster, net, loop, record, &orbits);
+  for (int canonical : orbits.all()) out.linkBytes.push_back(net.link(canonical).carried);
   return out;
 }
 

@@ -13,7 +13,8 @@ namespace gyre::sim {
 
 struct CallResult {
   std::string algorithm;  // rank 0's plan's
-  RunResult run;
+  RunResult run;          // run.aggregation: how many ranks stood for all, if a symmetry was used
+  std::vector<double> linkBytes;  // by the cluster's link index: the bytes each carried
 };
 
 // The tuner's numbers for a cluster: its links as the cost model's local and
@@ -31,8 +32,14 @@ void useCostModel(const collectives::CostModel& model, ClusterSpec& spec);
 // choice). model: the tuner's cost model, as a communicator would have it
 // (a file's, the built-in one); null: tuningFor(spec)'s. Throws Error
 // naming what cannot be simulated.
-// record: keep every step's times (CallResult::run.steps, chromeTrace).
+// record: keep every step's times (CallResult::run.steps, chromeTrace); a
+// trace wants every rank, so it is a full simulation.
+// aggregate: where the cluster has a symmetry (clusterSymmetries) that every
+// plan keeps (planIsImage: checked on every rank up to 512 ranks, on a
+// sample of ranks and elements above), simulate one representative per
+// orbit (sim/symmetry.h); the times, messages and link bytes are the full
+// run's. Otherwise, or with aggregate false, every rank is simulated.
 CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest& req, const std::string& algo = "",
-                        const collectives::CostModel* model = nullptr, bool record = false);
+                        const collectives::CostModel* model = nullptr, bool record = false, bool aggregate = true);
 
 }  // namespace gyre::sim

@@ -247,6 +247,7 @@ int main(int argc, char** argv) {
       std::printf(" %11.0f %12zu %6s %6s %5d %11.2f %7.2f %7.2f  %-20s %.3f s\n", size, count, "float",
                   op->reduces ? "sum" : "none", op->rooted ? 0 : -1, r.run.seconds * 1e6, algbw,
                   algbw * op->busFactor(n), r.algorithm.c_str(), wall);
+      if (!r.run.aggregation.empty()) std::printf("#   simulated as %s\n", r.run.aggregation.c_str());
       if (!tracePath.empty()) {
         FILE* f = std::fopen(tracePath.c_str(), "w");
         if (!f) gyre::throwError(gyreInvalidArgument, "cannot write the trace to " + tracePath);
