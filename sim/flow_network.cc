@@ -51,6 +51,7 @@ void FlowNetwork::start(const std::vector<int>& path, double bytes, std::functio
     id = flows_.size();
     flows_.emplace_back();
     flowMark_.push_back(0);
+    newRate_.push_back(0);
   } else {
     id = freeIds_.back();
     freeIds_.pop_back();
@@ -66,7 +67,24 @@ void FlowNetwork::start(const std::vector<int>& path, double bytes, std::functio
   f.done = std::move(done);
   ++live_;
   attach(id);
-  reshareAround(path);
+  reshareLater(path);
+}
+
+// Flows that start or end at one instant (a step's images, a pipeline's
+// pieces) are reshared once, after the instant's other events: no time
+// passes in between, so no byte moves at the rates skipped.
+void FlowNetwork::reshareLater(const std::vector<int>& links) {
+  pendingSeeds_.insert(pendingSeeds_.end(), links.begin(), links.end());
+  if (reshareQueued_) return;
+  reshareQueued_ = true;
+  loop_.at(loop_.now(), [this] {
+    reshareQueued_ = false;
+    std::vector<int> seeds;
+    seeds.swap(pendingSeeds_);
+    reshareAround(seeds);
+    seeds.clear();
+    if (pendingSeeds_.empty()) pendingSeeds_.swap(seeds);  // keeps the capacity
+  });
 }
 
 void FlowNetwork::attach(size_t id) {
@@ -97,7 +115,10 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
   // The component: links and flows reachable from the seeds through shared
   // links.
   ++mark_;
-  std::vector<size_t> links, flows;
+  std::vector<size_t>& links = compLinks_;
+  std::vector<size_t>& flows = compFlows_;
+  links.clear();
+  flows.clear();
   for (int l : seeds)
     if (linkMark_[static_cast<size_t>(l)] != mark_) {
       linkMark_[static_cast<size_t>(l)] = mark_;
@@ -118,35 +139,45 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
   for (size_t id : flows) settle(flows_[id]);
   // Water-filling within it: the link with the smallest equal share fixes
   // its flows' rates at that share; their bandwidth leaves every link they
-  // cross; repeat. (Every flow on these links is in the component.)
-  std::vector<double> room(links.size());
-  std::vector<double> count(links.size());  // the weights of the flows not yet fixed
+  // cross; repeat. (Every flow on these links is in the component.) The
+  // links wait in a heap by share, ties to the first found; an entry whose
+  // link changed since it was pushed is passed over.
+  std::vector<double>& room = room_;
+  std::vector<double>& count = count_;  // the weights of the flows not yet fixed
+  room.assign(links.size(), 0);
+  count.assign(links.size(), 0);
   std::vector<size_t>& slot = linkSlot_;  // link -> index in `links` (only the component's are read)
   for (size_t i = 0; i < links.size(); ++i) {
     slot[links[i]] = i;
     room[i] = links_[links[i]].bytesPerSecond;
-    count[i] = 0;
   }
   for (size_t id : flows) {
     const Flow& f = flows_[id];
+    newRate_[id] = -1;
     for (size_t i = 0; i < f.path.size(); ++i) count[slot[static_cast<size_t>(f.path[i])]] += f.weight[i];
   }
-  std::vector<double> rate(flows.size(), -1);
-  for (size_t left = flows.size(); left > 0;) {
-    size_t tight = 0;
-    double share = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < links.size(); ++i)
-      if (count[i] > 0 && room[i] / count[i] < share) {
-        share = std::max(0.0, room[i] / count[i]);
-        tight = i;
-      }
-    for (size_t k = 0; k < flows.size(); ++k) {
-      if (rate[k] >= 0) continue;
-      const Flow& f = flows_[flows[k]];
-      bool crosses = false;
-      for (int l : f.path) crosses = crosses || slot[static_cast<size_t>(l)] == tight;
-      if (!crosses) continue;
-      rate[k] = share;
+  using Entry = std::pair<double, size_t>;  // (room / count, slot)
+  std::vector<Entry>& heap = heap_;
+  heap.clear();
+  auto push = [&](size_t i) {
+    if (count[i] > 0) {
+      heap.emplace_back(room[i] / count[i], i);
+      std::push_heap(heap.begin(), heap.end(), std::greater<Entry>());
+    }
+  };
+  for (size_t i = 0; i < links.size(); ++i) push(i);
+  for (size_t left = flows.size(); left > 0 && !heap.empty();) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Entry>());
+    const Entry top = heap.back();
+    heap.pop_back();
+    const size_t tight = top.second;
+    if (!(count[tight] > 0) || room[tight] / count[tight] != top.first) continue;  // changed since
+    const double share = std::max(0.0, top.first);
+    touched_.clear();
+    for (size_t id : onLink_[links[tight]]) {
+      if (newRate_[id] >= 0) continue;
+      const Flow& f = flows_[id];
+      newRate_[id] = share;
       --left;
       for (size_t i = 0; i < f.path.size(); ++i) {
         const size_t at = slot[static_cast<size_t>(f.path[i])];
@@ -154,15 +185,17 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
         // Weights are whole numbers: the sums are exact, and a link whose
         // flows are all fixed has exactly none left.
         count[at] -= f.weight[i];
+        touched_.push_back(at);
       }
     }
+    for (size_t at : touched_)
+      if (at != tight) push(at);
   }
-  for (size_t k = 0; k < flows.size(); ++k) {
-    Flow& f = flows_[flows[k]];
-    if (rate[k] == f.rate && f.version != 0) continue;  // its completion stands
-    f.rate = rate[k];
+  for (size_t id : flows) {
+    Flow& f = flows_[id];
+    if (newRate_[id] == f.rate && f.version != 0) continue;  // its completion stands
+    f.rate = newRate_[id];
     const uint64_t v = ++f.version;
-    const size_t id = flows[k];
     loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); });
   }
 }
@@ -186,7 +219,7 @@ void FlowNetwork::completion(size_t id, uint64_t version) {
   const std::vector<int> path = std::move(f.path);
   f.version = 0;
   freeIds_.push_back(id);
-  reshareAround(path);
+  reshareLater(path);
   done();
 }
 

@@ -63,6 +63,8 @@ class FlowNetwork {
   // to, transitively (flows elsewhere keep their rates: no link of theirs
   // changed hands), and schedules their completions.
   void reshareAround(const std::vector<int>& seeds);
+  // The same once this instant's other events have run.
+  void reshareLater(const std::vector<int>& links);
   void completion(size_t id, uint64_t version);
   void attach(size_t id);
   void detach(size_t id);
@@ -79,6 +81,11 @@ class FlowNetwork {
   std::vector<uint64_t> linkMark_, flowMark_;
   std::vector<size_t> linkSlot_;
   uint64_t mark_ = 0;
+  std::vector<double> room_, count_, newRate_;  // by component link; newRate_ by flow
+  std::vector<std::pair<double, size_t>> heap_;
+  std::vector<size_t> touched_, compLinks_, compFlows_;
+  std::vector<int> pendingSeeds_;
+  bool reshareQueued_ = false;
 };
 
 }  // namespace gyre::sim

@@ -1,8 +1,7 @@
 #include "sim/plan_runner.h"
 
 #include <cstdio>
-#include <deque>
-#include <map>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -141,7 +140,14 @@ class Runner {
     bool finished = false;
     Time end = 0;
   };
-  using Pair = std::pair<int, int>;  // (from, to)
+  // Messages from one rank to another not yet received, in order, and the
+  // lane of `to` waiting for the next (-1: none).
+  struct Mailbox {
+    std::vector<double> bytes;
+    size_t head = 0;
+    long waiting = -1;
+  };
+  static uint64_t key(int from, int to) { return uint64_t(uint32_t(from)) << 32 | uint32_t(to); }
 
   const collectives::Plan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
   int rep(int r) const { return sym_ ? sym_->representative(r) : r; }
@@ -230,13 +236,16 @@ class Runner {
       return;
     }
     if (receives(s.prim)) {
-      auto& box = mail_[Pair{s.recvPeer, r}];
-      if (box.empty()) {
-        waiting_[Pair{s.recvPeer, r}] = li;
+      Mailbox& box = mail_[key(s.recvPeer, r)];
+      if (box.head == box.bytes.size()) {
+        box.waiting = static_cast<long>(li);
         return;
       }
-      const double bytes = box.front();
-      box.pop_front();
+      const double bytes = box.bytes[box.head++];
+      if (box.head == box.bytes.size()) {  // empty: start over, keeping the capacity
+        box.bytes.clear();
+        box.head = 0;
+      }
       work(r, li, s, bytes);
       return;
     }
@@ -320,11 +329,11 @@ class Runner {
   }
 
   void deliver(int from, int to, double bytes) {
-    mail_[Pair{from, to}].push_back(bytes);
-    auto w = waiting_.find(Pair{from, to});
-    if (w == waiting_.end()) return;
-    const size_t li = w->second;
-    waiting_.erase(w);
+    Mailbox& box = mail_[key(from, to)];
+    box.bytes.push_back(bytes);
+    if (box.waiting < 0) return;
+    const size_t li = static_cast<size_t>(box.waiting);
+    box.waiting = -1;
     advance(to, li);
   }
 
@@ -370,8 +379,7 @@ class Runner {
   FlowNetwork& net_;
   EventLoop& loop_;
   std::vector<RankRun> ranks_;
-  std::map<Pair, std::deque<double>> mail_;
-  std::map<Pair, size_t> waiting_;  // the lane of `to` waiting for `from`'s next message
+  std::unordered_map<uint64_t, Mailbox> mail_;  // by key(from, to)
   uint64_t messages_ = 0;
   double bytesSent_ = 0;
   std::vector<double> sentTo_;
