@@ -15,7 +15,6 @@ namespace {
 
 using collectives::Prim;
 using collectives::primName;
-using collectives::Step;
 
 // An address message's payload (collectives' SendAddresses: two addresses
 // and a count), as the executor sends it.
@@ -69,7 +68,7 @@ bool copiesLocally(Prim p) {
 
 class Runner {
  public:
-  Runner(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
+  Runner(const std::vector<SimPlan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
          EventLoop& loop, bool record, LinkOrbits* orbits)
       : plans_(plans), elemSize_(static_cast<double>(elemSize)), fabric_(fabric), net_(net), loop_(loop),
         record_(record), orbits_(orbits), sym_(orbits ? &orbits->symmetry() : nullptr) {}
@@ -81,8 +80,8 @@ class Runner {
     if (n <= kSentToRanks) sentTo_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
     for (int r = 0; r < n; ++r) {
       if (!simulated(r)) continue;
-      const collectives::Plan& p = plans_[static_cast<size_t>(r)];
-      for (const Step& s : p.steps)
+      const SimPlan& p = plans_[static_cast<size_t>(r)];
+      for (const SimStep& s : p.steps)
         if (s.prim == Prim::Resolve)
           throwError(gyreInvalidArgument, std::string("simulator: rank ") + std::to_string(r) + "'s plan (" +
                                               p.algorithm + ") resolves steps while it runs, which is not simulated");
@@ -149,7 +148,7 @@ class Runner {
   };
   static uint64_t key(int from, int to) { return uint64_t(uint32_t(from)) << 32 | uint32_t(to); }
 
-  const collectives::Plan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
+  const SimPlan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
   int rep(int r) const { return sym_ ? sym_->representative(r) : r; }
   bool simulated(int r) const { return rep(r) == r; }
 
@@ -222,7 +221,7 @@ class Runner {
       laneDone(r, li);
       return;
     }
-    const Step& s = plan(r).steps[lane.pc];
+    const SimStep& s = plan(r).steps[lane.pc];
     if (lane.seen != lane.pc) {
       lane.seen = lane.pc;
       lane.start = loop_.now();
@@ -252,13 +251,13 @@ class Runner {
     work(r, li, s, bytesOf(s));
   }
 
-  double bytesOf(const Step& s) const {
+  double bytesOf(const SimStep& s) const {
     if (s.prim == Prim::SendAddresses) return kAddressBytes;
     return static_cast<double>(s.count) * elemSize_;
   }
 
   // The step's local work, then its send or read, then the next step.
-  void work(int r, size_t li, const Step& s, double bytes) {
+  void work(int r, size_t li, const SimStep& s, double bytes) {
     double t = fabric_.stepOverhead(r);
     const double local = s.prim == Prim::RecvAddresses ? 0 : static_cast<double>(s.count) * elemSize_;
     if (reduces(s.prim)) t += local / fabric_.reduceBytesPerSecond(r);
@@ -300,7 +299,7 @@ class Runner {
   // ReduceFromAll: the slice read from every peer at once, reduced (one
   // reduction per peer's data), then, with toAll, written to every peer at
   // once; done when the last write has landed.
-  void reduceFromAll(int r, size_t li, const Step& s) {
+  void reduceFromAll(int r, size_t li, const SimStep& s) {
     const std::vector<int>& peers = plan(r).peers;
     const double bytes = static_cast<double>(s.count) * elemSize_;
     auto writes = [this, r, li, &s, bytes, &peers] {
@@ -341,7 +340,7 @@ class Runner {
     RankRun& k = ranks_[static_cast<size_t>(r)];
     LaneRun& lane = k.lanes[li];
     if (record_) {
-      const Step& s = plan(r).steps[lane.pc];
+      const SimStep& s = plan(r).steps[lane.pc];
       records_.push_back(StepRecord{r, static_cast<uint32_t>(li), lane.pc, s.prim, s.recvPeer, s.sendPeer,
                                     s.prim == Prim::Await ? 0 : bytesOf(s), lane.start, loop_.now()});
     }
@@ -350,7 +349,7 @@ class Runner {
     // Lanes awaiting a step (Await) look again.
     for (size_t o = 0; o < k.lanes.size(); ++o)
       if (o != li && k.lanes[o].waitingAwait) {
-        const Step& a = plan(r).steps[k.lanes[o].pc];
+        const SimStep& a = plan(r).steps[k.lanes[o].pc];
         if (k.stepDone[a.count]) {
           k.lanes[o].waitingAwait = false;
           loop_.at(loop_.now(), [this, r, o] { stepDone(r, o); });
@@ -364,7 +363,7 @@ class Runner {
     std::string why = "rank " + std::to_string(r) + " (" + plan(r).algorithm + ")";
     for (const LaneRun& lane : k.lanes) {
       if (lane.done || lane.pc >= lane.end) continue;
-      const Step& s = plan(r).steps[lane.pc];
+      const SimStep& s = plan(r).steps[lane.pc];
       why += " waits at step " + std::to_string(lane.pc) + " (" + primName(s.prim);
       if (receives(s.prim)) why += " from rank " + std::to_string(s.recvPeer);
       why += ")";
@@ -373,7 +372,7 @@ class Runner {
     return why;
   }
 
-  const std::vector<collectives::Plan>& plans_;
+  const std::vector<SimPlan>& plans_;
   const double elemSize_;
   const Fabric& fabric_;
   FlowNetwork& net_;
@@ -391,9 +390,29 @@ class Runner {
 
 }  // namespace
 
+SimPlan compact(const collectives::Plan& plan) {
+  SimPlan out;
+  out.algorithm = plan.algorithm;
+  out.peers = plan.peers;
+  out.lanes = plan.lanes;
+  out.peersWriteOutput = plan.peersWriteOutput;
+  out.steps.reserve(plan.steps.size());
+  for (const collectives::Step& s : plan.steps)
+    out.steps.push_back(SimStep{s.prim, s.toAll, s.sendPeer, s.recvPeer, s.count});
+  return out;
+}
+
+RunResult runPlans(const std::vector<SimPlan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
+                   EventLoop& loop, bool record, LinkOrbits* orbits) {
+  return Runner(plans, elemSize, fabric, net, loop, record, orbits).run();
+}
+
 RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
                    FlowNetwork& net, EventLoop& loop, bool record, LinkOrbits* orbits) {
-  return Runner(plans, elemSize, fabric, net, loop, record, orbits).run();
+  std::vector<SimPlan> compacted;
+  compacted.reserve(plans.size());
+  for (const collectives::Plan& p : plans) compacted.push_back(compact(p));
+  return runPlans(compacted, elemSize, fabric, net, loop, record, orbits);
 }
 
 std::string chromeTrace(const RunResult& run, const std::string& title) {

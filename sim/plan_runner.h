@@ -29,6 +29,25 @@
 
 namespace gyre::sim {
 
+// A plan as the runner reads it: each step's primitive, count and peers,
+// not its buffers and offsets (which time does not depend on): 24 bytes a
+// step instead of a Step's 100 or so, which is what lets 16,384 ranks'
+// plans (tens of millions of steps) fit in memory and in cache.
+struct SimStep {
+  collectives::Prim prim = collectives::Prim::Copy;
+  bool toAll = false;
+  int32_t sendPeer = -1, recvPeer = -1;
+  uint64_t count = 0;  // elements (Await: the step awaited)
+};
+struct SimPlan {
+  const char* algorithm = "";
+  std::vector<int> peers;
+  std::vector<SimStep> steps;
+  std::vector<collectives::Lane> lanes;
+  bool peersWriteOutput = false;
+};
+SimPlan compact(const collectives::Plan& plan);
+
 // What the runner asks of the cluster.
 class Fabric {
  public:
@@ -91,6 +110,9 @@ constexpr int kSentToRanks = 4096;
 // sentTo) is the full run's; each link's counters are its orbit's
 // canonical link's (LinkOrbits::all). Recorded steps are the
 // representatives' only.
+RunResult runPlans(const std::vector<SimPlan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
+                   EventLoop& loop, bool record = false, LinkOrbits* orbits = nullptr);
+// The same for whole plans (compacted first).
 RunResult runPlans(const std::vector<collectives::Plan>& plans, size_t elemSize, const Fabric& fabric,
                    FlowNetwork& net, EventLoop& loop, bool record = false, LinkOrbits* orbits = nullptr);
 

@@ -51,22 +51,25 @@ class Plans {
         const collectives::CallRequest& req, const collectives::AlgoOverrides& overrides)
       : spec_(spec), tuning_(tuning), world_(world), req_(req), overrides_(overrides),
         plans_(static_cast<size_t>(spec.nranks())), built_(plans_.size(), 0) {}
-  const collectives::Plan& of(int r) {
+  // Built into one whole plan (its capacity kept from rank to rank), kept
+  // compacted.
+  const SimPlan& of(int r) {
     if (!built_[static_cast<size_t>(r)]) {
       SimPlanEnv env(spec_, tuning_, world_, r);
       collectives::CallRequest mine = req_;
-      const char* name = collectives::planCall(mine, env, overrides_, plans_[static_cast<size_t>(r)]);
+      const char* name = collectives::planCall(mine, env, overrides_, scratch_);
       if (r == 0) name0_ = name;
+      plans_[static_cast<size_t>(r)] = compact(scratch_);
       built_[static_cast<size_t>(r)] = 1;
     }
     return plans_[static_cast<size_t>(r)];
   }
   // Frees a plan that was only checked.
   void drop(int r) {
-    plans_[static_cast<size_t>(r)] = collectives::Plan{};
+    plans_[static_cast<size_t>(r)] = SimPlan{};
     built_[static_cast<size_t>(r)] = 0;
   }
-  std::vector<collectives::Plan>& all() { return plans_; }
+  std::vector<SimPlan>& all() { return plans_; }
   // The algorithm as planCall named it for rank 0.
   const char* name0() {
     of(0);
@@ -79,7 +82,8 @@ class Plans {
   collectives::Group& world_;
   const collectives::CallRequest& req_;
   const collectives::AlgoOverrides& overrides_;
-  std::vector<collectives::Plan> plans_;
+  collectives::Plan scratch_;
+  std::vector<SimPlan> plans_;
   std::vector<char> built_;
   const char* name0_ = "";
 };

@@ -99,7 +99,7 @@ std::vector<Symmetry> clusterSymmetries(const ClusterSpec& spec) {
   return out;
 }
 
-bool planIsImage(const collectives::Plan& image, const collectives::Plan& original, const Symmetry& sym, int e) {
+bool planIsImage(const SimPlan& image, const SimPlan& original, const Symmetry& sym, int e) {
   if (std::strcmp(image.algorithm, original.algorithm) != 0) return false;
   if (image.steps.size() != original.steps.size() || image.lanes.size() != original.lanes.size()) return false;
   if (image.peersWriteOutput != original.peersWriteOutput) return false;
@@ -107,8 +107,8 @@ bool planIsImage(const collectives::Plan& image, const collectives::Plan& origin
     if (image.lanes[i].begin != original.lanes[i].begin || image.lanes[i].end != original.lanes[i].end) return false;
   auto map = [&](int p) { return p < 0 ? p : sym.apply(e, p); };
   for (size_t i = 0; i < image.steps.size(); ++i) {
-    const collectives::Step& a = image.steps[i];
-    const collectives::Step& b = original.steps[i];
+    const SimStep& a = image.steps[i];
+    const SimStep& b = original.steps[i];
     if (a.prim != b.prim || a.count != b.count || a.toAll != b.toAll) return false;
     if (a.sendPeer != map(b.sendPeer) || a.recvPeer != map(b.recvPeer)) return false;
   }

@@ -66,7 +66,7 @@ std::vector<Symmetry> clusterSymmetries(const ClusterSpec& spec);
 // peers mapped by g (element e): the same algorithm, lanes and steps, each
 // with the same primitive, count and mapped peers. Offsets and buffers are
 // not compared: the simulator does not read them.
-bool planIsImage(const collectives::Plan& image, const collectives::Plan& original, const Symmetry& sym, int e);
+bool planIsImage(const SimPlan& image, const SimPlan& original, const Symmetry& sym, int e);
 
 // Each link's orbit under a symmetry, learned as flows ask: the canonical
 // link that stands for the orbit, and how many images of one flow crossing

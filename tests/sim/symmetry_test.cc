@@ -167,9 +167,9 @@ TEST(Symmetry, AClusterWithAPartLeafIsSimulatedInFull) {
 TEST(Symmetry, APlanWhoseStepsDifferIsNotAnImage) {
   const ClusterSpec spec = cluster(2, 4, 4, 32, 1);
   const Symmetry sym = clusterSymmetries(spec).front();
-  collectives::Plan a, b;
+  SimPlan a, b;
   a.algorithm = b.algorithm = "ring";
-  collectives::Step s;
+  SimStep s;
   s.prim = collectives::Prim::Send;
   s.sendPeer = 1;
   s.count = 10;
