@@ -21,6 +21,7 @@ int FlowNetwork::addLink(std::string name, double bytesPerSecond, double latency
     throwError(gyreInvalidArgument, "link " + name + ": latency must be zero or more");
   links_.push_back(Link{std::move(name), bytesPerSecond, latency});
   onLink_.emplace_back();
+  demand_.push_back(0);
   busySince_.push_back(0);
   linkMark_.push_back(0);
   linkSlot_.push_back(0);
@@ -60,6 +61,9 @@ void FlowNetwork::start(const std::vector<int>& path, double bytes, std::functio
   f.path = path;
   if (weights.empty()) f.weight.assign(path.size(), 1.0);
   else f.weight = weights;
+  f.bound = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < path.size(); ++i)
+    f.bound = std::min(f.bound, links_[static_cast<size_t>(path[i])].bytesPerSecond / f.weight[i]);
   f.left = bytes;
   f.rate = 0;
   f.since = loop_.now();
@@ -88,10 +92,13 @@ void FlowNetwork::reshareLater(const std::vector<int>& links) {
 }
 
 void FlowNetwork::attach(size_t id) {
-  for (int l : flows_[id].path) {
-    auto& on = onLink_[static_cast<size_t>(l)];
-    if (on.empty()) busySince_[static_cast<size_t>(l)] = loop_.now();
+  const Flow& f = flows_[id];
+  for (size_t i = 0; i < f.path.size(); ++i) {
+    const size_t l = static_cast<size_t>(f.path[i]);
+    auto& on = onLink_[l];
+    if (on.empty()) busySince_[l] = loop_.now();
     on.push_back(id);
+    demand_[l] += f.bound * f.weight[i];
   }
 }
 
@@ -100,6 +107,14 @@ void FlowNetwork::detach(size_t id) {
     auto& on = onLink_[static_cast<size_t>(l)];
     on.erase(std::find(on.begin(), on.end(), id));
     if (on.empty()) links_[static_cast<size_t>(l)].busy += loop_.now() - busySince_[static_cast<size_t>(l)];
+    // Summed anew, not subtracted: no rounding left behind.
+    double d = 0;
+    for (size_t other : on) {
+      const Flow& o = flows_[other];
+      for (size_t i = 0; i < o.path.size(); ++i)
+        if (o.path[i] == l) d += o.bound * o.weight[i];
+    }
+    demand_[static_cast<size_t>(l)] = d;
   }
 }
 
@@ -119,6 +134,8 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
   std::vector<size_t>& flows = compFlows_;
   links.clear();
   flows.clear();
+  // A seed's flows are reshared even when the seed is slack (it may just
+  // have become so); beyond the seeds, only links that can limit spread it.
   for (int l : seeds)
     if (linkMark_[static_cast<size_t>(l)] != mark_) {
       linkMark_[static_cast<size_t>(l)] = mark_;
@@ -130,7 +147,7 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
       flowMark_[id] = mark_;
       flows.push_back(id);
       for (int l : flows_[id].path)
-        if (linkMark_[static_cast<size_t>(l)] != mark_) {
+        if (linkMark_[static_cast<size_t>(l)] != mark_ && !slack(static_cast<size_t>(l))) {
           linkMark_[static_cast<size_t>(l)] = mark_;
           links.push_back(static_cast<size_t>(l));
         }
@@ -139,24 +156,32 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
   for (size_t id : flows) settle(flows_[id]);
   // Water-filling within it: the link with the smallest equal share fixes
   // its flows' rates at that share; their bandwidth leaves every link they
-  // cross; repeat. (Every flow on these links is in the component.) The
-  // links wait in a heap by share, ties to the first found; an entry whose
-  // link changed since it was pushed is passed over.
+  // cross; repeat. (Every flow on its links that can limit is in the
+  // component.) Slack links are left out; each flow's bound is a link of its
+  // own instead, so that a flow no link limits gets its bound (what its
+  // narrowest link alone gives it, as it would with the slack links in).
+  // The links and bounds wait in a heap by share, ties to the first found;
+  // an entry whose link changed since it was pushed is passed over.
   std::vector<double>& room = room_;
   std::vector<double>& count = count_;  // the weights of the flows not yet fixed
   room.assign(links.size(), 0);
   count.assign(links.size(), 0);
-  std::vector<size_t>& slot = linkSlot_;  // link -> index in `links` (only the component's are read)
+  constexpr size_t kNone = ~size_t{0};
+  std::vector<size_t>& slot = linkSlot_;  // link -> index in `links` (kNone: slack)
   for (size_t i = 0; i < links.size(); ++i) {
-    slot[links[i]] = i;
+    slot[links[i]] = slack(links[i]) ? kNone : i;
     room[i] = links_[links[i]].bytesPerSecond;
   }
   for (size_t id : flows) {
     const Flow& f = flows_[id];
     newRate_[id] = -1;
-    for (size_t i = 0; i < f.path.size(); ++i) count[slot[static_cast<size_t>(f.path[i])]] += f.weight[i];
+    for (size_t i = 0; i < f.path.size(); ++i) {
+      const size_t l = static_cast<size_t>(f.path[i]);
+      if (linkMark_[l] != mark_ || slot[l] == kNone) continue;  // slack
+      count[slot[l]] += f.weight[i];
+    }
   }
-  using Entry = std::pair<double, size_t>;  // (room / count, slot)
+  using Entry = std::pair<double, size_t>;  // (room / count, slot; links.size() + k: flows[k]'s bound)
   std::vector<Entry>& heap = heap_;
   heap.clear();
   auto push = [&](size_t i) {
@@ -166,30 +191,44 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
     }
   };
   for (size_t i = 0; i < links.size(); ++i) push(i);
+  for (size_t k = 0; k < flows.size(); ++k) heap.emplace_back(flows_[flows[k]].bound, links.size() + k);
+  std::make_heap(heap.begin(), heap.end(), std::greater<Entry>());
+  auto fix = [&](size_t id, double share) {
+    const Flow& f = flows_[id];
+    newRate_[id] = share;
+    for (size_t i = 0; i < f.path.size(); ++i) {
+      const size_t l = static_cast<size_t>(f.path[i]);
+      if (linkMark_[l] != mark_ || slot[l] == kNone) continue;
+      const size_t at = slot[l];
+      room[at] -= share * f.weight[i];
+      // Weights are whole numbers: the sums are exact, and a link whose
+      // flows are all fixed has exactly none left.
+      count[at] -= f.weight[i];
+      touched_.push_back(at);
+    }
+  };
   for (size_t left = flows.size(); left > 0 && !heap.empty();) {
     std::pop_heap(heap.begin(), heap.end(), std::greater<Entry>());
     const Entry top = heap.back();
     heap.pop_back();
-    const size_t tight = top.second;
-    if (!(count[tight] > 0) || room[tight] / count[tight] != top.first) continue;  // changed since
-    const double share = std::max(0.0, top.first);
     touched_.clear();
-    for (size_t id : onLink_[links[tight]]) {
+    if (top.second >= links.size()) {  // a flow's bound
+      const size_t id = flows[top.second - links.size()];
       if (newRate_[id] >= 0) continue;
-      const Flow& f = flows_[id];
-      newRate_[id] = share;
+      fix(id, top.first);
       --left;
-      for (size_t i = 0; i < f.path.size(); ++i) {
-        const size_t at = slot[static_cast<size_t>(f.path[i])];
-        room[at] -= share * f.weight[i];
-        // Weights are whole numbers: the sums are exact, and a link whose
-        // flows are all fixed has exactly none left.
-        count[at] -= f.weight[i];
-        touched_.push_back(at);
+    } else {
+      const size_t tight = top.second;
+      if (!(count[tight] > 0) || room[tight] / count[tight] != top.first) continue;  // changed since
+      const double share = std::max(0.0, top.first);
+      for (size_t id : onLink_[links[tight]]) {
+        if (newRate_[id] >= 0) continue;
+        fix(id, share);
+        --left;
       }
     }
     for (size_t at : touched_)
-      if (at != tight) push(at);
+      if (count[at] > 0) push(at);
   }
   for (size_t id : flows) {
     Flow& f = flows_[id];

@@ -50,6 +50,7 @@ class FlowNetwork {
   struct Flow {
     std::vector<int> path;
     std::vector<double> weight;  // per link of the path
+    double bound = 0;            // the most it can get: its path's narrowest link alone
     double left = 0;   // bytes still to cross, as of `since`
     double rate = 0;   // bytes per second since `since`
     Time since = 0;
@@ -72,6 +73,11 @@ class FlowNetwork {
   EventLoop& loop_;
   std::vector<Link> links_;
   std::vector<std::vector<size_t>> onLink_;  // live flows crossing each link
+  // Each link's flows' bounds (times their weights), summed: a link whose
+  // flows could not fill it even at their bounds never limits them (slack),
+  // and resharing neither stops at it nor spreads through it.
+  std::vector<double> demand_;
+  bool slack(size_t l) const { return demand_[l] <= links_[l].bytesPerSecond; }
   std::vector<Time> busySince_;
   std::vector<Flow> flows_;
   std::vector<size_t> freeIds_;

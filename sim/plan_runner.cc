@@ -1,5 +1,6 @@
 #include "sim/plan_runner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <unordered_map>
 #include <memory>
@@ -86,6 +87,9 @@ class Runner {
           throwError(gyreInvalidArgument, std::string("simulator: rank ") + std::to_string(r) + "'s plan (" +
                                               p.algorithm + ") resolves steps while it runs, which is not simulated");
       RankRun& k = ranks_[static_cast<size_t>(r)];
+      k.senders = p.peers;
+      std::sort(k.senders.begin(), k.senders.end());
+      k.boxes.resize(k.senders.size());
       k.stepDone.assign(p.steps.size(), 0);
       const uint32_t total = static_cast<uint32_t>(p.steps.size());
       if (p.lanes.empty()) {
@@ -130,7 +134,18 @@ class Runner {
     uint32_t seen = UINT32_MAX;  // the step whose start is recorded
     Time start = 0;
   };
+  // Messages from one rank to another not yet received, in order, and the
+  // lane of `to` waiting for the next (-1: none).
+  struct Mailbox {
+    std::vector<double> bytes;
+    size_t head = 0;
+    long waiting = -1;
+  };
   struct RankRun {
+    // Its mail boxes, one per peer of its plan (peers sorted): found by a
+    // search in a few cache lines, not a hash of every pair.
+    std::vector<int> senders;
+    std::vector<Mailbox> boxes;
     std::vector<std::vector<Span>> phases;  // each phase's lanes run side by side
     size_t phase = 0;
     std::vector<LaneRun> lanes;  // the current phase's
@@ -139,14 +154,13 @@ class Runner {
     bool finished = false;
     Time end = 0;
   };
-  // Messages from one rank to another not yet received, in order, and the
-  // lane of `to` waiting for the next (-1: none).
-  struct Mailbox {
-    std::vector<double> bytes;
-    size_t head = 0;
-    long waiting = -1;
-  };
   static uint64_t key(int from, int to) { return uint64_t(uint32_t(from)) << 32 | uint32_t(to); }
+  Mailbox& mailbox(int from, int to) {
+    RankRun& k = ranks_[static_cast<size_t>(to)];
+    const auto it = std::lower_bound(k.senders.begin(), k.senders.end(), from);
+    if (it != k.senders.end() && *it == from) return k.boxes[static_cast<size_t>(it - k.senders.begin())];
+    return mail_[key(from, to)];  // a peer the plan does not list
+  }
 
   const SimPlan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
   int rep(int r) const { return sym_ ? sym_->representative(r) : r; }
@@ -235,7 +249,7 @@ class Runner {
       return;
     }
     if (receives(s.prim)) {
-      Mailbox& box = mail_[key(s.recvPeer, r)];
+      Mailbox& box = mailbox(s.recvPeer, r);
       if (box.head == box.bytes.size()) {
         box.waiting = static_cast<long>(li);
         return;
@@ -328,7 +342,7 @@ class Runner {
   }
 
   void deliver(int from, int to, double bytes) {
-    Mailbox& box = mail_[key(from, to)];
+    Mailbox& box = mailbox(from, to);
     box.bytes.push_back(bytes);
     if (box.waiting < 0) return;
     const size_t li = static_cast<size_t>(box.waiting);
@@ -378,7 +392,7 @@ class Runner {
   FlowNetwork& net_;
   EventLoop& loop_;
   std::vector<RankRun> ranks_;
-  std::unordered_map<uint64_t, Mailbox> mail_;  // by key(from, to)
+  std::unordered_map<uint64_t, Mailbox> mail_;  // by key(from, to), where the plan lists no such peer
   uint64_t messages_ = 0;
   double bytesSent_ = 0;
   std::vector<double> sentTo_;
