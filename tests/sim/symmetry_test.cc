@@ -147,6 +147,21 @@ TEST(Symmetry, AggregatedRunsAreTheFullRunsForEveryAlgorithmThatKeepsOne) {
       }
 }
 
+TEST(Symmetry, AggregatedRunsAreTheFullRunsAt256RanksIn4Leaves) {
+  using collectives::OpKind;
+  const ClusterSpec spec = cluster(32, 8, 8, 8, 2);
+  struct Algo {
+    OpKind op;
+    const char* spec;
+  };
+  for (const Algo& a : {Algo{OpKind::AllReduce, "allreduce:ring"}, Algo{OpKind::AllReduce, "allreduce:recursive_doubling"},
+                        Algo{OpKind::AllGather, "allgather:ring"}, Algo{OpKind::AllToAll, "alltoall:pairwise"},
+                        Algo{OpKind::AllToAll, "alltoall:bruck"}}) {
+    const std::string what = std::string("256 ranks, ") + a.spec;
+    EXPECT_FALSE(expectSameAsFull(spec, call(a.op, size_t(2) << 20, 256), a.spec, what).empty()) << what;
+  }
+}
+
 TEST(Symmetry, TheTunersChoiceAggregatedIsTheFullRun) {
   using collectives::OpKind;
   for (const Case& c : clusters())
