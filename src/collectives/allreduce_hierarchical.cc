@@ -5,6 +5,8 @@
 // the vector 2(h-1)/h times per leader for h hosts, instead of 2(n-1)/n per
 // rank with every rank's traffic crossing it: the win when hosts hold
 // several ranks and the network is the slow link.
+#include <vector>
+
 #include "collectives/allreduce.h"
 #include "collectives/steps.h"
 
@@ -14,14 +16,18 @@ void buildHierarchicalAllReduce(const CallRequest& req, PlanEnv& env, Plan& plan
   plan.reset("hierarchical");
   const int n = env.nranks(), me = env.rank(), myHost = env.hostIndex(me);
   Group local, leaders;  // this host's ranks; each host's first rank
+  // Hosts met so far (their indices are below n): a host's first rank in
+  // one pass, not a scan of the ranks before each (n² host lookups, most
+  // of planning 16,384 simulated ranks).
+  std::vector<char> met(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) {
     const int h = env.hostIndex(r);
     if (h == myHost) {
       if (r == me) local.me = local.size();
       local.ranks.push_back(r);
     }
-    bool first = true;
-    for (int q = 0; q < r && first; ++q) first = env.hostIndex(q) != h;
+    const bool first = !met[static_cast<size_t>(h)];
+    met[static_cast<size_t>(h)] = 1;
     if (first) {
       if (r == me) leaders.me = leaders.size();
       leaders.ranks.push_back(r);
