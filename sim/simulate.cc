@@ -12,8 +12,7 @@ namespace {
 
 // A rank of the simulated cluster as the planner sees a communicator. The
 // world group is shared by every rank's (only `me` differs, set here): a
-// copy per rank would be n copies of n-rank trees, most of the planning
-// time at 16,384 ranks.
+// copy per rank would be n copies of its n-rank trees.
 class SimPlanEnv final : public collectives::PlanEnv {
  public:
   SimPlanEnv(const ClusterSpec& spec, const collectives::TuningParams& tuning, collectives::Group& world, int rank)
