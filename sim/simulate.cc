@@ -89,8 +89,8 @@ class Plans {
 
 // Whether every plan is its representative's image under sym: every rank
 // checked up to kCheckEveryRank ranks; above, the images of the first, a
-// middle and the last representative under a spread of elements (the
-// generators' first steps, the last, pseudo-random others), and
+// middle and the last representative under a spread of elements (each
+// factor's first step, the last, the middle, pseudo-random others), and
 // pseudo-random ranks. Plans of ranks that are not representatives are
 // dropped once checked.
 bool plansKeep(const Symmetry& sym, Plans& plans) {
@@ -108,6 +108,7 @@ bool plansKeep(const Symmetry& sym, Plans& plans) {
       return static_cast<int>((seed >> 33) % static_cast<uint64_t>(below));
     };
     std::vector<int> elements{1, sym.order() - 1, sym.order() / 2};
+    if (sym.innerOrder() < sym.order()) elements.push_back(sym.innerOrder());  // the blocks' first step
     for (int i = 0; i < 5; ++i) elements.push_back(next(sym.order()));
     for (int r : {reps.front(), reps[reps.size() / 2], reps.back()})
       for (int e : elements) ranks.push_back(sym.apply(e, r));

@@ -40,6 +40,10 @@ class Symmetry {
   // The group's elements (each orbit has this many ranks: the action is
   // free, no element but the identity fixes a rank).
   int order() const { return innerOrder_ * outerOrder_; }
+  // Element e is (e % innerOrder) inside hosts, then (e / innerOrder) on
+  // blocks: element 1 is the inner group's first step, innerOrder() the
+  // outer's.
+  int innerOrder() const { return innerOrder_; }
   int orbits() const { return n_ / order(); }
   // Element e applied to rank r.
   int apply(int e, int r) const;
