@@ -37,6 +37,22 @@ TEST(UlyssesTime, ComputeSplitsOverTheGroupAndTheAllToAllsAreGyresEstimates) {
   gyreCommDestroy(comm);
 }
 
+// Groups far larger than the job that plans them (the simulated estimate,
+// docs/simulator.md): a sequence spread over 1,024 or 4,096 ranks of hosts
+// like this one has a price, the same all-to-all's on more ranks moves
+// more and takes longer.
+TEST(UlyssesTime, GroupsOfThousandsOfRanksArePriced) {
+  gyreComm_t comm = nullptr;
+  ASSERT_EQ(gyreCommInitAll(&comm, 1, nullptr), gyreSuccess) << gyreGetLastError(nullptr);
+  UlyssesConfig config;
+  config.compute = ComputeModel{2e-9, 3e-6, 256, 4, "test"};
+  const UlyssesTime t(config, comm);
+  const double large = t.communication(1 << 20, 1024), larger = t.communication(1 << 22, 4096);
+  EXPECT_GT(large, 0);
+  EXPECT_GT(larger, large);
+  gyreCommDestroy(comm);
+}
+
 TEST(ComputeModel, TheCalibratedConstantsAreThere) {
   const ComputeModel m = ComputeModel::calibrated();
   EXPECT_GT(m.attentionSeconds, 0);
