@@ -676,15 +676,8 @@ class Runner {
     c.releaseRemoteKey(a.dst);
     a = PeerAddresses{};
   }
-  const PeerAddresses& addressesOf(const Step& s) const {
-    if (static_cast<size_t>(s.recvPeer) >= peerAddresses_.size())
-      throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
-    return peerAddresses_[s.recvPeer];
-  }
-  const transport::RemoteKey& remoteKey(const Step& s) const {
-    const PeerAddresses& a = addressesOf(s);
-    return s.remote == BufId::Input ? a.src : a.dst;
-  }
+  // The address the step's peer sent for its src (remote Input) or dst.
+  const transport::RemoteKey& remoteKey(const Step& s) const { return keyOf(s.recvPeer, s.remote); }
 
   // ReduceFromAll's ranks in order: this one (plan_.rank) among its peers,
   // which the plan lists in rank order.
@@ -695,13 +688,11 @@ class Runner {
                                         std::to_string(n) + " ranks without this rank's place in them");
     return n;
   }
-  const PeerAddresses& addressesOf(int peer) const {
-    if (static_cast<size_t>(peer) >= peerAddresses_.size())
-      throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
-    return peerAddresses_[static_cast<size_t>(peer)];
-  }
+  // The address `peer` sent for its src (Input) or dst (Output).
   const transport::RemoteKey& keyOf(int peer, BufId which) const {
-    const PeerAddresses& a = addressesOf(peer);
+    if (peer < 0 || static_cast<size_t>(peer) >= peerAddresses_.size())
+      throwError(gyreInternalError, "plan reads a peer's memory before it sent its addresses");
+    const PeerAddresses& a = peerAddresses_[static_cast<size_t>(peer)];
     return which == BufId::Input ? a.src : a.dst;
   }
 
