@@ -24,17 +24,11 @@ namespace {
 using grid::blocksFor;
 using grid::kThreads;
 using grid::loadOne;
-constexpr size_t kVecBytes = 16;
+using grid::kVecBytes;
 
-// Where the vector body starts: the head's length in elements, or n when
-// the pointers' offsets within 16 bytes differ (or are not whole elements).
 template <class T>
 size_t headOf(size_t n, std::initializer_list<const void*> ptrs) {
-  const uintptr_t mis = reinterpret_cast<uintptr_t>(*ptrs.begin()) % kVecBytes;
-  for (const void* p : ptrs)
-    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % kVecBytes != mis) return n;
-  if (mis % sizeof(T) != 0) return n;
-  return std::min(n, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(T));
+  return grid::headOf<T>(n, ptrs.begin(), ptrs.size());
 }
 
 // a op b (or a alone) into out0 and, when set, out1.

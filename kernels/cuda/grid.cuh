@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace gyre::kernels::cuda::grid {
 
@@ -24,6 +25,21 @@ inline int blocksFor(size_t work) {
   const size_t cap = static_cast<size_t>(sms > 0 ? sms : 16) * 8;
   const size_t want = (work + kThreads - 1) / kThreads;
   return static_cast<int>(std::max<size_t>(1, std::min(want, cap)));
+}
+
+inline constexpr size_t kVecBytes = 16;
+
+// Where a kernel's 16-byte vector body starts: the head's length in
+// elements T over pointers ptrs[0, count) (nulls ignored; the first is
+// never null), or n when their offsets within 16 bytes differ (or are not
+// whole elements).
+template <class T>
+size_t headOf(size_t n, const void* const* ptrs, size_t count) {
+  const uintptr_t mis = reinterpret_cast<uintptr_t>(ptrs[0]) % kVecBytes;
+  for (size_t i = 0; i < count; ++i)
+    if (ptrs[i] != nullptr && reinterpret_cast<uintptr_t>(ptrs[i]) % kVecBytes != mis) return n;
+  if (mis % sizeof(T) != 0) return n;
+  return std::min(n, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(T));
 }
 
 // Loads kernel k now; keeps the first error in `first`.

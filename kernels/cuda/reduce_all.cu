@@ -22,7 +22,7 @@ namespace {
 using grid::blocksFor;
 using grid::kThreads;
 using grid::loadOne;
-constexpr size_t kVecBytes = 16;
+using grid::kVecBytes;
 
 // By value: the kernel's parameters (256 bytes).
 struct Pointers {
@@ -81,18 +81,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Where the vector body starts (elementwise.cu's rule over every pointer).
-template <class T>
-size_t headOf(const ReduceAllTask& t) {
-  const uintptr_t mis = reinterpret_cast<uintptr_t>(t.in[0]) % kVecBytes;
-  auto differs = [&](const void* q) { return reinterpret_cast<uintptr_t>(q) % kVecBytes != mis; };
-  for (int r = 0; r < t.nin; ++r)
-    if (differs(t.in[r])) return t.count;
-  for (int o = 0; o < t.nout; ++o)
-    if (differs(t.out[o])) return t.count;
-  if (mis % sizeof(T) != 0) return t.count;
-  return std::min(t.count, mis == 0 ? size_t{0} : (kVecBytes - mis) / sizeof(T));
-}
 
 
 template <class S, int kOp, bool kDivide>
@@ -101,7 +89,10 @@ int launch(const ReduceAllTask& t, cudaStream_t stream) {
   Pointers p{};
   std::copy(t.in, t.in + t.nin, p.in);
   std::copy(t.out, t.out + t.nout, p.out);
-  const size_t head = headOf<T>(t);
+  const void* all[2 * kMaxReduceAll];  // every pointer the kernel touches
+  std::copy(t.in, t.in + t.nin, all);
+  std::copy(t.out, t.out + t.nout, all + t.nin);
+  const size_t head = grid::headOf<T>(t.count, all, static_cast<size_t>(t.nin + t.nout));
   const size_t work = std::max((t.count - head) / (kVecBytes / sizeof(T)), head + 1);
   reduceAllKernel<S, kOp, kDivide><<<blocksFor(work), kThreads, 0, stream>>>(p, t.nin, t.nout, t.count, head,
                                                                             t.divisor);
