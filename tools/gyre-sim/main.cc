@@ -115,15 +115,16 @@ std::vector<std::pair<std::string, double>> compareAlgorithms(const gyre::sim::C
   return seconds;
 }
 
-// --cluster's file, read before the flags so that they override it.
-std::string clusterPathIn(int argc, char** argv) {
-  std::string path;
+// The value of option `name` (the last given), read before the other flags
+// so that they override what it describes (--cluster, --model).
+std::string valueOf(int argc, char** argv, const char* name) {
+  std::string value;
   for (int i = 2; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--compare")) continue;
-    if (!std::strcmp(argv[i], "--cluster")) path = argv[i + 1];
+    if (!std::strcmp(argv[i], name)) value = argv[i + 1];
     ++i;  // every other option takes a value
   }
-  return path;
+  return value;
 }
 
 // The plot's series: the tuner's choice, and with --compare every algorithm
@@ -161,7 +162,7 @@ int main(int argc, char** argv) {
     if (!op) gyre::throwError(gyreInvalidArgument, std::string("no collective named ") + argv[1]);
     gyre::sim::ClusterSpec spec;
     std::string clusterName;
-    const std::string clusterPath = clusterPathIn(argc, argv);
+    const std::string clusterPath = valueOf(argc, argv, "--cluster");
     if (!clusterPath.empty()) {
       gyre::sim::ClusterFile file = gyre::sim::loadClusterFile(clusterPath);
       spec = file.spec;
@@ -173,8 +174,7 @@ int main(int argc, char** argv) {
     // A cost model (--model) is the baseline; the cluster's flags override
     // it wherever they are given.
     gyre::collectives::CostModel costModel;
-    for (int i = 2; i + 1 < argc; ++i)
-      if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
+    model = valueOf(argc, argv, "--model");
     if (!clusterPath.empty() && !model.empty())
       gyre::throwError(gyreInvalidArgument, "--cluster and --model both describe the hosts: give one");
     if (!model.empty()) {
