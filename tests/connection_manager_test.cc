@@ -317,6 +317,38 @@ TEST(ConnectionManager, GyreTransportVerbsWithoutADeviceFailsInitOnEveryRank) {
 }
 #endif
 
+#ifdef GYRE_HAVE_UCX
+// GYRE_TRANSPORT=ucx with UCX_TLS naming only UCX's shared memory: UCX
+// 1.13 makes no endpoint that reports a dead peer over it. The first call
+// that connects fails on every rank, naming the setting, where it used to
+// crash in the failure path (a connection that broke as it was made had no
+// connection to look at).
+TEST(ConnectionManager, UcxWithoutATransportThatReportsDeadPeersFailsOnEveryRank) {
+  RunOutcome out = runRanks(2, [](int rank, int nranks, const gyreUniqueId& id) {
+    setenv("GYRE_TRANSPORT", "ucx", 1);
+    setenv("UCX_TLS", "posix,self", 1);
+    setenv("UCX_LOG_LEVEL", "fatal", 1);  // UCX's own line says less than ours
+    Checker check(rank);
+    gyreComm_t comm = nullptr;
+    gyreResult_t r = gyreCommInitRank(&comm, nranks, id, rank);
+    std::string msg = gyreGetLastError(nullptr);
+    if (r == gyreSuccess) {
+      int v = rank + 1;
+      r = gyreAllReduce(&v, &v, 1, gyreInt32, gyreSum, comm, nullptr);
+      msg = gyreGetLastError(comm);
+      gyreCommDestroy(comm);
+    }
+    // Its own finding, or the peer's report of the same that came first.
+    check.expect(r == gyreSystemError || r == gyreRemoteError, "the call must fail: " + msg);
+    check.expect(msg.find("reports a dead peer (UCX_TLS=posix,self)") != std::string::npos,
+                 "the message names the setting: " + msg);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+#endif
+
 // GYRE_SHM_DISABLE=1 on one host: every peer over TCP, and the collective
 // still exact. What shows the transport: the direct AllReduce, which reads
 // peers' memory through shared memory, is refused with it and runs without.

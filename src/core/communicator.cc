@@ -518,8 +518,10 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
     // A connection broke. Prefer a precise account: a notice from the rank
     // where the failure began, or a local peer seen exiting.
     try {
-      if (failedPeer >= 0) {
-        const WaitItem w{connections_->connection(failedPeer), Waiting::ForData};
+      // A connection that broke as it was made is not there to wait on.
+      transport::Connection* broken = failedPeer >= 0 ? connections_->connection(failedPeer) : nullptr;
+      if (broken) {
+        const WaitItem w{broken, Waiting::ForData};
         checkHealth(std::span<const WaitItem>(&w, 1), false);
       } else {
         checkHealth({});

@@ -1,5 +1,6 @@
 #include "transport/ucx/ucx_connection.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -52,7 +53,20 @@ UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peer
   p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   p.err_handler.cb = onError;
   p.err_handler.arg = this;
-  if (ucs_status_t s = ucp_ep_create(transport.worker(), &p, &ep_); s != UCS_OK) throwStatus(s, "connect to");
+  if (ucs_status_t s = ucp_ep_create(transport.worker(), &p, &ep_); s != UCS_OK) {
+    // Unreachable at creation is this side's UCX setup, not the peer: no
+    // transport UCX may use reaches it and reports a dead peer (UCX 1.13's
+    // shared-memory transports cannot), e.g. UCX_TLS without tcp.
+    if (s == UCS_ERR_UNREACHABLE) {
+      const char* tls = std::getenv("UCX_TLS");
+      throw ConnectionError(gyreSystemError, peer_,
+                            "ucx: no UCX transport reaches " + peerName_ + " and reports a dead peer" +
+                                (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string()) +
+                                ": UCX's shared-memory transports cannot; allow tcp or an RDMA transport in "
+                                "UCX_TLS, or use GYRE_TRANSPORT=shm within a host");
+    }
+    throwStatus(s, "connect to");
+  }
 }
 
 UcxConnection::~UcxConnection() {
