@@ -29,6 +29,7 @@ void ClusterSpec::validate() const {
   positive(nicBytesPerSecond, "the NIC bandwidth");
   positive(copyBytesPerSecond, "the copy rate");
   positive(reduceBytesPerSecond, "the reduction rate");
+  nonNegative(hostMemoryBytesPerSecond, "the host memory bandwidth");
   nonNegative(intraLatency, "the intra-host latency");
   nonNegative(nicLatency, "the NIC latency");
   nonNegative(switchLatency, "the switch latency");
@@ -51,6 +52,10 @@ Cluster::Cluster(const ClusterSpec& spec, FlowNetwork& net) : spec_(spec) {
     intraUp_.push_back(add(at + " to its host switch", spec_.intraBytesPerSecond, spec_.intraLatency, LinkKind::IntraUp, r));
     intraDown_.push_back(add(at + " from its host switch", spec_.intraBytesPerSecond, 0, LinkKind::IntraDown, r));
   }
+  if (spec_.hostMemoryBytesPerSecond > 0)
+    for (int h = 0; h < spec_.hosts; ++h)
+      hostMemory_.push_back(add("host " + std::to_string(h) + "'s memory", spec_.hostMemoryBytesPerSecond, 0,
+                                LinkKind::HostMemory, h * spec_.ranksPerHost));
   const int nics = spec_.hosts * spec_.nicsPerHost;
   const int ranksPerNic = spec_.ranksPerHost / spec_.nicsPerHost;
   for (int i = 0; i < nics; ++i) {
@@ -85,6 +90,7 @@ int Cluster::sameLinkOf(int link, int rank) const {
   switch (kind_[static_cast<size_t>(link)]) {
     case LinkKind::IntraUp: return intraUp_[r];
     case LinkKind::IntraDown: return intraDown_[r];
+    case LinkKind::HostMemory: return hostMemory_[static_cast<size_t>(hostOf(rank))];
     case LinkKind::NicUp: return nicUp_[static_cast<size_t>(nicOf(rank))];
     case LinkKind::NicDown: return nicDown_[static_cast<size_t>(nicOf(rank))];
     case LinkKind::LeafUp: return leafUp_[static_cast<size_t>(leafOf(hostOf(rank)))];
@@ -99,7 +105,10 @@ std::vector<int> Cluster::path(int from, int to) const {
     throwError(gyreInternalError, "simulator: no path from rank " + std::to_string(from) + " to rank " + std::to_string(to));
   const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
   const int hf = hostOf(from), ht = hostOf(to);
-  if (hf == ht) return {intraUp_[f], intraDown_[t]};
+  if (hf == ht) {
+    if (hostMemory_.empty()) return {intraUp_[f], intraDown_[t]};
+    return {intraUp_[f], hostMemory_[static_cast<size_t>(hf)], intraDown_[t]};
+  }
   std::vector<int> p{nicUp_[static_cast<size_t>(nicOf(from))]};
   const int lf = leafOf(hf), lt = leafOf(ht);
   if (lf != lt) {

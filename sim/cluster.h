@@ -20,6 +20,11 @@ struct ClusterSpec {
   // Within a host: each rank's port into the host's switch.
   double intraBytesPerSecond = 450e9;  // NVLink 4 on an H100: 450 GB/s each way
   double intraLatency = 1e-6;          // each way through the switch, seconds
+  // What all of a host's transfers share, bytes per second; 0: nothing
+  // beyond the ports. Where ranks are processes, each transfer is copies by
+  // CPUs through one memory (two ranks sending to each other at once get
+  // half the rate one alone gets); ranks sharing one GPU share its HBM.
+  double hostMemoryBytesPerSecond = 0;
   // NICs: nicsPerHost of them (ranksPerHost: one per rank; 1: shared).
   int nicsPerHost = 8;
   double nicBytesPerSecond = 50e9;  // 400 Gbit/s
@@ -53,17 +58,19 @@ class Cluster final : public Fabric {
   double copyBytesPerSecond(int) const override { return spec_.copyBytesPerSecond; }
   double reduceBytesPerSecond(int) const override { return spec_.reduceBytesPerSecond; }
   double stepOverhead(int) const override { return spec_.stepOverhead; }
+  bool sameHost(int a, int b) const override { return hostOf(a) == hostOf(b); }
   int linkOwner(int link) const override { return owner_[static_cast<size_t>(link)]; }
   int sameLinkOf(int link, int rank) const override;
 
  private:
   // What each link is, for sameLinkOf.
-  enum class LinkKind : unsigned char { IntraUp, IntraDown, NicUp, NicDown, LeafUp, LeafDown };
+  enum class LinkKind : unsigned char { IntraUp, IntraDown, HostMemory, NicUp, NicDown, LeafUp, LeafDown };
   int nicOf(int rank) const;  // global NIC index
   int leafOf(int host) const { return host / spec_.hostsPerLeaf; }
 
   ClusterSpec spec_;
   std::vector<int> intraUp_, intraDown_;  // by rank
+  std::vector<int> hostMemory_;           // by host, where the spec limits it
   std::vector<int> nicUp_, nicDown_;      // by NIC
   std::vector<int> leafUp_, leafDown_;    // by leaf: to and from the spine
   std::vector<LinkKind> kind_;            // by link

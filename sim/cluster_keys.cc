@@ -28,6 +28,8 @@ const KeyInfo kKeys[] = {
      [](ClusterSpec& s, double v) { s.intraLatency = v * kMicro; }},
     {"host", "shm_latency_us", Kind::Number, "microseconds", kIntraLatency, kIntraLatency, nullptr,
      [](ClusterSpec& s, double v) { s.intraLatency = v * kMicro; }},
+    {"host", "memory_gbytes", Kind::Number, "GB/s", nullptr,
+     "the host memory bandwidth", nullptr, [](ClusterSpec& s, double v) { s.hostMemoryBytesPerSecond = v * kGiga; }},
     {"host", "nics", Kind::Integer, "", nullptr, "NICs per host", nullptr,
      [](ClusterSpec& s, double v) { s.nicsPerHost = int(v); }},
     {"host", "nic_gbit", Kind::Number, "Gbit/s", nullptr, "the NIC bandwidth", nullptr,

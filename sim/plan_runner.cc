@@ -75,10 +75,13 @@ bool localOnly(Prim p) {
   }
 }
 
-// Bytes a step's local work touches (one operand's), beside its message.
-bool copiesLocally(Prim p) {
-  return p == Prim::Copy || p == Prim::CopySend || p == Prim::Recv || p == Prim::RecvCopySend || p == Prim::ReadCopy;
-}
+// Whether a step copies on its own CPU beside its message (one operand's
+// bytes). A receive's copy is the transport's (out of a shared-memory FIFO,
+// or a socket's read into place), which the link's rate already has; a
+// CopySend into a FIFO writes its output and the FIFO in one pass (the
+// executor's CopySend), and only over a socket copies first and lets the
+// socket read the copy.
+bool copiesLocally(Prim p, bool sendsWithinHost) { return p == Prim::Copy || (p == Prim::CopySend && !sendsWithinHost); }
 
 class Runner {
  public:
@@ -292,7 +295,8 @@ class Runner {
     double t = localOnly(s.prim) ? 0 : fabric_.stepOverhead(r);
     const double local = s.prim == Prim::RecvAddresses ? 0 : static_cast<double>(s.count) * elemSize_;
     if (reduces(s.prim)) t += local / fabric_.reduceBytesPerSecond(r);
-    else if (copiesLocally(s.prim) && s.prim != Prim::ReadCopy) t += local / fabric_.copyBytesPerSecond(r);
+    else if (copiesLocally(s.prim, s.prim == Prim::CopySend && fabric_.sameHost(r, s.sendPeer)))
+      t += local / fabric_.copyBytesPerSecond(r);
     if (s.prim == Prim::ReduceFromAll) {
       loop_.after(t, [this, r, li, &s] { reduceFromAll(r, li, s); });
       return;

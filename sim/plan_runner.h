@@ -59,6 +59,9 @@ class Fabric {
   virtual double copyBytesPerSecond(int rank) const = 0;
   virtual double reduceBytesPerSecond(int rank) const = 0;
   virtual double stepOverhead(int rank) const = 0;
+  // Whether two ranks share a host (a send between them goes through
+  // shared memory, not a socket).
+  virtual bool sameHost(int, int) const { return false; }
   // For symmetries (sim/symmetry.h): a rank the link belongs to (its port,
   // its NIC's, its leaf's; -1: links are not mapped, no symmetry is used),
   // and the link of the same kind that belongs to `rank`.

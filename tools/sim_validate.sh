@@ -76,7 +76,13 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     # (a sendrecv there pays more than its message: 71 us against 7).
     echo "intra_us $(GYRE_ALGO=allreduce:recursive_doubling run 1 2 "" allreduce -b 8 -e 8 | time_of 8)"
     echo "intra_us_64M $(run 1 2 "" sendrecv -b 64M -e 64M | time_of 67108864)"
+    # One way alone: both ranks sending at once (the sendrecv) share the
+    # host's memory, so each gets half of what one alone gets.
+    echo "oneway_us_64M $(GYRE_ALGO=broadcast:chain run 1 2 "" broadcast -b 64M -e 64M | time_of 67108864)"
     echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring run 1 2 "" allreduce -b 64M -e 64M | time_of 67108864)"
+    # A rank's own copy: one rank's AllGather is its input copied to its
+    # output (out of the caches at 64 MiB), nothing else.
+    echo "copy_us_64M $(run 1 1 "" allgather -b 64M -e 64M | time_of 67108864)"
   } >"$out/calibration.txt"
   cat "$out/calibration.txt"
   for cfg in $configs; do
@@ -91,7 +97,7 @@ fi
 # The cluster from the calibration. A sendrecv of S bytes between two ranks
 # takes latency + S / rate on the path: the 8-byte time is the latency
 # (split over the path's ends), the 64 MiB time gives the rate.
-read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes < <(/usr/bin/python3 - "$out/calibration.txt" <<'EOF'
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes < <(/usr/bin/python3 - "$out/calibration.txt" <<'EOF'
 import sys
 v = {}
 for line in open(sys.argv[1]):
@@ -107,10 +113,21 @@ intra = S / ((v["intra_us_64M"] - v["intra_us"]) * 1e-6)
 # sendrecv does), the built-in cost model's rate, 16 GB/s.
 left = v["reduce_us_64M"] * 1e-6 - S / intra
 red = S / 2 / left if left > 0.05 * S / intra else 16e9
-print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f}")
+# A rank's own copies run at memcpy's rate, not the link's (which is two
+# copies, one in each process); a calibration without it (older runs) takes
+# the link's.
+copy = S / (v["copy_us_64M"] * 1e-6) if "copy_us_64M" in v else intra
+# The host's memory: what the sendrecv's two directions share; a rank's
+# port: what one direction alone gets. Without the one-way measurement
+# (older runs) the ports are the sendrecv's and memory is no limit.
+memory = 0
+if "oneway_us_64M" in v:
+    memory = 2 * intra
+    intra = S / ((v["oneway_us_64M"] - v["intra_us"]) * 1e-6)
+print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f}")
 EOF
 )
-echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us, reduce ${reduce_gbytes} GB/s"
+echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s"
 
 for cfg in $configs; do
   h=${cfg%x*} per_host=${cfg#*x}
@@ -130,8 +147,8 @@ for b in sorted(calls):
     print(b, calls[b].most_common(1)[0][0])
 EOF
       "$sim" "$c" --hosts "$h" --ranks-per-host "$per_host" --nics-per-host 1 --nic-gbit "$net_gbit" \
-        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" \
-        --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$intra_gbytes" --step-us "$([ "$h" = 1 ] && echo "$step_shm_us" || echo "$step_us")" --switch-us 0 \
+        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" --host-memory-gbytes "$memory_gbytes" \
+        --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$copy_gbytes" --step-us "$([ "$h" = 1 ] && echo "$step_shm_us" || echo "$step_us")" --switch-us 0 \
         --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$cfg.txt" || true
     done
   done

@@ -47,6 +47,8 @@ int usage(FILE* to) {
                "  --nics-per-host N      NICs per host, dividing the ranks (8: one per rank)\n"
                "  --nic-gbit X           each NIC's rate, Gbit/s (400)\n"
                "  --intra-gbytes X       each rank's port into its host's switch, GB/s each way (450)\n"
+               "  --host-memory-gbytes X what all of a host's transfers share, GB/s (0: no limit; CPU\n"
+               "                         ranks: the memory's copy rate, ranks sharing a GPU: its HBM)\n"
                "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  --nic-us X --intra-us X --switch-us X\n"
@@ -196,6 +198,7 @@ int main(int argc, char** argv) {
       else if (a == "--nic-us") spec.nicLatency = number(v, "--nic-us") * 1e-6;
       else if (a == "--intra-gbytes") spec.intraBytesPerSecond = number(v, "--intra-gbytes") * 1e9;
       else if (a == "--intra-us") spec.intraLatency = number(v, "--intra-us") * 1e-6;
+      else if (a == "--host-memory-gbytes") spec.hostMemoryBytesPerSecond = number(v, "--host-memory-gbytes") * 1e9;
       else if (a == "--switch-us") spec.switchLatency = number(v, "--switch-us") * 1e-6;
       else if (a == "--copy-gbytes") spec.copyBytesPerSecond = number(v, "--copy-gbytes") * 1e9;
       else if (a == "--reduce-gbytes") spec.reduceBytesPerSecond = number(v, "--reduce-gbytes") * 1e9;

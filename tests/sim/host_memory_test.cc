@@ -1,0 +1,93 @@
+// Ranks that are processes on one host, against closed forms: transfers
+// share the host's memory (ClusterSpec::hostMemoryBytesPerSecond), and a
+// rank's own copies are charged only where the executor makes them beside
+// its message (a CopySend over a socket, not into a shared-memory FIFO).
+#include <gtest/gtest.h>
+
+#include "sim/cluster.h"
+#include "sim/simulate.h"
+
+namespace gyre::sim {
+namespace {
+
+using collectives::OpKind;
+
+constexpr double kPort = 1e9;      // each rank's port, each way
+constexpr double kLatency = 1e-6;  // through the host's switch
+constexpr size_t kBlock = 16 * 1024;  // one message a step
+
+// hosts x ranks, ports of 1 GB/s, NICs as fast, free local work unless
+// copy says otherwise, no software cost.
+ClusterSpec processes(int hosts, int ranks, double memory, double copy = 1e18) {
+  ClusterSpec s;
+  s.hosts = hosts;
+  s.ranksPerHost = ranks;
+  s.nicsPerHost = 1;
+  s.intraBytesPerSecond = kPort;
+  s.intraLatency = kLatency;
+  s.nicBytesPerSecond = kPort;
+  s.nicLatency = kLatency / 2;  // both ends: the same latency as within a host
+  s.switchLatency = 0;
+  s.hostMemoryBytesPerSecond = memory;
+  s.copyBytesPerSecond = copy;
+  s.reduceBytesPerSecond = 1e18;
+  s.stepOverhead = 0;
+  s.peerReads = false;
+  return s;
+}
+
+// A call of one block per rank (the API's count is a block's).
+double secondsOf(const ClusterSpec& spec, OpKind kind, const char* algo) {
+  collectives::CallRequest req;
+  req.desc.kind = kind;
+  req.desc.count = kBlock / 4;
+  req.elemSize = 4;
+  return simulateCall(spec, req, algo).run.seconds;
+}
+
+// Two ranks exchanging at once share the host's memory: each gets half of
+// it. One way alone (a Broadcast) gets its port, the memory permitting.
+TEST(HostMemory, TwoRanksSendingAtOnceShareIt) {
+  const double oneWay = kBlock / kPort + kLatency;
+  // Unlimited memory: the exchange takes a one-way transfer's time.
+  EXPECT_NEAR(secondsOf(processes(1, 2, 0), OpKind::AllToAll, "alltoall:pairwise"), oneWay, oneWay * 1e-9);
+  // Memory as fast as a port: the two directions take half each.
+  const double shared = kBlock / (kPort / 2) + kLatency;
+  EXPECT_NEAR(secondsOf(processes(1, 2, kPort), OpKind::AllToAll, "alltoall:pairwise"), shared, shared * 1e-9);
+  // Twice a port: no longer the limit.
+  EXPECT_NEAR(secondsOf(processes(1, 2, 2 * kPort), OpKind::AllToAll, "alltoall:pairwise"), oneWay, oneWay * 1e-9);
+}
+
+// Eight ranks of a ring AllGather send at once: every step's eight
+// transfers share the memory, where each had its own port before.
+TEST(HostMemory, EightRanksShareItEveryStep) {
+  const double free = secondsOf(processes(1, 8, 0), OpKind::AllGather, "allgather:ring");
+  const double shared = secondsOf(processes(1, 8, 2 * kPort), OpKind::AllGather, "allgather:ring");
+  const double steps = 7;
+  EXPECT_NEAR(free, steps * (kBlock / kPort + kLatency), free * 1e-9);
+  EXPECT_NEAR(shared, steps * (kBlock / (2 * kPort / 8) + kLatency), shared * 1e-9);
+}
+
+// Across hosts the memory is each host's own and a NIC's transfer does not
+// cross it.
+TEST(HostMemory, TransfersBetweenHostsDoNotCrossIt) {
+  const double a = secondsOf(processes(2, 1, 0), OpKind::AllToAll, "alltoall:pairwise");
+  const double b = secondsOf(processes(2, 1, kPort / 100), OpKind::AllToAll, "alltoall:pairwise");
+  EXPECT_DOUBLE_EQ(a, b);
+}
+
+// The ring AllGather's first step copies the rank's own block into its
+// output and sends it: into a FIFO that is one pass (free here), over a
+// socket a copy first. Receives cost no copy of their own either way.
+TEST(LocalCopies, ACopySendIntoSharedMemoryIsOnePassAndOverASocketACopyFirst) {
+  const double copy = 0.25e9;  // slow enough to see
+  const double withinFree = secondsOf(processes(1, 2, 0), OpKind::AllGather, "allgather:ring");
+  const double within = secondsOf(processes(1, 2, 0, copy), OpKind::AllGather, "allgather:ring");
+  EXPECT_DOUBLE_EQ(within, withinFree);
+  const double acrossFree = secondsOf(processes(2, 1, 0), OpKind::AllGather, "allgather:ring");
+  const double across = secondsOf(processes(2, 1, 0, copy), OpKind::AllGather, "allgather:ring");
+  EXPECT_NEAR(across - acrossFree, kBlock / copy, kBlock / copy * 1e-9);
+}
+
+}  // namespace
+}  // namespace gyre::sim
