@@ -58,12 +58,14 @@ UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peer
     // transport UCX may use reaches it and reports a dead peer (UCX 1.13's
     // shared-memory transports cannot), e.g. UCX_TLS without tcp.
     if (s == UCS_ERR_UNREACHABLE) {
-      const char* tls = std::getenv("UCX_TLS");
+      std::string settings;
+      for (const char* name : {"UCX_TLS", "UCX_NET_DEVICES"})
+        if (const char* v = std::getenv(name)) settings += (settings.empty() ? "" : ", ") + std::string(name) + "=" + v;
       throw ConnectionError(gyreSystemError, peer_,
                             "ucx: no UCX transport reaches " + peerName_ + " and reports a dead peer" +
-                                (tls ? std::string(" (UCX_TLS=") + tls + ")" : std::string()) +
-                                ": UCX's shared-memory transports cannot; allow tcp or an RDMA transport in "
-                                "UCX_TLS, or use GYRE_TRANSPORT=shm within a host");
+                                (settings.empty() ? std::string() : " (" + settings + ")") +
+                                ": UCX's shared-memory transports cannot; let UCX_TLS and UCX_NET_DEVICES allow "
+                                "tcp or an RDMA device, or use GYRE_TRANSPORT=shm within a host");
     }
     throwStatus(s, "connect to");
   }
