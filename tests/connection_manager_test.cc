@@ -349,6 +349,58 @@ TEST(ConnectionManager, UcxWithoutATransportThatReportsDeadPeersFailsOnEveryRank
 }
 #endif
 
+#ifdef GYRE_HAVE_UCX
+// GYRE_NET_TRANSPORT=ucx: shared memory within each host, UCX between the
+// hosts (two GYRE_HOSTIDs), as NCCL's shared memory and NET: the sum is
+// exact, and each peer is reached by the transport its host calls for.
+TEST(ConnectionManager, NetTransportUcxCarriesOtherHostsAndSharedMemoryTheHost) {
+  RunOutcome out = runRanks(4, [](int rank, int nranks, const gyreUniqueId& id) {
+    setenv("GYRE_NET_TRANSPORT", "ucx", 1);
+    setenv("GYRE_HOSTID", rank < 2 ? "host-a" : "host-b", 1);
+    Checker check(rank);
+    gyreComm_t comm = initRank(rank, nranks, id);
+    if (!comm) return 1;
+    std::vector<int> v(70000, rank + 1);  // past UCX's one-part messages, in pieces
+    check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreInt32, gyreSum, comm, nullptr), "allreduce");
+    check.expect(v.front() == 10 && v.back() == 10, "the sum over shm and ucx");
+    // Connections are made at first use: an AllToAll reaches every peer.
+    std::vector<int> to(4, rank), from(4, -1);
+    check.expectOk(gyreAllToAll(to.data(), from.data(), 1, gyreInt32, comm, nullptr), "alltoall");
+    check.expect(from == std::vector<int>{0, 1, 2, 3}, "every peer's block");
+    for (int p = 0; p < nranks; ++p) {
+      if (p == rank) continue;
+      char name[16] = {};
+      check.expectOk(gyreCommPeerTransport(comm, p, name, sizeof name), "peer transport");
+      const char* want = (p < 2) == (rank < 2) ? "shm" : "ucx";
+      check.expect(std::string(name) == want, "rank " + std::to_string(p) + " over " + name + ", not " + want);
+    }
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+#endif
+
+// GYRE_NET_TRANSPORT chooses within GYRE_TRANSPORT=auto: beside a transport
+// forced for every peer it is refused, naming both; ranks that differ are
+// refused at init; an unknown one is named.
+TEST(ConnectionManager, NetTransportIsRefusedBesideAForcedTransportAndMustAgree) {
+  expectInitFails(
+      2,
+      [](int) {
+        setenv("GYRE_TRANSPORT", "tcp", 1);
+        setenv("GYRE_NET_TRANSPORT", "tcp", 1);
+      },
+      "GYRE_NET_TRANSPORT=tcp chooses what reaches other hosts under GYRE_TRANSPORT=auto; GYRE_TRANSPORT=tcp",
+      gyreInvalidArgument);
+  expectInitFails(
+      3, [](int rank) { setenv("GYRE_NET_TRANSPORT", rank == 1 ? "tcp" : "auto", 1); },
+      "rank 1 was started with GYRE_NET_TRANSPORT=tcp where rank 0 has auto", gyreInvalidUsage);
+  expectInitFails(2, [](int) { setenv("GYRE_NET_TRANSPORT", "infiniband", 1); },
+                  "GYRE_NET_TRANSPORT=infiniband is not one of auto, tcp, ucx, verbs", gyreInvalidArgument);
+}
+
 // GYRE_SHM_DISABLE=1 on one host: every peer over TCP, and the collective
 // still exact. What shows the transport: the direct AllReduce, which reads
 // peers' memory through shared memory, is refused with it and runs without.

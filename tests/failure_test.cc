@@ -101,12 +101,18 @@ TEST_P(KilledRank, SurvivorsGetRemoteErrorNamingTheDeadRank) {
   EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.front();
 }
 
+auto killedRankName = [](const auto& p) {
+  return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param)) + "ranks";
+};
 INSTANTIATE_TEST_SUITE_P(Transports, KilledRank,
                          testing::Combine(testing::Values(GYRE_TEST_TRANSPORTS), testing::Values(2, 3, 4)),
-                         [](const auto& p) {
-                           return std::string(std::get<0>(p.param)) + "_" +
-                                  std::to_string(std::get<1>(p.param)) + "ranks";
-                         });
+                         killedRankName);
+#ifdef GYRE_HAVE_UCX
+// Shared memory within two hosts and UCX between them (GYRE_NET_TRANSPORT):
+// the victim, rank 1, alone on its host with 3 ranks, beside a peer with 4.
+INSTANTIATE_TEST_SUITE_P(Hosts, KilledRank, testing::Combine(testing::Values("shm_ucx"), testing::Values(3, 4)),
+                         killedRankName);
+#endif
 
 // ---- clean runs leave nothing behind, and segments are unlinked at once ----
 

@@ -44,6 +44,7 @@ netns_star 10.79.0 none
 all_variants=(
   "gyre-tcp gyre GYRE_TRANSPORT=auto GYRE_ALGO=allreduce:ring"
   "gyre-ucx gyre GYRE_TRANSPORT=ucx GYRE_ALGO=allreduce:ring"
+  "gyre-shm-ucx gyre GYRE_TRANSPORT=auto GYRE_NET_TRANSPORT=ucx GYRE_ALGO=allreduce:ring"
   "ompi-ring ompi --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4 --mca mpi_yield_when_idle 1"
   "gloo-ring gloo --algo ring_chunked"
   "gyre-fp16 gyre GYRE_TRANSPORT=auto --codec fp16"

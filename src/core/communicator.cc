@@ -70,6 +70,7 @@ struct SharedSettings {
   uint64_t netPluginHash;  // GYRE_NET_PLUGIN (0: none): its creation is collective
   int32_t ibQpsPerConnection;  // the verbs exchange's size depends on it
   int32_t deviceDirect;        // stream calls on one host choose the single-copy plans
+  int32_t netTransport;        // GYRE_NET_TRANSPORT: which transports are created
 };
 
 uint64_t hashString(const std::string& s) { return fnv1a(s); }
@@ -178,6 +179,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   mine.netPluginHash = config_.netPlugin.empty() ? 0 : hashString(config_.netPlugin);
   mine.ibQpsPerConnection = config_.ibQpsPerConnection;
   mine.deviceDirect = config_.deviceDirect;
+  mine.netTransport = static_cast<int32_t>(config_.netTransport);
   bootstrap_->allGather(all.data(), sizeof(SharedSettings), deadline);
   for (int r = 0; r < nranks_; ++r) {
     if (std::memcmp(&all[r], &all[0], sizeof(SharedSettings)) == 0) continue;
@@ -185,6 +187,9 @@ void Communicator::setUpTransports(Deadline deadline) {
         all[r].transport != all[0].transport
             ? std::string("GYRE_TRANSPORT=") + transportName(TransportChoice(all[r].transport)) +
                   " where rank 0 has " + transportName(TransportChoice(all[0].transport))
+        : all[r].netTransport != all[0].netTransport
+            ? std::string("GYRE_NET_TRANSPORT=") + transportName(TransportChoice(all[r].netTransport)) +
+                  " where rank 0 has " + transportName(TransportChoice(all[0].netTransport))
         : all[r].transportsDisabled != all[0].transportsDisabled
             ? "different GYRE_SHM_DISABLE/GYRE_TCP_DISABLE settings than rank 0"
         : all[r].netPluginHash != all[0].netPluginHash
@@ -256,11 +261,20 @@ void Communicator::setUpTransports(Deadline deadline) {
   // that leaves a peer unreached.
   const std::string forced = std::string("GYRE_TRANSPORT=") + transportName(config_.transport);
   const bool anyOf = config_.transport == TransportChoice::Auto;
+  // GYRE_NET_TRANSPORT names what reaches other hosts: it alone does (TCP
+  // and a plugin stand aside), shared memory keeps each host.
+  const TransportChoice net = config_.netTransport;
+  const std::string netForced = std::string("GYRE_NET_TRANSPORT=") + transportName(net);
+  if (!anyOf && net != TransportChoice::Auto)
+    throwError(gyreInvalidArgument, netForced + " chooses what reaches other hosts under GYRE_TRANSPORT=auto; " +
+                                        forced + " names one transport for every peer");
+  const bool netNamed = net != TransportChoice::Auto;
   const std::string shmOff = !anyOf && config_.transport != TransportChoice::Shm ? forced
                              : config_.shmDisable                                 ? "GYRE_SHM_DISABLE=1"
                                                                                   : "";
   const std::string tcpOff = !anyOf && config_.transport != TransportChoice::Tcp ? forced
                              : config_.tcpDisable                                 ? "GYRE_TCP_DISABLE=1"
+                             : netNamed && net != TransportChoice::Tcp            ? netForced
                                                                                   : "";
   const bool wantShm = shmOff.empty();
   // The transports copy with the kernels' routines (they sit below kernels).
@@ -300,26 +314,34 @@ void Communicator::setUpTransports(Deadline deadline) {
     no.memoryCopy = kernelsCopy;
     no.spinNs = spin(20'000);
     const bool netOff = !anyOf && config_.transport != TransportChoice::Net;
-    connections_->add(transport::NetTransport::create(*bootstrap_, no, deadline), 15, netOff ? forced : "");
+    connections_->add(transport::NetTransport::create(*bootstrap_, no, deadline), 15,
+                      netOff ? forced : netNamed ? netForced : "");
   }
-  // UCX only when asked for (GYRE_TRANSPORT=ucx): its creation is collective
-  // and costs a worker per communicator; on this host's wires (tcp, shared
-  // memory) it does not beat the built-in transports (PERFORMANCE-transports.md).
-  if (config_.transport == TransportChoice::Ucx) {
+  // Priorities: as forced (GYRE_TRANSPORT), above shared memory, for every
+  // peer; as the network (GYRE_NET_TRANSPORT), below it, for other hosts.
+  const int ucxPriority = net == TransportChoice::Ucx ? 15 : 30;
+  const int verbsPriority = net == TransportChoice::Verbs ? 15 : 30;
+  // UCX only when asked for (GYRE_TRANSPORT=ucx, or GYRE_NET_TRANSPORT=ucx
+  // between hosts): its creation is collective and costs a worker per
+  // communicator; on this host's wires (tcp, shared memory) it does not beat
+  // the built-in transports (PERFORMANCE-transports.md).
+  if (config_.transport == TransportChoice::Ucx || net == TransportChoice::Ucx) {
 #ifdef GYRE_HAVE_UCX
     transport::UcxTransport::Options uo;
     uo.memoryCopy = kernelsCopy;
     uo.spinNs = spin(20'000);
-    connections_->add(transport::UcxTransport::create(*bootstrap_, uo, deadline), 30);
+    connections_->add(transport::UcxTransport::create(*bootstrap_, uo, deadline), ucxPriority);
 #else
-    throwError(gyreInvalidArgument, "GYRE_TRANSPORT=ucx, but this gyre was built without UCX (libucx-dev)");
+    throwError(gyreInvalidArgument, (net == TransportChoice::Ucx ? netForced : forced) +
+                                        ", but this gyre was built without UCX (libucx-dev)");
 #endif
   }
-  // Verbs likewise only when asked for (GYRE_TRANSPORT=verbs): creation is
+  // Verbs likewise only when asked for (GYRE_TRANSPORT=verbs or
+  // GYRE_NET_TRANSPORT=verbs): creation is
   // collective and brings up a queue pair to every peer. A rank where it
   // cannot start (no device, GYRE_IB_HCA matching none, a GID that does not
   // connect) says why, and the connection manager's error names it on every rank.
-  if (config_.transport == TransportChoice::Verbs) {
+  if (config_.transport == TransportChoice::Verbs || net == TransportChoice::Verbs) {
 #ifdef GYRE_HAVE_VERBS
     transport::VerbsTransport::Options vo;
     vo.memoryCopy = kernelsCopy;
@@ -327,10 +349,10 @@ void Communicator::setUpTransports(Deadline deadline) {
     vo.hca = config_.ibHca;
     vo.gidIndex = config_.ibGidIndex;
     vo.qpsPerPeer = config_.ibQpsPerConnection;
-    connections_->add(transport::VerbsTransport::create(*bootstrap_, vo, deadline), 30);
+    connections_->add(transport::VerbsTransport::create(*bootstrap_, vo, deadline), verbsPriority);
 #else
-    throwError(gyreInvalidArgument,
-               "GYRE_TRANSPORT=verbs, but this gyre was built without RDMA verbs (libibverbs-dev)");
+    throwError(gyreInvalidArgument, (net == TransportChoice::Verbs ? netForced : forced) +
+                                        ", but this gyre was built without RDMA verbs (libibverbs-dev)");
 #endif
   }
   connections_->choose([&](int peer) { return bootstrap_->describe(peer); });

@@ -65,9 +65,27 @@ const Param kParams[] = {
       "start and end) nested under the call"},
      [](Config& c, const std::string& v, const char* n) { c.traceSteps = parseInt(v, n, 0, 1) == 1; }},
     {{"GYRE_TRANSPORT", "auto",
-      "auto (shm within a host; across hosts the GYRE_NET_PLUGIN plugin if set, else tcp), or one for every "
+      "auto (shm within a host; across hosts GYRE_NET_TRANSPORT's, by default the GYRE_NET_PLUGIN plugin if set, "
+      "else tcp), or one for every "
       "peer: shm, tcp, ucx, verbs, or net (the GYRE_NET_PLUGIN plugin)"},
      setTransport},
+    {{"GYRE_NET_TRANSPORT", "auto",
+      "with GYRE_TRANSPORT=auto, what reaches the other hosts while shared memory serves each host: auto (the "
+      "GYRE_NET_PLUGIN plugin if set, else tcp), tcp, ucx or verbs; one that cannot start fails init on every "
+      "rank, naming why"},
+     [](Config& c, const std::string& v, const char* n) {
+       const std::string s = lower(v);
+       if (s == "auto" || s.empty())
+         c.netTransport = TransportChoice::Auto;
+       else if (s == "tcp")
+         c.netTransport = TransportChoice::Tcp;
+       else if (s == "ucx")
+         c.netTransport = TransportChoice::Ucx;
+       else if (s == "verbs")
+         c.netTransport = TransportChoice::Verbs;
+       else
+         throwError(gyreInvalidArgument, std::string(n) + "=" + v + " is not one of auto, tcp, ucx, verbs");
+     }},
     {{"GYRE_NET_PLUGIN", "",
       "an NCCL net plugin (ncclNetPlugin_v8 to _v12) to reach other hosts through: a path, or NAME for "
       "libgyre-net-NAME.so or libnccl-net-NAME.so (socket: gyre's own); one that cannot be used is "

@@ -20,6 +20,10 @@ struct Config {
   // -1: defaultStallReportMs of the timeout, resolved in resolve()).
   int64_t stallReportMs = -1;
   TransportChoice transport = TransportChoice::Auto;
+  // GYRE_NET_TRANSPORT: under GYRE_TRANSPORT=auto, what reaches other hosts
+  // (Auto: the GYRE_NET_PLUGIN plugin if one is set, else TCP; Tcp, Ucx or
+  // Verbs), shared memory staying within a host.
+  TransportChoice netTransport = TransportChoice::Auto;
   bool shmDisable = false;  // GYRE_SHM_DISABLE: never shared memory (as NCCL_SHM_DISABLE)
   bool tcpDisable = false;  // GYRE_TCP_DISABLE: never TCP between ranks
   std::string netPlugin;    // GYRE_NET_PLUGIN: an NCCL net plugin, by path or name (empty: none)

@@ -157,6 +157,13 @@ gyreComm_t initRank(int rank, int nranks, const gyreUniqueId& id, const char* tr
   gyreConfig_t cfg = GYRE_CONFIG_INITIALIZER;
   cfg.transport = transport;
   cfg.timeoutMs = timeoutMs;
+  // "shm_ucx": two hosts (ranks by parity), shared memory within each and
+  // UCX between them (GYRE_NET_TRANSPORT), in this rank's process only.
+  if (transport && std::string(transport) == "shm_ucx") {
+    cfg.transport = "auto";
+    setenv("GYRE_NET_TRANSPORT", "ucx", 1);
+    setenv("GYRE_HOSTID", rank % 2 ? "host-odd" : "host-even", 1);
+  }
   // "net": the test build of gyre's socket plugin (in this rank's process only).
   if (transport && std::string(transport) == "net") setenv("GYRE_NET_PLUGIN", GYRE_TEST_NET_PLUGIN, 1);
   gyreComm_t comm = nullptr;

@@ -15,6 +15,8 @@
 // The transports the multi-process suites run over: shm, tcp, net (gyre's
 // socket network loaded as an NCCL net plugin, GYRE_TEST_NET_PLUGIN), and
 // ucx where this gyre was built with it.
+// (initRank also takes "shm_ucx": two hosts by rank parity, shared memory
+// within each and UCX between them.)
 #ifdef GYRE_HAVE_UCX
 #define GYRE_TEST_TRANSPORTS "shm", "tcp", "net", "ucx"
 #else
