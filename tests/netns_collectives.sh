@@ -28,7 +28,10 @@ netns_star 10.79.0 "$rate"
 # that selects it. A third transport is one more line, e.g.
 #   transports+=("plugin GYRE_NET_PLUGIN=/path/to/libgyre-net-socket.so")
 transports=("auto GYRE_TRANSPORT=auto")
-if [ "$have_ucx" = 1 ]; then transports+=("ucx GYRE_TRANSPORT=ucx"); fi
+if [ "$have_ucx" = 1 ]; then
+  transports+=("ucx GYRE_TRANSPORT=ucx")
+  transports+=("shm_ucx GYRE_NET_TRANSPORT=ucx")
+fi
 if [ -n "$net_plugin" ]; then transports+=("plugin GYRE_NET_PLUGIN=$net_plugin"); fi
 collectives=(allreduce allgather reducescatter alltoall alltoallv broadcast reduce gather scatter sendrecv)
 
@@ -62,7 +65,8 @@ launch() {
 # memory with exactly the host mate, and TCP from each rank to some rank of
 # another host; ucx: UCX started and neither of the others was made;
 # plugin: the plugin loaded, shared memory with the host mate and the
-# plugin to every other rank.
+# plugin to every other rank; shm_ucx: shared memory with the host mate and
+# UCX to every other rank, no TCP.
 check_wires() {
   local name=$1 nhosts=$2 transport=$3 r peer
   for ((r = 0; r < 2 * nhosts; r++)); do
@@ -78,6 +82,12 @@ check_wires() {
         grep -q "net: plugin gyre-socket" "$log" || fail "rank $r ($name): the plugin was not loaded" "$log"
         grep -q "shm to 1 peer, net to $((2 * nhosts - 2)) peers" "$log" ||
           fail "rank $r ($name): not shared memory to the host mate and the plugin across" "$log" ;;
+      shm_ucx)
+        grep -q "shm to 1 peer, ucx to $((2 * nhosts - 2)) peers" "$log" ||
+          fail "rank $r ($name): not shared memory to the host mate and UCX across" "$log"
+        if grep -q "tcp connection to" "$log"; then
+          fail "rank $r ($name): GYRE_NET_TRANSPORT=ucx, yet a TCP connection was made" "$log"
+        fi ;;
       ucx)
         grep -q "ucx worker ready" "$log" || fail "rank $r ($name): UCX did not start" "$log"
         if grep -Eq "tcp connection to|shared memory with" "$log"; then
