@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/agreement.h"
 #include "transport/ucx/ucx_connection.h"
+#include "transport/ucx/ucx_wires.h"
 
 namespace gyre::transport {
 
@@ -26,6 +29,16 @@ struct Started {
   uint64_t addressBytes = 0;
   char why[120] = {};
 };
+
+// RDMA devices on this host, as the kernel lists them (none: UCX can only
+// use tcp and shared memory here).
+int rdmaDevices() {
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it("/sys/class/infiniband", ec), end; !ec && it != end; it.increment(ec))
+    ++n;
+  return n;
+}
 
 }  // namespace
 
@@ -48,6 +61,15 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   size_t addressBytes = 0;
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+  // Without RDMA, UCX's rendezvous buys nothing and costs a round trip per
+  // message: pieces go eager unless the user says otherwise.
+  if (s == UCS_OK && !std::getenv("UCX_RNDV_THRESH") &&
+      !ucx_wires::mayUseRdma(std::getenv("UCX_TLS"), rdmaDevices())) {
+    s = ucp_config_modify(config, "RNDV_THRESH", ucx_wires::kTcpRendezvousThreshold);
+    if (s == UCS_OK)
+      GYRE_INFO("rank %d: ucx: no RDMA here, messages up to %s eager (UCX_RNDV_THRESH sets it)", bs.rank(),
+                ucx_wires::kTcpRendezvousThreshold);
+  }
   if (s == UCS_OK) {
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;

@@ -1,0 +1,43 @@
+// Whether UCX may carry gyre's messages over RDMA from this host, which
+// decides gyre's default for UCX's rendezvous threshold (ucx_transport.cc).
+// Over RDMA a large message's rendezvous is a zero-copy read; over UCX's
+// tcp it is a round trip more per message and nothing saved, which cost a
+// ring of 256 KiB pieces 12-14% of a 1 Gbit/s link
+// (docs/PERFORMANCE-transports.md, table 5). No UCX header needed: tested
+// without UCX.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gyre::transport::ucx_wires {
+
+// tls: UCX_TLS as the user set it (null: unset, every transport UCX has);
+// rdmaDevices: RDMA devices on this host (/sys/class/infiniband's entries).
+inline bool mayUseRdma(const char* tls, int rdmaDevices) {
+  if (rdmaDevices <= 0) return false;
+  if (!tls || !*tls || tls[0] == '^') return true;  // all, or all but some
+  // A list: RDMA unless every name is one of UCX's wires without it.
+  static constexpr std::string_view kNoRdma[] = {"tcp",  "self", "sm",  "shm",       "posix",    "sysv",
+                                                 "cma",  "mm",   "knem", "xpmem",    "cuda_copy", "cuda_ipc",
+                                                 "rocm_copy", "rocm_ipc"};
+  std::string_view rest(tls);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view name = rest.substr(0, comma);
+    if (!name.empty()) {
+      bool plain = false;
+      for (std::string_view n : kNoRdma) plain |= name == n;
+      if (!plain) return true;
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// The rendezvous threshold gyre gives UCX where it may not use RDMA and the
+// user set none: a shared-memory piece (256 KiB) or a TCP piece goes eager.
+inline constexpr const char* kTcpRendezvousThreshold = "1m";
+
+}  // namespace gyre::transport::ucx_wires

@@ -1,0 +1,33 @@
+// When gyre may leave UCX's rendezvous threshold to UCX (RDMA possible) and
+// when it raises it (tcp and shared memory only): ucx_wires.h, no UCX needed.
+#include <gtest/gtest.h>
+
+#include "transport/ucx/ucx_wires.h"
+
+namespace gyre::transport::ucx_wires {
+namespace {
+
+TEST(UcxWires, WithoutAnRdmaDeviceThereIsNoRdma) {
+  EXPECT_FALSE(mayUseRdma(nullptr, 0));
+  EXPECT_FALSE(mayUseRdma("rc,ud,tcp", 0));
+}
+
+TEST(UcxWires, WithADeviceEveryTransportOrAnExclusionMayUseIt) {
+  EXPECT_TRUE(mayUseRdma(nullptr, 1));
+  EXPECT_TRUE(mayUseRdma("", 2));
+  EXPECT_TRUE(mayUseRdma("^tcp", 1));
+  EXPECT_TRUE(mayUseRdma("all", 1));
+}
+
+TEST(UcxWires, AListMayUseRdmaWhenItNamesAnythingButPlainWires) {
+  EXPECT_FALSE(mayUseRdma("tcp", 1));
+  EXPECT_FALSE(mayUseRdma("tcp,self", 1));
+  EXPECT_FALSE(mayUseRdma("posix,cma,self,tcp", 1));
+  EXPECT_FALSE(mayUseRdma("sm,,tcp,", 1));
+  EXPECT_TRUE(mayUseRdma("rc,sm,self", 1));
+  EXPECT_TRUE(mayUseRdma("tcp,dc_x", 1));
+  EXPECT_TRUE(mayUseRdma("ib", 1));
+}
+
+}  // namespace
+}  // namespace gyre::transport::ucx_wires
