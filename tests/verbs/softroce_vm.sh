@@ -12,6 +12,8 @@
 #     memory read with RDMA READ;
 #   - several queue pairs per peer (GYRE_IB_QPS_PER_CONNECTION): conformance
 #     cases with 3, the collectives with 4;
+#   - 4 ranks on two host ids, shared memory within each and verbs between
+#     (GYRE_NET_TRANSPORT=verbs);
 #   - 2 ranks with GYRE_IB_HCA naming no device, and with GYRE_IB_GID_INDEX
 #     naming no GID: both must fail, naming the setting;
 #   - 3 ranks of which one exits between collectives: the others must fail
@@ -116,9 +118,11 @@ echo "GUEST conformance rc=$rc"; [ $rc = 0 ] || failed=1
 
 port=29500
 ranks() {  # ranks N NAME [ENV...]: N ranks of the collectives program over verbs
+  # (ENV may set GYRE_TRANSPORT otherwise; TWO_HOSTS=1: two host ids by rank parity)
   n=$1; name=$2; shift 2; port=$((port + 1)); pids=
   for r in $(seq 0 $((n - 1))); do
-    env "$@" GYRE_TRANSPORT=verbs GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=127.0.0.1:$port \
+    hostid=; [ "${TWO_HOSTS:-0}" = 1 ] && hostid=GYRE_HOSTID=h$((r % 2))
+    env GYRE_TRANSPORT=verbs $hostid "$@" GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=127.0.0.1:$port \
       GYRE_DEBUG=INFO GYRE_TIMEOUT_MS=60000 timeout 150 /gyre/collectives > /tmp/$name.$r 2>&1 &
     pids="$pids $!"
   done
@@ -170,6 +174,18 @@ for r in 0 1 2; do
     echo "GUEST collectives 3 ranks, 4 queue pairs per peer: rank $r ok"
   else
     echo "GUEST collectives 3 ranks, 4 queue pairs per peer: rank $r FAILED"; cat /tmp/qps.$r; failed=1
+  fi
+done
+
+# Two "hosts" (host ids by rank parity): shared memory within each, verbs
+# between them (GYRE_NET_TRANSPORT=verbs), as a cluster runs.
+step net-transport-verbs
+TWO_HOSTS=1 ranks 4 hybrid GYRE_TRANSPORT=auto GYRE_NET_TRANSPORT=verbs
+for r in 0 1 2 3; do
+  if grep -q "rank $r of 4: collectives ok" /tmp/hybrid.$r && grep -q 'shm to 1 peer, verbs to 2 peers' /tmp/hybrid.$r; then
+    echo "GUEST shared memory within, verbs between hosts, 4 ranks: rank $r ok"
+  else
+    echo "GUEST shared memory within, verbs between hosts, 4 ranks: rank $r FAILED"; cat /tmp/hybrid.$r; failed=1
   fi
 done
 
