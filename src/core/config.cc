@@ -3,10 +3,13 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -29,22 +32,26 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The transport `v` names among `allowed` ("" is auto); anything else is an
+// error listing them.
+TransportChoice transportNamed(const std::string& v, const char* name, std::initializer_list<TransportChoice> allowed) {
+  static constexpr std::pair<const char*, TransportChoice> kNames[] = {
+      {"auto", TransportChoice::Auto}, {"shm", TransportChoice::Shm}, {"tcp", TransportChoice::Tcp},
+      {"ucx", TransportChoice::Ucx},   {"net", TransportChoice::Net}, {"verbs", TransportChoice::Verbs}};
+  const std::string s = v.empty() ? "auto" : lower(v);
+  std::string list;
+  for (const auto& [n, t] : kNames) {
+    if (std::find(allowed.begin(), allowed.end(), t) == allowed.end()) continue;
+    if (s == n) return t;
+    list += (list.empty() ? "" : ", ") + std::string(n);
+  }
+  throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of " + list);
+}
+
 void setTransport(Config& c, const std::string& v, const char* name) {
-  std::string s = lower(v);
-  if (s == "auto" || s.empty())
-    c.transport = TransportChoice::Auto;
-  else if (s == "shm")
-    c.transport = TransportChoice::Shm;
-  else if (s == "tcp")
-    c.transport = TransportChoice::Tcp;
-  else if (s == "ucx")
-    c.transport = TransportChoice::Ucx;
-  else if (s == "net")
-    c.transport = TransportChoice::Net;
-  else if (s == "verbs")
-    c.transport = TransportChoice::Verbs;
-  else
-    throwError(gyreInvalidArgument, std::string(name) + "=" + v + " is not one of auto, shm, tcp, ucx, net, verbs");
+  c.transport = transportNamed(v, name,
+                               {TransportChoice::Auto, TransportChoice::Shm, TransportChoice::Tcp, TransportChoice::Ucx,
+                                TransportChoice::Net, TransportChoice::Verbs});
 }
 
 const Param kParams[] = {
@@ -74,17 +81,8 @@ const Param kParams[] = {
       "GYRE_NET_PLUGIN plugin if set, else tcp), tcp, ucx or verbs; one that cannot start fails init on every "
       "rank, naming why"},
      [](Config& c, const std::string& v, const char* n) {
-       const std::string s = lower(v);
-       if (s == "auto" || s.empty())
-         c.netTransport = TransportChoice::Auto;
-       else if (s == "tcp")
-         c.netTransport = TransportChoice::Tcp;
-       else if (s == "ucx")
-         c.netTransport = TransportChoice::Ucx;
-       else if (s == "verbs")
-         c.netTransport = TransportChoice::Verbs;
-       else
-         throwError(gyreInvalidArgument, std::string(n) + "=" + v + " is not one of auto, tcp, ucx, verbs");
+       c.netTransport = transportNamed(
+           v, n, {TransportChoice::Auto, TransportChoice::Tcp, TransportChoice::Ucx, TransportChoice::Verbs});
      }},
     {{"GYRE_NET_PLUGIN", "",
       "an NCCL net plugin (ncclNetPlugin_v8 to _v12) to reach other hosts through: a path, or NAME for "
