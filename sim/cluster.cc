@@ -1,5 +1,6 @@
 #include "sim/cluster.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -34,6 +35,21 @@ void ClusterSpec::validate() const {
   nonNegative(nicLatency, "the NIC latency");
   nonNegative(switchLatency, "the switch latency");
   nonNegative(stepOverhead, "the step overhead");
+  nonNegative(cacheBytes, "the cache size");
+  if (!(cacheSpeedup >= 1) || !std::isfinite(cacheSpeedup))
+    throwError(gyreInvalidArgument, "cluster: the cache speedup must be 1 or more");
+}
+
+ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes) {
+  if (spec.cacheBytes <= 0 || spec.cacheSpeedup == 1 || workingSetBytes <= 0) return spec;
+  const double cached = std::min(1.0, spec.cacheBytes / workingSetBytes);
+  const double faster = 1 / (cached / spec.cacheSpeedup + (1 - cached));
+  ClusterSpec s = spec;
+  s.intraBytesPerSecond *= faster;
+  s.hostMemoryBytesPerSecond *= faster;
+  s.copyBytesPerSecond *= faster;
+  s.reduceBytesPerSecond *= faster;
+  return s;
 }
 
 Cluster::Cluster(const ClusterSpec& spec, FlowNetwork& net) : spec_(spec) {

@@ -41,11 +41,25 @@ struct ClusterSpec {
   // Ranks of one host read each other's memory (CUDA IPC, or the kernel's
   // cross-process reads): the single-copy algorithms can run there.
   bool peerReads = true;
+  // A host's last-level cache, for ranks that are processes: a call whose
+  // working set (every rank of the host's input and output) fits in
+  // cacheBytes copies, moves and reduces within the host cacheSpeedup times
+  // faster than the rates above, which are out-of-cache rates; one that
+  // does not gets that speed for the share of its bytes that fits
+  // (inCache). 0: no cache modelled.
+  double cacheBytes = 0;
+  double cacheSpeedup = 1;
 
   int nranks() const { return hosts * ranksPerHost; }
   // Throws Error (gyreInvalidArgument) naming the first field out of range.
   void validate() const;
 };
+
+// spec with its rates within a host as a call whose host working set is
+// workingSetBytes gets them (ClusterSpec::cacheBytes): each byte's time is
+// the cached share's at cacheSpeedup times the rate plus the rest's at the
+// rate. NICs and the network are unchanged.
+ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes);
 
 class Cluster final : public Fabric {
  public:

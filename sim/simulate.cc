@@ -124,6 +124,19 @@ bool plansKeep(const Symmetry& sym, Plans& plans) {
   return true;
 }
 
+// A host's working set in a call: each of its ranks' input and output.
+double hostWorkingSet(const ClusterSpec& spec, const collectives::CallRequest& req) {
+  const double n = spec.nranks(), count = static_cast<double>(req.desc.count);
+  double in = count, out = count;
+  switch (req.desc.kind) {
+    case collectives::OpKind::AllGather: out = n * count; break;
+    case collectives::OpKind::ReduceScatter: in = n * count; break;
+    case collectives::OpKind::AllToAll: in = out = n * count; break;
+    default: break;
+  }
+  return spec.ranksPerHost * (in + out) * static_cast<double>(req.elemSize);
+}
+
 }  // namespace
 
 collectives::TuningParams tuningFor(const ClusterSpec& spec) {
@@ -184,7 +197,9 @@ CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest&
     if (!kept || kept->representative(r) == r) plans.of(r);
   EventLoop loop;
   FlowNetwork net(loop);
-  Cluster cluster(spec, net);
+  // The tuner prices memory's rates, as gyre's cost model does; the run gets
+  // the caches' (ClusterSpec::cacheBytes).
+  Cluster cluster(inCache(spec, hostWorkingSet(spec, req)), net);
   if (!kept) {
     out.run = runPlans(plans.all(), req.elemSize, cluster, net, loop, record);
     for (size_t l = 0; l < net.links(); ++l) out.linkBytes.push_back(net.link(static_cast<int>(l)).carried);

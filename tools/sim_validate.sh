@@ -19,9 +19,12 @@
 # The cluster the simulation gets is measured in the same run, by gyre-bench
 # itself: the link between two hosts (one rank each, sendrecv: its rate at
 # 64 MiB and its time at 8 B), the shared memory between two ranks of one
-# host (likewise), and the reduction rate (gyre-bench's local reduce). What
-# the simulation is not told: per-call software costs, the host's two CPUs
-# shared by every rank, TCP's own behaviour beyond its measured rate.
+# host (likewise: the host's memory as what a sendrecv's two directions
+# share, a rank's port as a one-way Broadcast's rate, the caches as a 2 MiB
+# sendrecv's speedup over 64 MiB within the last-level cache's size), a
+# rank's own copy (one rank's AllGather) and the reduction rate. What the
+# simulation is not told: per-call software costs, TCP's own behaviour
+# beyond its measured rate.
 # Writes OUT/measured-<coll>-<config>.txt, OUT/calibration.txt,
 # OUT/simulated-<coll>-<config>.txt and OUT/table.md (predicted against
 # measured per size, the median absolute error above 64 KiB, the worst size).
@@ -76,6 +79,10 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     # (a sendrecv there pays more than its message: 71 us against 7).
     echo "intra_us $(GYRE_ALGO=allreduce:recursive_doubling run 1 2 "" allreduce -b 8 -e 8 | time_of 8)"
     echo "intra_us_64M $(run 1 2 "" sendrecv -b 64M -e 64M | time_of 67108864)"
+    # The same within the caches (2 ranks' 2 MiB in and out: 8 MiB), and
+    # the last-level cache's size.
+    echo "intra_us_2M $(run 1 2 "" sendrecv -b 2M -e 2M | time_of 2097152)"
+    echo "cache_kbytes $(sed 's/K$//' /sys/devices/system/cpu/cpu0/cache/index3/size 2>/dev/null || echo 0)"
     # One way alone: both ranks sending at once (the sendrecv) share the
     # host's memory, so each gets half of what one alone gets.
     echo "oneway_us_64M $(GYRE_ALGO=broadcast:chain run 1 2 "" broadcast -b 64M -e 64M | time_of 67108864)"
@@ -97,7 +104,7 @@ fi
 # The cluster from the calibration. A sendrecv of S bytes between two ranks
 # takes latency + S / rate on the path: the 8-byte time is the latency
 # (split over the path's ends), the 64 MiB time gives the rate.
-read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes < <(/usr/bin/python3 - "$out/calibration.txt" <<'EOF'
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup < <(/usr/bin/python3 - "$out/calibration.txt" <<'EOF'
 import sys
 v = {}
 for line in open(sys.argv[1]):
@@ -124,10 +131,16 @@ memory = 0
 if "oneway_us_64M" in v:
     memory = 2 * intra
     intra = S / ((v["oneway_us_64M"] - v["intra_us"]) * 1e-6)
-print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f}")
+# The caches: how much faster the shared memory moves 2 MiB than 64 MiB
+# (at least 1), within the last-level cache's size.
+cache_mb, speedup = 0, 1
+if "intra_us_2M" in v and v.get("cache_kbytes", 0) > 0:
+    in_cache = 2 * 2**20 / ((v["intra_us_2M"] - v["intra_us"]) * 1e-6)
+    cache_mb, speedup = v["cache_kbytes"] / 1024, max(1.0, in_cache / (S / ((v["intra_us_64M"] - v["intra_us"]) * 1e-6)))
+print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f}")
 EOF
 )
-echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s"
+echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x"
 
 for cfg in $configs; do
   h=${cfg%x*} per_host=${cfg#*x}
@@ -147,7 +160,7 @@ for b in sorted(calls):
     print(b, calls[b].most_common(1)[0][0])
 EOF
       "$sim" "$c" --hosts "$h" --ranks-per-host "$per_host" --nics-per-host 1 --nic-gbit "$net_gbit" \
-        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" --host-memory-gbytes "$memory_gbytes" \
+        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" --host-memory-gbytes "$memory_gbytes" --cache-mbytes "$cache_mbytes" --cache-speedup "$cache_speedup" \
         --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$copy_gbytes" --step-us "$([ "$h" = 1 ] && echo "$step_shm_us" || echo "$step_us")" --switch-us 0 \
         --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$cfg.txt" || true
     done

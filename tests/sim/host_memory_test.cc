@@ -1,9 +1,11 @@
 // Ranks that are processes on one host, against closed forms: transfers
-// share the host's memory (ClusterSpec::hostMemoryBytesPerSecond), and a
+// share the host's memory (ClusterSpec::hostMemoryBytesPerSecond), a call
+// that fits the host's cache runs faster within it (cacheBytes), and a
 // rank's own copies are charged only where the executor makes them beside
 // its message (a CopySend over a socket, not into a shared-memory FIFO).
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "sim/cluster.h"
 #include "sim/simulate.h"
 
@@ -87,6 +89,37 @@ TEST(LocalCopies, ACopySendIntoSharedMemoryIsOnePassAndOverASocketACopyFirst) {
   const double acrossFree = secondsOf(processes(2, 1, 0), OpKind::AllGather, "allgather:ring");
   const double across = secondsOf(processes(2, 1, 0, copy), OpKind::AllGather, "allgather:ring");
   EXPECT_NEAR(across - acrossFree, kBlock / copy, kBlock / copy * 1e-9);
+}
+
+// A call whose host working set (each rank's input and output: 4 blocks a
+// rank in a 2-rank AllToAll) fits the cache moves cacheSpeedup times
+// faster within the host; one that half fits, the blend of the two; links
+// between hosts not at all.
+TEST(HostCache, ACallThatFitsRunsFasterWithinTheHostOnly) {
+  const double workingSet = 2 * 4.0 * kBlock;
+  auto cached = [&](int hosts, int ranks, double cache) {
+    ClusterSpec s = processes(hosts, ranks, 0);
+    s.cacheBytes = cache;
+    s.cacheSpeedup = 2;
+    return secondsOf(s, OpKind::AllToAll, "alltoall:pairwise");
+  };
+  const double fits = kBlock / (2 * kPort) + kLatency;
+  EXPECT_NEAR(cached(1, 2, 2 * workingSet), fits, fits * 1e-9);
+  const double half = kBlock / (kPort / (0.5 / 2 + 0.5)) + kLatency;
+  EXPECT_NEAR(cached(1, 2, workingSet / 2), half, half * 1e-9);
+  EXPECT_DOUBLE_EQ(cached(2, 1, 2 * workingSet), secondsOf(processes(2, 1, 0), OpKind::AllToAll, "alltoall:pairwise"));
+}
+
+TEST(HostCache, ASpeedupBelowOneIsRefused) {
+  ClusterSpec s = processes(1, 2, 0);
+  s.cacheBytes = 1 << 20;
+  s.cacheSpeedup = 0.5;
+  try {
+    s.validate();
+    ADD_FAILURE() << "a cache that slows the host was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the cache speedup must be 1 or more"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

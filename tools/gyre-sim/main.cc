@@ -49,6 +49,9 @@ int usage(FILE* to) {
                "  --intra-gbytes X       each rank's port into its host's switch, GB/s each way (450)\n"
                "  --host-memory-gbytes X what all of a host's transfers share, GB/s (0: no limit; CPU\n"
                "                         ranks: the memory's copy rate, ranks sharing a GPU: its HBM)\n"
+               "  --cache-mbytes X --cache-speedup K\n"
+               "                         a host's cache, MiB, and how much faster a call whose buffers fit\n"
+               "                         in it runs within the host (0 and 1: no cache modelled)\n"
                "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  --nic-us X --intra-us X --switch-us X\n"
@@ -198,6 +201,8 @@ int main(int argc, char** argv) {
       else if (a == "--nic-us") spec.nicLatency = number(v, "--nic-us") * 1e-6;
       else if (a == "--intra-gbytes") spec.intraBytesPerSecond = number(v, "--intra-gbytes") * 1e9;
       else if (a == "--intra-us") spec.intraLatency = number(v, "--intra-us") * 1e-6;
+      else if (a == "--cache-mbytes") spec.cacheBytes = number(v, "--cache-mbytes") * 1024 * 1024;
+      else if (a == "--cache-speedup") spec.cacheSpeedup = number(v, "--cache-speedup");
       else if (a == "--host-memory-gbytes") spec.hostMemoryBytesPerSecond = number(v, "--host-memory-gbytes") * 1e9;
       else if (a == "--switch-us") spec.switchLatency = number(v, "--switch-us") * 1e-6;
       else if (a == "--copy-gbytes") spec.copyBytesPerSecond = number(v, "--copy-gbytes") * 1e9;
