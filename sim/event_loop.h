@@ -2,40 +2,124 @@
 // were scheduled), each free to schedule more. Time is in seconds.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <algorithm>
 #include <deque>
+#include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace gyre::sim {
 
 using Time = double;
 
+// A callable with no arguments, kept in place when its captures fit in
+// kInline bytes (the simulator's do: a rank, a lane, a time or two; a larger
+// one is kept on the heap). A 16,384-rank simulation runs some 200 million
+// callbacks, and std::function allocates for any capture above 16 bytes.
+class Callback {
+ public:
+  static constexpr size_t kInline = 48;
+
+  Callback() = default;
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Callback>>>
+  Callback(F&& f) {  // NOLINT: converts from any callable, as std::function does
+    using T = std::decay_t<F>;
+    if constexpr (fitsInline<T>()) {
+      new (buf_) T(std::forward<F>(f));
+      ops_ = &kInlineOps<T>;
+    } else {
+      *reinterpret_cast<T**>(buf_) = new T(std::forward<F>(f));
+      ops_ = &kBoxedOps<T>;
+    }
+  }
+  Callback(Callback&& o) noexcept { take(o); }
+  Callback& operator=(Callback&& o) noexcept {
+    if (this != &o) {
+      reset();
+      take(o);
+    }
+    return *this;
+  }
+  Callback(const Callback&) = delete;
+  Callback& operator=(const Callback&) = delete;
+  ~Callback() { reset(); }
+
+  void operator()() { ops_->call(buf_); }
+  explicit operator bool() const { return ops_ != nullptr; }
+
+ private:
+  struct Ops {
+    void (*call)(void*);
+    void (*move)(void* from, void* to);  // and destroys `from`
+    void (*destroy)(void*);
+  };
+  template <class T>
+  static constexpr bool fitsInline() {
+    return sizeof(T) <= kInline && alignof(T) <= alignof(std::max_align_t) &&
+           std::is_nothrow_move_constructible_v<T>;
+  }
+  template <class T>
+  static constexpr Ops kInlineOps = {
+      [](void* p) { (*static_cast<T*>(p))(); },
+      [](void* from, void* to) {
+        new (to) T(std::move(*static_cast<T*>(from)));
+        static_cast<T*>(from)->~T();
+      },
+      [](void* p) { static_cast<T*>(p)->~T(); }};
+  template <class T>
+  static constexpr Ops kBoxedOps = {
+      [](void* p) { (**static_cast<T**>(p))(); },
+      [](void* from, void* to) { *static_cast<T**>(to) = *static_cast<T**>(from); },
+      [](void* p) { delete *static_cast<T**>(p); }};
+
+  void take(Callback& o) {
+    ops_ = o.ops_;
+    if (ops_) ops_->move(o.buf_, buf_);
+    o.ops_ = nullptr;
+  }
+  void reset() {
+    if (ops_) ops_->destroy(buf_);
+    ops_ = nullptr;
+  }
+
+  alignas(std::max_align_t) unsigned char buf_[kInline];
+  const Ops* ops_ = nullptr;
+};
+
 class EventLoop {
  public:
   Time now() const { return now_; }
   // Runs f at time t (not before now).
-  void at(Time t, std::function<void()> f) {
+  void at(Time t, Callback f) {
     if (t <= now_) {
       nowEvents_.push_back(std::move(f));
       return;
     }
-    events_.push_back(Event{t, seq_++, std::move(f)});
-    std::push_heap(events_.begin(), events_.end(), std::greater<Event>());
+    uint32_t slot;
+    if (freeSlots_.empty()) {
+      slot = static_cast<uint32_t>(slots_.size());
+      slots_.push_back(std::move(f));
+    } else {
+      slot = freeSlots_.back();
+      freeSlots_.pop_back();
+      slots_[slot] = std::move(f);
+    }
+    push(Event{t, seq_++, slot});
   }
-  void after(Time dt, std::function<void()> f) { at(now_ + dt, std::move(f)); }
+  void after(Time dt, Callback f) { at(now_ + dt, std::move(f)); }
   // Until nothing is left to run; returns how many callbacks ran.
   uint64_t run() {
     uint64_t ran = 0;
     for (;;) {
-      std::function<void()> f;
+      Callback f;
       if (!events_.empty() && (events_.front().t == now_ || nowEvents_.empty())) {
-        // Moved out, not copied: a callback's captures are on the heap.
-        std::pop_heap(events_.begin(), events_.end(), std::greater<Event>());
-        now_ = events_.back().t;
-        f = std::move(events_.back().f);
-        events_.pop_back();
+        const Event e = pop();
+        now_ = e.t;
+        f = std::move(slots_[e.slot]);
+        freeSlots_.push_back(e.slot);
       } else if (!nowEvents_.empty()) {
         f = std::move(nowEvents_.front());
         nowEvents_.pop_front();
@@ -49,17 +133,56 @@ class EventLoop {
   }
 
  private:
+  // The heap orders small entries; the callbacks stay in their slots (a
+  // heap of the callbacks themselves moved 48 bytes more at every level).
   struct Event {
     Time t;
     uint64_t seq;
-    std::function<void()> f;
+    uint32_t slot;
     bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
-  std::vector<Event> events_;  // a heap, the earliest on top
+  // A heap, the earliest on top, of four children a node: half the levels
+  // of a binary heap, each node's children side by side (16,384 ranks'
+  // events make a heap larger than the caches). (t, seq) orders every
+  // event apart, so the order they run in is the same for any heap.
+  static constexpr size_t kArity = 4;
+  void push(Event e) {
+    size_t i = events_.size();
+    events_.push_back(e);
+    for (; i > 0; i = (i - 1) / kArity) {
+      const Event& parent = events_[(i - 1) / kArity];
+      if (!(parent > e)) break;
+      events_[i] = parent;
+    }
+    events_[i] = e;
+  }
+  Event pop() {
+    const Event top = events_.front();
+    const Event last = events_.back();
+    events_.pop_back();
+    const size_t n = events_.size();
+    if (n == 0) return top;
+    size_t i = 0;
+    for (;;) {  // the hole at i sinks to where `last` belongs
+      const size_t first = i * kArity + 1;
+      if (first >= n) break;
+      size_t least = first;
+      for (size_t c = first + 1; c < std::min(first + kArity, n); ++c)
+        if (events_[least] > events_[c]) least = c;
+      if (!(last > events_[least])) break;
+      events_[i] = events_[least];
+      i = least;
+    }
+    events_[i] = last;
+    return top;
+  }
+  std::vector<Event> events_;
+  std::vector<Callback> slots_;
+  std::vector<uint32_t> freeSlots_;  // the last freed reused first: it is in cache
   // What is scheduled for now while now runs, in order: after every event
   // the heap holds for now (scheduled before now came, so earlier), and
   // without the heap's cost (most events are a step's next look, now).
-  std::deque<std::function<void()>> nowEvents_;
+  std::deque<Callback> nowEvents_;
   Time now_ = 0;
   uint64_t seq_ = 0;
 };

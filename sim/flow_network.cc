@@ -19,28 +19,24 @@ int FlowNetwork::addLink(std::string name, double bytesPerSecond, double latency
     throwError(gyreInvalidArgument, "link " + name + ": bandwidth must be positive");
   if (!(latency >= 0) || !std::isfinite(latency))
     throwError(gyreInvalidArgument, "link " + name + ": latency must be zero or more");
-  links_.push_back(Link{std::move(name), bytesPerSecond, latency});
-  onLink_.emplace_back();
-  demand_.push_back(0);
-  busySince_.push_back(0);
-  linkMark_.push_back(0);
-  linkSlot_.push_back(0);
-  return static_cast<int>(links_.size() - 1);
+  state_.emplace_back();
+  state_.back().link = Link{std::move(name), bytesPerSecond, latency};
+  return static_cast<int>(state_.size() - 1);
 }
 
 double FlowNetwork::latencyOf(const std::vector<int>& path) const {
   double t = 0;
-  for (int l : path) t += links_[static_cast<size_t>(l)].latency;
+  for (int l : path) t += state_[static_cast<size_t>(l)].link.latency;
   return t;
 }
 
-void FlowNetwork::start(const std::vector<int>& path, double bytes, std::function<void()> done,
+void FlowNetwork::start(const std::vector<int>& path, double bytes, Callback done,
                         const std::vector<double>& weights) {
   if (path.empty()) throwError(gyreInternalError, "simulator: a flow with no links");
   if (!weights.empty() && weights.size() != path.size())
     throwError(gyreInternalError, "simulator: a flow's weights do not match its path");
   for (int l : path)
-    if (l < 0 || static_cast<size_t>(l) >= links_.size())
+    if (l < 0 || static_cast<size_t>(l) >= state_.size())
       throwError(gyreInternalError, "simulator: a flow over link " + std::to_string(l) + ", which does not exist");
   ++started_;
   if (bytes <= kDust) {  // nothing to carry: done now, in event order
@@ -63,7 +59,7 @@ void FlowNetwork::start(const std::vector<int>& path, double bytes, std::functio
   else f.weight = weights;
   f.bound = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < path.size(); ++i)
-    f.bound = std::min(f.bound, links_[static_cast<size_t>(path[i])].bytesPerSecond / f.weight[i]);
+    f.bound = std::min(f.bound, state_[static_cast<size_t>(path[i])].link.bytesPerSecond / f.weight[i]);
   f.left = bytes;
   f.rate = 0;
   f.since = loop_.now();
@@ -95,18 +91,18 @@ void FlowNetwork::attach(size_t id) {
   const Flow& f = flows_[id];
   for (size_t i = 0; i < f.path.size(); ++i) {
     const size_t l = static_cast<size_t>(f.path[i]);
-    auto& on = onLink_[l];
-    if (on.empty()) busySince_[l] = loop_.now();
+    auto& on = state_[l].on;
+    if (on.empty()) state_[l].busySince = loop_.now();
     on.push_back(id);
-    demand_[l] += f.bound * f.weight[i];
+    state_[l].demand += f.bound * f.weight[i];
   }
 }
 
 void FlowNetwork::detach(size_t id) {
   for (int l : flows_[id].path) {
-    auto& on = onLink_[static_cast<size_t>(l)];
+    auto& on = state_[static_cast<size_t>(l)].on;
     on.erase(std::find(on.begin(), on.end(), id));
-    if (on.empty()) links_[static_cast<size_t>(l)].busy += loop_.now() - busySince_[static_cast<size_t>(l)];
+    if (on.empty()) state_[static_cast<size_t>(l)].link.busy += loop_.now() - state_[static_cast<size_t>(l)].busySince;
     // Summed anew, not subtracted: no rounding left behind.
     double d = 0;
     for (size_t other : on) {
@@ -114,7 +110,7 @@ void FlowNetwork::detach(size_t id) {
       for (size_t i = 0; i < o.path.size(); ++i)
         if (o.path[i] == l) d += o.bound * o.weight[i];
     }
-    demand_[static_cast<size_t>(l)] = d;
+    state_[static_cast<size_t>(l)].demand = d;
   }
 }
 
@@ -123,7 +119,7 @@ void FlowNetwork::settle(Flow& f) {
   const double moved = std::min(f.left, f.rate * (now - f.since));
   f.left -= moved;
   f.since = now;
-  for (size_t i = 0; i < f.path.size(); ++i) links_[static_cast<size_t>(f.path[i])].carried += moved * f.weight[i];
+  for (size_t i = 0; i < f.path.size(); ++i) state_[static_cast<size_t>(f.path[i])].link.carried += moved * f.weight[i];
 }
 
 void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
@@ -137,18 +133,18 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
   // A seed's flows are reshared even when the seed is slack (it may just
   // have become so); beyond the seeds, only links that can limit spread it.
   for (int l : seeds)
-    if (linkMark_[static_cast<size_t>(l)] != mark_) {
-      linkMark_[static_cast<size_t>(l)] = mark_;
+    if (state_[static_cast<size_t>(l)].mark != mark_) {
+      state_[static_cast<size_t>(l)].mark = mark_;
       links.push_back(static_cast<size_t>(l));
     }
   for (size_t i = 0; i < links.size(); ++i)
-    for (size_t id : onLink_[links[i]]) {
+    for (size_t id : state_[links[i]].on) {
       if (flowMark_[id] == mark_) continue;
       flowMark_[id] = mark_;
       flows.push_back(id);
       for (int l : flows_[id].path)
-        if (linkMark_[static_cast<size_t>(l)] != mark_ && !slack(static_cast<size_t>(l))) {
-          linkMark_[static_cast<size_t>(l)] = mark_;
+        if (state_[static_cast<size_t>(l)].mark != mark_ && !slack(static_cast<size_t>(l))) {
+          state_[static_cast<size_t>(l)].mark = mark_;
           links.push_back(static_cast<size_t>(l));
         }
     }
@@ -167,18 +163,19 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
   room.assign(links.size(), 0);
   count.assign(links.size(), 0);
   constexpr size_t kNone = ~size_t{0};
-  std::vector<size_t>& slot = linkSlot_;  // link -> index in `links` (kNone: slack)
+  // A link's slot: its index in `links` (kNone: slack).
+  auto slot = [this](size_t l) -> size_t& { return state_[l].slot; };
   for (size_t i = 0; i < links.size(); ++i) {
-    slot[links[i]] = slack(links[i]) ? kNone : i;
-    room[i] = links_[links[i]].bytesPerSecond;
+    slot(links[i]) = slack(links[i]) ? kNone : i;
+    room[i] = state_[links[i]].link.bytesPerSecond;
   }
   for (size_t id : flows) {
     const Flow& f = flows_[id];
     newRate_[id] = -1;
     for (size_t i = 0; i < f.path.size(); ++i) {
       const size_t l = static_cast<size_t>(f.path[i]);
-      if (linkMark_[l] != mark_ || slot[l] == kNone) continue;  // slack
-      count[slot[l]] += f.weight[i];
+      if (state_[l].mark != mark_ || slot(l) == kNone) continue;  // slack
+      count[slot(l)] += f.weight[i];
     }
   }
   using Entry = std::pair<double, size_t>;  // (room / count, slot; links.size() + k: flows[k]'s bound)
@@ -198,8 +195,8 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
     newRate_[id] = share;
     for (size_t i = 0; i < f.path.size(); ++i) {
       const size_t l = static_cast<size_t>(f.path[i]);
-      if (linkMark_[l] != mark_ || slot[l] == kNone) continue;
-      const size_t at = slot[l];
+      if (state_[l].mark != mark_ || slot(l) == kNone) continue;
+      const size_t at = slot(l);
       room[at] -= share * f.weight[i];
       // Weights are whole numbers: the sums are exact, and a link whose
       // flows are all fixed has exactly none left.
@@ -221,7 +218,7 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
       const size_t tight = top.second;
       if (!(count[tight] > 0) || room[tight] / count[tight] != top.first) continue;  // changed since
       const double share = std::max(0.0, top.first);
-      for (size_t id : onLink_[links[tight]]) {
+      for (size_t id : state_[links[tight]].on) {
         if (newRate_[id] >= 0) continue;
         fix(id, share);
         --left;
@@ -249,12 +246,12 @@ void FlowNetwork::completion(size_t id, uint64_t version) {
     loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); });
     return;
   }
-  for (size_t i = 0; i < f.path.size(); ++i) links_[static_cast<size_t>(f.path[i])].carried += f.left * f.weight[i];
+  for (size_t i = 0; i < f.path.size(); ++i) state_[static_cast<size_t>(f.path[i])].link.carried += f.left * f.weight[i];
   f.left = 0;
   f.live = false;
   --live_;
   detach(id);
-  std::function<void()> done = std::move(f.done);
+  Callback done = std::move(f.done);
   const std::vector<int> path = std::move(f.path);
   f.version = 0;
   freeIds_.push_back(id);

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,11 +37,11 @@ class FlowNetwork {
   // many flows like this one cross that link, all at the rate this one gets
   // (the images of a representative's flow, sim/symmetry.h); they share
   // the link as that many flows would, and its counters count them all.
-  void start(const std::vector<int>& path, double bytes, std::function<void()> done,
+  void start(const std::vector<int>& path, double bytes, Callback done,
              const std::vector<double>& weights = {});
   double latencyOf(const std::vector<int>& path) const;
-  const Link& link(int i) const { return links_[static_cast<size_t>(i)]; }
-  size_t links() const { return links_.size(); }
+  const Link& link(int i) const { return state_[static_cast<size_t>(i)].link; }
+  size_t links() const { return state_.size(); }
   size_t active() const { return live_; }
   uint64_t flowsStarted() const { return started_; }
 
@@ -56,7 +55,7 @@ class FlowNetwork {
     Time since = 0;
     uint64_t version = 0;  // a completion scheduled at an older rate is stale
     bool live = false;
-    std::function<void()> done;
+    Callback done;
   };
   // Brings one flow's bytes (and its links' counters) to now.
   void settle(Flow& f);
@@ -71,21 +70,28 @@ class FlowNetwork {
   void detach(size_t id);
 
   EventLoop& loop_;
-  std::vector<Link> links_;
-  std::vector<std::vector<size_t>> onLink_;  // live flows crossing each link
-  // Each link's flows' bounds (times their weights), summed: a link whose
-  // flows could not fill it even at their bounds never limits them (slack),
-  // and resharing neither stops at it nor spreads through it.
-  std::vector<double> demand_;
-  bool slack(size_t l) const { return demand_[l] <= links_[l].bytesPerSecond; }
-  std::vector<Time> busySince_;
+  // A link and what the network keeps of it, side by side: a flow's start,
+  // end and resharing touch each link of its path, and the same in six
+  // arrays was six cache and TLB misses a link at 16,384 ranks.
+  struct LinkState {
+    Link link;
+    std::vector<size_t> on;  // live flows crossing it
+    // Its flows' bounds (times their weights), summed: a link whose flows
+    // could not fill it even at their bounds never limits them (slack), and
+    // resharing neither stops at it nor spreads through it.
+    double demand = 0;
+    Time busySince = 0;
+    uint64_t mark = 0;  // reshareAround's, kept between calls
+    size_t slot = 0;    // the same
+  };
+  std::vector<LinkState> state_;
+  bool slack(size_t l) const { return state_[l].demand <= state_[l].link.bytesPerSecond; }
   std::vector<Flow> flows_;
   std::vector<size_t> freeIds_;
   size_t live_ = 0;
   uint64_t started_ = 0;
   // Scratch for reshareAround, kept between calls.
-  std::vector<uint64_t> linkMark_, flowMark_;
-  std::vector<size_t> linkSlot_;
+  std::vector<uint64_t> flowMark_;
   uint64_t mark_ = 0;
   std::vector<double> room_, count_, newRate_;  // by component link; newRate_ by flow
   std::vector<std::pair<double, size_t>> heap_;

@@ -1,0 +1,80 @@
+// The event loop against a sort: callbacks run in time order, ties in the
+// order they were scheduled, what is scheduled for now while now runs after
+// what the heap holds for now; and its callbacks, kept in place or on the
+// heap by their size, run and are destroyed once each.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "sim/event_loop.h"
+
+namespace gyre::sim {
+namespace {
+
+TEST(EventLoop, CallbacksRunInTimeOrderTiesInTheOrderScheduled) {
+  EventLoop loop;
+  std::mt19937 rng(11);
+  struct Scheduled {
+    Time t;
+    int id;
+  };
+  std::vector<Scheduled> expected;
+  std::vector<int> ran;
+  // Few distinct times, so that most events tie; enough of them for a heap
+  // several levels deep.
+  for (int id = 0; id < 5000; ++id) {
+    const Time t = 1e-6 * static_cast<double>(rng() % 50);
+    expected.push_back({t, id});
+    loop.at(t, [&ran, id] { ran.push_back(id); });
+  }
+  EXPECT_EQ(loop.run(), 5000u);
+  std::stable_sort(expected.begin(), expected.end(), [](const Scheduled& a, const Scheduled& b) { return a.t < b.t; });
+  ASSERT_EQ(ran.size(), expected.size());
+  for (size_t i = 0; i < ran.size(); ++i) ASSERT_EQ(ran[i], expected[i].id) << i;
+}
+
+TEST(EventLoop, WhatIsScheduledForNowRunsAfterTheHeapsEventsForNow) {
+  EventLoop loop;
+  std::vector<int> ran;
+  loop.at(1, [&] {
+    ran.push_back(1);
+    loop.at(loop.now(), [&] { ran.push_back(3); });  // for now, from now: after 2
+    loop.after(1, [&] { ran.push_back(4); });
+  });
+  loop.at(1, [&] { ran.push_back(2); });
+  loop.run();
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(loop.now(), 2);
+}
+
+TEST(EventLoop, CallbacksInPlaceAndOnTheHeapRunAndAreDestroyedOnce) {
+  auto token = std::make_shared<int>(0);
+  {
+    EventLoop loop;
+    std::array<double, 16> big{};  // 128 bytes: beyond Callback::kInline
+    big[15] = 5;
+    for (int i = 0; i < 100; ++i) {
+      loop.at(i % 7, [token] { ++*token; });
+      loop.at(i % 5, [token, big] { *token += static_cast<int>(big[15]); });
+    }
+    EXPECT_EQ(token.use_count(), 201);
+    loop.run();
+    EXPECT_EQ(*token, 600);
+    EXPECT_EQ(token.use_count(), 1);  // every copy gone once it ran
+    Callback moved([token] { ++*token; });
+    Callback into = std::move(moved);
+    EXPECT_FALSE(moved);
+    into();
+    EXPECT_EQ(*token, 601);
+    loop.at(3, std::move(into));  // never run: destroyed with the loop
+    EXPECT_EQ(token.use_count(), 2);
+  }
+  EXPECT_EQ(token.use_count(), 1);
+}
+
+}  // namespace
+}  // namespace gyre::sim
