@@ -5,11 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <new>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "sim/huge_pages.h"
 
 namespace gyre::sim {
 
@@ -139,7 +142,14 @@ class EventLoop {
     Time t;
     uint64_t seq;
     uint32_t slot;
-    bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+    // Later than o. (t, seq) compared as integers, without branches: the
+    // heap's comparisons are as good as random to a branch predictor. A
+    // time in the heap is above now, so positive, and a positive double's
+    // bits order as it does.
+    bool operator>(const Event& o) const {
+      const uint64_t a = std::bit_cast<uint64_t>(t), b = std::bit_cast<uint64_t>(o.t);
+      return (a > b) | ((a == b) & (seq > o.seq));
+    }
   };
   // A heap, the earliest on top, of four children a node: half the levels
   // of a binary heap, each node's children side by side (16,384 ranks'
@@ -168,7 +178,7 @@ class EventLoop {
       if (first >= n) break;
       size_t least = first;
       for (size_t c = first + 1; c < std::min(first + kArity, n); ++c)
-        if (events_[least] > events_[c]) least = c;
+        least = events_[least] > events_[c] ? c : least;
       if (!(last > events_[least])) break;
       events_[i] = events_[least];
       i = least;
@@ -176,8 +186,8 @@ class EventLoop {
     events_[i] = last;
     return top;
   }
-  std::vector<Event> events_;
-  std::vector<Callback> slots_;
+  HugeVector<Event> events_;
+  HugeVector<Callback> slots_;
   std::vector<uint32_t> freeSlots_;  // the last freed reused first: it is in cache
   // What is scheduled for now while now runs, in order: after every event
   // the heap holds for now (scheduled before now came, so earlier), and

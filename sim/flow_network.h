@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/event_loop.h"
+#include "sim/huge_pages.h"
 
 namespace gyre::sim {
 
@@ -84,9 +85,9 @@ class FlowNetwork {
     uint64_t mark = 0;  // reshareAround's, kept between calls
     size_t slot = 0;    // the same
   };
-  std::vector<LinkState> state_;
+  HugeVector<LinkState> state_;
   bool slack(size_t l) const { return state_[l].demand <= state_[l].link.bytesPerSecond; }
-  std::vector<Flow> flows_;
+  HugeVector<Flow> flows_;
   std::vector<size_t> freeIds_;
   size_t live_ = 0;
   uint64_t started_ = 0;

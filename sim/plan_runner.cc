@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <unordered_map>
 #include <memory>
 #include <string>
 #include <utility>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "base/error.h"
+#include "sim/huge_pages.h"
 #include "sim/symmetry.h"
 
 namespace gyre::sim {
@@ -87,32 +83,6 @@ bool localOnly(Prim p) {
 // executor's CopySend), and only over a socket copies first and lets the
 // socket read the copy.
 bool copiesLocally(Prim p, bool sendsWithinHost) { return p == Prim::Copy || (p == Prim::CopySend && !sendsWithinHost); }
-
-// Steps in one block of memory in huge pages where the system gives them
-// (Linux's transparent huge pages, asked for with madvise; elsewhere plain
-// pages): 16,384 ranks of a double binary tree at 256 MiB have 1.2 GB of
-// steps, and with 4 KiB pages each rank's next step was a TLB miss as well
-// as a cache miss (the run took 78 s instead of 70).
-class StepBlock {
- public:
-  StepBlock() = default;
-  explicit StepBlock(size_t steps) {
-    const size_t bytes = (std::max<size_t>(steps, 1) * sizeof(SimStep) + kHuge - 1) / kHuge * kHuge;
-    data_.reset(static_cast<SimStep*>(std::aligned_alloc(kHuge, bytes)));
-    if (!data_) throwError(gyreSystemError, "simulator: no memory for " + std::to_string(steps) + " steps");
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    madvise(data_.get(), bytes, MADV_HUGEPAGE);  // before its first touch; a refusal leaves plain pages
-#endif
-  }
-  SimStep* data() { return data_.get(); }
-
- private:
-  static constexpr size_t kHuge = size_t{2} << 20;
-  struct Free {
-    void operator()(SimStep* p) const { std::free(p); }
-  };
-  std::unique_ptr<SimStep, Free> data_;
-};
 
 class Runner {
  public:
@@ -239,19 +209,19 @@ class Runner {
   const SimPlan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
   const SimStep* stepsOf(int r) const { return stepsOf_[static_cast<size_t>(r)]; }
 
-  // The simulated ranks' steps, side by side in steps_ (see StepBlock).
+  // The simulated ranks' steps, side by side in huge pages (huge_pages.h):
+  // each rank's next step was a TLB miss as well as a cache miss.
   void copySteps() {
     const int n = static_cast<int>(plans_.size());
     size_t total = 0;
     for (int r = 0; r < n; ++r)
       if (simulated(r)) total += plan(r).steps.size();
-    steps_ = StepBlock(total);
+    steps_.reserve(total);  // never moves after: stepsOf_ points into it
     stepsOf_.assign(plans_.size(), nullptr);
-    SimStep* at = steps_.data();
     for (int r = 0; r < n; ++r)
       if (simulated(r)) {
-        stepsOf_[static_cast<size_t>(r)] = at;
-        at = std::uninitialized_copy(plan(r).steps.begin(), plan(r).steps.end(), at);
+        stepsOf_[static_cast<size_t>(r)] = steps_.data() + steps_.size();
+        steps_.insert(steps_.end(), plan(r).steps.begin(), plan(r).steps.end());
       }
   }
   int rep(int r) const { return sym_ ? sym_->representative(r) : r; }
@@ -500,10 +470,10 @@ class Runner {
   const Fabric& fabric_;
   FlowNetwork& net_;
   EventLoop& loop_;
-  std::vector<RankRun> ranks_;
+  HugeVector<RankRun> ranks_;
   std::unordered_map<uint64_t, Mailbox> mail_;  // by key(from, to), where the plan lists no such peer
   Outbox unlisted_;  // scratch for outbox()
-  StepBlock steps_;
+  HugeVector<SimStep> steps_;
   std::vector<const SimStep*> stepsOf_;  // by rank: its steps in steps_ (simulated ranks only)
   uint64_t messages_ = 0;
   double bytesSent_ = 0;

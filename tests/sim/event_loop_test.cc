@@ -1,7 +1,8 @@
 // The event loop against a sort: callbacks run in time order, ties in the
 // order they were scheduled, what is scheduled for now while now runs after
 // what the heap holds for now; and its callbacks, kept in place or on the
-// heap by their size, run and are destroyed once each.
+// heap by their size, run and are destroyed once each. And the arrays in
+// huge pages that the loop, the flow network and the runner keep.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "sim/event_loop.h"
+#include "sim/huge_pages.h"
 
 namespace gyre::sim {
 namespace {
@@ -74,6 +76,17 @@ TEST(EventLoop, CallbacksInPlaceAndOnTheHeapRunAndAreDestroyedOnce) {
     EXPECT_EQ(token.use_count(), 2);
   }
   EXPECT_EQ(token.use_count(), 1);
+}
+
+TEST(HugeVector, LargeBlocksAreAlignedToAHugePageAndKeepTheirValuesAsTheyGrow) {
+  HugeVector<uint64_t> v;
+  for (uint64_t i = 0; i < 1'000'000; ++i) v.push_back(i * 7);  // 8 MB: grows through both kinds
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % kHugePage, 0u);
+  for (uint64_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], i * 7) << i;
+  HugeVector<uint64_t> small(10, 3);  // plain allocation below a huge page
+  EXPECT_EQ(small[9], 3u);
+  v = std::move(small);
+  EXPECT_EQ(v.size(), 10u);
 }
 
 }  // namespace
