@@ -232,7 +232,7 @@ void FlowNetwork::reshareAround(const std::vector<int>& seeds) {
     if (newRate_[id] == f.rate && f.version != 0) continue;  // its completion stands
     f.rate = newRate_[id];
     const uint64_t v = ++f.version;
-    loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); });
+    loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); }, &f);
   }
 }
 
@@ -243,7 +243,7 @@ void FlowNetwork::completion(size_t id, uint64_t version) {
   // Relative dust too: a flow of terabytes rounds in its last bytes.
   if (f.left > kDust && f.left > f.rate * 1e-15) {
     const uint64_t v = ++f.version;
-    loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); });
+    loop_.after(f.left / f.rate, [this, id, v] { completion(id, v); }, &f);
     return;
   }
   for (size_t i = 0; i < f.path.size(); ++i) state_[static_cast<size_t>(f.path[i])].link.carried += f.left * f.weight[i];

@@ -359,13 +359,13 @@ class Runner {
         bytesSent_ += out;
         if (!sentTo_.empty()) sentTo_[static_cast<size_t>(r) * plans_.size() + static_cast<size_t>(to)] += out;
         net_.start(ob.route.path, out, [this, r, li, at = ob.at, box = ob.box, out, lat] {
-          loop_.after(lat, [this, at, box, out] { deliver(*box, at, out); });
+          loop_.after(lat, [this, at, box, out] { deliver(*box, at, out); }, box);
           stepDone(r, li);
         }, ob.route.weights);
         return;
       }
       stepDone(r, li);
-    });
+    }, &s);  // the step is what it reads first
   }
 
   // ReduceFromAll: the slice read from every peer at once, reduced (one
