@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace gyre::sim {
@@ -43,5 +44,47 @@ struct HugePageAllocator {
 
 template <class T>
 using HugeVector = std::vector<T, HugePageAllocator<T>>;
+
+// Memory handed out in order from blocks of huge pages and freed all at
+// once, with the arena: many arrays too small for a huge page each (a
+// rank's steps, 72 KB of a 16,384-rank tree's 1.2 GB) side by side in them.
+class HugeArena {
+ public:
+  HugeArena() = default;
+  HugeArena(const HugeArena&) = delete;
+  HugeArena& operator=(const HugeArena&) = delete;
+  ~HugeArena();
+  void* take(size_t bytes, size_t align);
+
+ private:
+  static constexpr size_t kBlock = 32 * kHugePage;
+  std::vector<void*> blocks_;
+  char* next_ = nullptr;
+  char* end_ = nullptr;
+};
+
+// Takes from an arena (freeing nothing: the arena does), or without one
+// from the heap as std::allocator does.
+template <class T>
+struct ArenaAllocator {
+  using value_type = T;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  HugeArena* arena = nullptr;
+  ArenaAllocator() = default;
+  explicit ArenaAllocator(HugeArena* a) : arena(a) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& o) : arena(o.arena) {}  // NOLINT: rebinding
+  T* allocate(size_t n) {
+    if (!arena) return std::allocator<T>().allocate(n);
+    return static_cast<T*>(arena->take(n * sizeof(T), alignof(T)));
+  }
+  void deallocate(T* p, size_t n) {
+    if (!arena) std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
+};
 
 }  // namespace gyre::sim

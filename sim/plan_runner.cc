@@ -95,7 +95,7 @@ class Runner {
     const int n = static_cast<int>(plans_.size());
     if (sym_ && sym_->nranks() != n) throwError(gyreInternalError, "simulator: a symmetry of another rank count");
     ranks_.resize(static_cast<size_t>(n));
-    copySteps();
+    findSteps();
     if (n <= kSentToRanks) sentTo_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
     for (int r = 0; r < n; ++r) {
       if (!simulated(r)) continue;
@@ -209,20 +209,11 @@ class Runner {
   const SimPlan& plan(int r) const { return plans_[static_cast<size_t>(r)]; }
   const SimStep* stepsOf(int r) const { return stepsOf_[static_cast<size_t>(r)]; }
 
-  // The simulated ranks' steps, side by side in huge pages (huge_pages.h):
-  // each rank's next step was a TLB miss as well as a cache miss.
-  void copySteps() {
-    const int n = static_cast<int>(plans_.size());
-    size_t total = 0;
-    for (int r = 0; r < n; ++r)
-      if (simulated(r)) total += plan(r).steps.size();
-    steps_.reserve(total);  // never moves after: stepsOf_ points into it
+  // Each rank's steps, found in a small array (its plan is in a larger
+  // one, a cache line of its own at 16,384 ranks).
+  void findSteps() {
     stepsOf_.assign(plans_.size(), nullptr);
-    for (int r = 0; r < n; ++r)
-      if (simulated(r)) {
-        stepsOf_[static_cast<size_t>(r)] = steps_.data() + steps_.size();
-        steps_.insert(steps_.end(), plan(r).steps.begin(), plan(r).steps.end());
-      }
+    for (size_t r = 0; r < plans_.size(); ++r) stepsOf_[r] = plans_[r].steps.data();
   }
   int rep(int r) const { return sym_ ? sym_->representative(r) : r; }
   bool simulated(int r) const { return rep(r) == r; }
@@ -473,8 +464,7 @@ class Runner {
   HugeVector<RankRun> ranks_;
   std::unordered_map<uint64_t, Mailbox> mail_;  // by key(from, to), where the plan lists no such peer
   Outbox unlisted_;  // scratch for outbox()
-  HugeVector<SimStep> steps_;
-  std::vector<const SimStep*> stepsOf_;  // by rank: its steps in steps_ (simulated ranks only)
+  std::vector<const SimStep*> stepsOf_;  // by rank: its plan's steps
   uint64_t messages_ = 0;
   double bytesSent_ = 0;
   std::vector<double> sentTo_;
@@ -486,8 +476,9 @@ class Runner {
 
 }  // namespace
 
-SimPlan compact(const collectives::Plan& plan) {
+SimPlan compact(const collectives::Plan& plan, HugeArena* arena) {
   SimPlan out;
+  out.steps = decltype(out.steps)(ArenaAllocator<SimStep>(arena));
   out.algorithm = plan.algorithm;
   out.peers = plan.peers;
   out.lanes = plan.lanes;

@@ -26,6 +26,7 @@
 #include "collectives/plan.h"
 #include "sim/event_loop.h"
 #include "sim/flow_network.h"
+#include "sim/huge_pages.h"
 
 namespace gyre::sim {
 
@@ -42,11 +43,13 @@ struct SimStep {
 struct SimPlan {
   const char* algorithm = "";
   std::vector<int> peers;
-  std::vector<SimStep> steps;
+  // From an arena where the caller keeps one (simulate.cc: the ranks' steps
+  // side by side in huge pages), else from the heap.
+  std::vector<SimStep, ArenaAllocator<SimStep>> steps;
   std::vector<collectives::Lane> lanes;
   bool peersWriteOutput = false;
 };
-SimPlan compact(const collectives::Plan& plan);
+SimPlan compact(const collectives::Plan& plan, HugeArena* arena = nullptr);
 
 // What the runner asks of the cluster.
 class Fabric {

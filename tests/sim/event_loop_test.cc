@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -87,6 +88,25 @@ TEST(HugeVector, LargeBlocksAreAlignedToAHugePageAndKeepTheirValuesAsTheyGrow) {
   EXPECT_EQ(small[9], 3u);
   v = std::move(small);
   EXPECT_EQ(v.size(), 10u);
+}
+
+TEST(HugeArena, ArraysFromItKeepTheirValuesAsTheyGrowSideBySide) {
+  HugeArena arena;
+  using Vec = std::vector<uint64_t, ArenaAllocator<uint64_t>>;
+  Vec a{ArenaAllocator<uint64_t>(&arena)}, b{ArenaAllocator<uint64_t>(&arena)};
+  for (uint64_t i = 0; i < 3'000'000; ++i) {  // 24 MB each, interleaved: several blocks
+    a.push_back(i);
+    b.push_back(2 * i);
+  }
+  for (uint64_t i = 0; i < a.size(); ++i) ASSERT_TRUE(a[i] == i && b[i] == 2 * i) << i;
+  void* big = arena.take(size_t{100} << 20, 64);  // beyond a block
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % 64, 0u);
+  std::memset(big, 1, size_t{100} << 20);
+  EXPECT_EQ(a.back(), 2'999'999u);
+  Vec heap;  // no arena: the heap's
+  heap.assign(10, 4);
+  a = std::move(heap);  // the arena's memory is the arena's to free
+  EXPECT_EQ(a.size(), 10u);
 }
 
 }  // namespace
