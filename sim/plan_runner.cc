@@ -333,30 +333,35 @@ class Runner {
       loop_.after(t, [this, r, li, &s] { reduceFromAll(r, li, s); });
       return;
     }
-    loop_.after(t, [this, r, li, &s, bytes] {
-      if (s.prim == Prim::ReadCopy || s.prim == Prim::ReadReduce) {
+    if (s.prim == Prim::ReadCopy || s.prim == Prim::ReadReduce) {
+      loop_.after(t, [this, r, li, &s] {
         const Route rt = route(s.recvPeer, r);
         const double lat = rt.latency;
         net_.start(rt.path, static_cast<double>(s.count) * elemSize_,
                    [this, r, li, lat] { loop_.after(lat, [this, r, li] { stepDone(r, li); }); }, rt.weights);
-        return;
-      }
-      if (sends(s.prim)) {
-        const double out = s.prim == Prim::SendAddresses ? kAddressBytes : bytes;
-        const int to = s.sendPeer;
-        const Outbox& ob = outbox(r, to);
-        const double lat = ob.route.latency;
-        ++messages_;
-        bytesSent_ += out;
-        if (!sentTo_.empty()) sentTo_[static_cast<size_t>(r) * plans_.size() + static_cast<size_t>(to)] += out;
-        net_.start(ob.route.path, out, [this, r, li, at = ob.at, box = ob.box, out, lat] {
-          loop_.after(lat, [this, at, box, out] { deliver(*box, at, out); }, box);
-          stepDone(r, li);
-        }, ob.route.weights);
-        return;
-      }
+      }, &s);
+      return;
+    }
+    if (sends(s.prim)) {
+      // The step's peer and bytes go with the event, not the step: t later,
+      // after thousands of other ranks' events, its cache line is gone.
+      const double out = s.prim == Prim::SendAddresses ? kAddressBytes : bytes;
+      loop_.after(t, [this, r, li, to = s.sendPeer, out] { send(r, li, to, out); }, &ranks_[static_cast<size_t>(r)]);
+      return;
+    }
+    loop_.after(t, [this, r, li] { stepDone(r, li); }, &s);  // the next step is beside it
+  }
+
+  void send(int r, size_t li, int to, double out) {
+    const Outbox& ob = outbox(r, to);
+    const double lat = ob.route.latency;
+    ++messages_;
+    bytesSent_ += out;
+    if (!sentTo_.empty()) sentTo_[static_cast<size_t>(r) * plans_.size() + static_cast<size_t>(to)] += out;
+    net_.start(ob.route.path, out, [this, r, li, at = ob.at, box = ob.box, out, lat] {
+      loop_.after(lat, [this, at, box, out] { deliver(*box, at, out); }, box);
       stepDone(r, li);
-    }, &s);  // the step is what it reads first
+    }, ob.route.weights);
   }
 
   // ReduceFromAll: the slice read from every peer at once, reduced (one
