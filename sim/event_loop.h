@@ -96,7 +96,8 @@ class EventLoop {
  public:
   Time now() const { return now_; }
   // Runs f at time t (not before now). hint: memory f reads first (or
-  // nullptr), fetched while the event before it runs.
+  // nullptr), fetched while the event before it runs; only fetched, never
+  // read, so one that has moved since (a vector grown) costs nothing.
   void at(Time t, Callback f, const void* hint = nullptr) {
     if (t <= now_) {
       nowEvents_.push_back(std::move(f));
