@@ -11,7 +11,8 @@
 # Environment: BUILD (build), CONFIGS (hosts x ranks a host: "1x2 1x4 1x8 2x2
 # 4x2"; one host is shared memory alone), RATE (1gbit),
 # COLLS (allreduce allgather reducescatter alltoall broadcast reduce),
-# MAXSIZE (64M), ITERS (5), WARMUP (1), NICE (0), STEP (the simulated
+# MAXSIZE (64M), ITERS (5), WARMUP (1), REPEATS (3: runs per collective
+# and configuration, each size's median taken; the calibration's likewise), NICE (0), STEP (the simulated
 # per-step software cost in µs across hosts, 10; STEP_SHM: on one host, 1:
 # the model has one cost a step, and a socket's system calls cost ten
 # times shared memory's), SIM_ONLY (1: reuse OUT's measurements).
@@ -37,6 +38,7 @@ rate=${RATE:-1gbit}
 colls=${COLLS:-allreduce allgather reducescatter alltoall broadcast reduce}
 maxsize=${MAXSIZE:-64M}
 iters=${ITERS:-5}
+repeats=${REPEATS:-3}
 warmup=${WARMUP:-1}
 step_us=${STEP:-10}
 step_shm_us=${STEP_SHM:-1}
@@ -70,33 +72,64 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
   }
   # The out-of-place time (µs) of the row of `size` in a gyre-bench table.
   time_of() { awk -v s="$1" '!/^#/ && $1 == s { print $6 }' | tail -1; }
+  # calib SIZE RUN-ARGS...: the median of three runs' time for SIZE. One
+  # run of a calibration swung 2-3x on this host (a 64 MiB one-way copy
+  # 1.7 to 9.9 GB/s), and the one-host simulation follows it.
+  calib() {
+    local size=$1
+    shift
+    for _ in 1 2 3; do run "$@" | time_of "$size"; done | sort -g | sed -n 2p
+  }
 
   {
     echo "# $(date -u '+%F %H:%M') $(git -C "$root" rev-parse --short HEAD), rate $rate, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "net_us $(run 2 1 "" sendrecv -b 8 -e 8 | time_of 8)"
-    echo "net_us_64M $(run 2 1 "" sendrecv -b 64M -e 64M | time_of 67108864)"
+    # Latencies over many calls: a handful, as the sizes get, swung 8 B
+    # between 7 and 65 us within one host.
+    echo "net_us $(calib 8 2 1 "" sendrecv -b 8 -e 8 -n 200 -w 20)"
+    echo "net_us_64M $(calib 67108864 2 1 "" sendrecv -b 64M -e 64M)"
     # One exchange between two ranks of a host: a 2-rank AllReduce of 8 B
     # (a sendrecv there pays more than its message: 71 us against 7).
-    echo "intra_us $(GYRE_ALGO=allreduce:recursive_doubling run 1 2 "" allreduce -b 8 -e 8 | time_of 8)"
-    echo "intra_us_64M $(run 1 2 "" sendrecv -b 64M -e 64M | time_of 67108864)"
+    echo "intra_us $(GYRE_ALGO=allreduce:recursive_doubling calib 8 1 2 "" allreduce -b 8 -e 8 -n 200 -w 20)"
+    echo "intra_us_64M $(calib 67108864 1 2 "" sendrecv -b 64M -e 64M)"
     # The same within the caches (2 ranks' 2 MiB in and out: 8 MiB), and
     # the last-level cache's size.
-    echo "intra_us_2M $(run 1 2 "" sendrecv -b 2M -e 2M | time_of 2097152)"
+    echo "intra_us_2M $(calib 2097152 1 2 "" sendrecv -b 2M -e 2M)"
     echo "cache_kbytes $(sed 's/K$//' /sys/devices/system/cpu/cpu0/cache/index3/size 2>/dev/null || echo 0)"
     # One way alone: both ranks sending at once (the sendrecv) share the
     # host's memory, so each gets half of what one alone gets.
-    echo "oneway_us_64M $(GYRE_ALGO=broadcast:chain run 1 2 "" broadcast -b 64M -e 64M | time_of 67108864)"
-    echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring run 1 2 "" allreduce -b 64M -e 64M | time_of 67108864)"
+    echo "oneway_us_64M $(GYRE_ALGO=broadcast:chain calib 67108864 1 2 "" broadcast -b 64M -e 64M)"
+    echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring calib 67108864 1 2 "" allreduce -b 64M -e 64M)"
     # A rank's own copy: one rank's AllGather is its input copied to its
     # output (out of the caches at 64 MiB), nothing else.
-    echo "copy_us_64M $(run 1 1 "" allgather -b 64M -e 64M | time_of 67108864)"
+    echo "copy_us_64M $(calib 67108864 1 1 "" allgather -b 64M -e 64M)"
   } >"$out/calibration.txt"
   cat "$out/calibration.txt"
   for cfg in $configs; do
     for c in $colls; do
-      run "${cfg%x*}" "${cfg#*x}" "$out/trace-$c-$cfg.json" "$c" -b 8 -e "$maxsize" -f 8 >"$out/measured-$c-$cfg.txt" ||
-        echo "$c on $cfg: failed" >&2
-      echo "measured $c on $cfg (hosts x ranks)"
+      # REPEATS runs (the first traced); each size's row is the run whose
+      # time is the median.
+      for ((k = 1; k <= repeats; k++)); do
+        run "${cfg%x*}" "${cfg#*x}" "$([ $k = 1 ] && echo "$out/trace-$c-$cfg.json")" "$c" -b 8 -e "$maxsize" -f 8 \
+          >"$logs/measured.$k" || echo "$c on $cfg: failed" >&2
+      done
+      /usr/bin/python3 - "$logs" "$repeats" >"$out/measured-$c-$cfg.txt" <<'EOF2'
+import sys
+logs, k = sys.argv[1], int(sys.argv[2])
+runs = [[l for l in open(f"{logs}/measured.{i}")] for i in range(1, k + 1)]
+rows = {}
+for lines in runs:
+    for l in lines:
+        f = l.split()
+        if l.startswith("#") or len(f) < 6: continue
+        try: rows.setdefault(int(f[0]), []).append((float(f[5]), l))
+        except ValueError: pass
+for l in runs[0]:
+    if l.startswith("#"): print(l, end="")
+for size in sorted(rows):
+    r = sorted(rows[size])
+    print(r[len(r) // 2][1], end="")
+EOF2
+      echo "measured $c on $cfg (hosts x ranks), $repeats runs"
     done
   done
 fi
