@@ -79,7 +79,12 @@ int Supervisor::run() {
         }
     if (::poll(fds.data(), fds.size(), pollTimeoutMs()) < 0 && errno != EINTR)
       throw systemError("poll");
-    if (fds[0].revents) handleSignals();
+    if (fds[0].revents) {
+      const uint64_t made = streamsMade_;
+      handleSignals();
+      // A rank was replaced: its old streams are gone; poll the new set.
+      if (streamsMade_ != made) continue;
+    }
     for (size_t i = 1; i < fds.size(); ++i)
       if (fds[i].revents && streams[i]->open())
         streams[i]->pump();  // may have closed when its rank was reaped
@@ -157,6 +162,7 @@ void Supervisor::startRank(int r, const Program& program, CpuBinding* binding, i
     for (int fd : {p[0], q[0]}) fcntl(fd, F_SETFL, O_NONBLOCK);  // the relay reads what is there
     rank.out = std::make_unique<RankStream>(p[0], r, options_.prefix, &stdout_);
     rank.err = std::make_unique<RankStream>(q[0], r, options_.prefix, &stderr_);
+    ++streamsMade_;
     childOut = p[1];
     childErr = q[1];
   }

@@ -58,6 +58,9 @@ class Supervisor {
   std::vector<Rank> ranks_;
   std::unordered_map<pid_t, int> rankOfPid_;
   int running_ = 0;
+  // Streams made so far: a replacement rank's new streams free the old
+  // ones, which a round of run() may still hold.
+  uint64_t streamsMade_ = 0;
   // Kept for replacements (--elastic).
   std::unique_ptr<Program> program_;
   std::unique_ptr<CpuBinding> binding_;

@@ -71,11 +71,7 @@ UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peer
   }
 }
 
-UcxConnection::~UcxConnection() {
-  close();
-  // Memory from aligned new[] must go back through aligned delete[].
-  for (auto& b : sendStaging_) ::operator delete[](b.release(), std::align_val_t(64));
-}
+UcxConnection::~UcxConnection() { close(); }
 
 Transport& UcxConnection::transport() { return transport_; }
 size_t UcxConnection::maxMessageBytes() const { return transport_.options().maxMessageBytes; }
@@ -412,7 +408,7 @@ void UcxConnection::close(bool force) {
     for (auto& x : queue_)
       if (x->staging) transport_.deferFree([b = x->staging.release()] { delete[] b; });
     for (auto& x : sendStaging_)
-      transport_.deferFree([b = x.release()] { ::operator delete[](b, std::align_val_t(64)); });
+      transport_.deferFree([b = x.release()] { AlignedDelete{}(b); });
   }
   queue_.clear();
 }

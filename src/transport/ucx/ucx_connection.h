@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -139,7 +140,12 @@ class UcxConnection final : public Connection {
   uint64_t sendSeq_ = 0, recvSeq_ = 0;
   Send direct_;               // a caller-memory send (trySendFrom), resumed
   std::vector<Send> staged_;  // buffer-form sends, one per staging slot
-  std::vector<std::unique_ptr<uint8_t[]>> sendStaging_;
+  // Memory from aligned new[] goes back through aligned delete[], also when
+  // the constructor throws (no destructor then).
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> sendStaging_;
   int reserved_ = -1;  // the slot trySendBuffer handed out
   std::deque<std::unique_ptr<Recv>> queue_;  // queue_[i]: message recvSeq_ + i
   std::vector<std::unique_ptr<uint8_t[]>> freeStaging_;  // receive staging, for reuse
