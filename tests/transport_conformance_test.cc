@@ -533,6 +533,70 @@ TEST_P(Conformance, AMismatchedSizeOrTagIsAnErrorCarryingBoth) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// The receiver already waits when the message comes (a transport may post
+// the receive into the caller's buffer ahead of it: UCX does for its large,
+// two-part messages). The right message lands whole; one of another size
+// (smaller, empty, larger) or tag is a mismatch carrying both, and never
+// lands past the end of the caller's buffer.
+TEST_P(Conformance, AReceiveWaitingAheadTakesTheRightMessageAndRefusesAnother) {
+  const std::string kind = this->kind();
+  struct Case {
+    int sent;      // bytes, or -1: twice the expected (at most the largest message)
+    uint64_t msg;  // 5: the tag the receiver expects
+  };
+  for (const Case c : {Case{200, 5}, Case{0, 5}, Case{-1, 5}, Case{-2, 6}}) {
+    SCOPED_TRACE("case " + std::to_string(c.sent) + " as message " + std::to_string(c.msg));
+    RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+      Checker check(rank);
+      Endpoint e = open(kind, rank, n, id);
+      // Large enough to go in two parts over UCX (above 8 KiB).
+      const size_t expected = std::min<size_t>(64 << 10, e.conn->maxMessageBytes() / 2);
+      const size_t sent = c.sent == -1 ? 2 * expected : c.sent == -2 ? expected : size_t(c.sent);
+      const Deadline step = Deadline::afterMs(kStepMs);
+      if (rank == 0) {
+        std::vector<unsigned char> first(expected), second(sent, 7);
+        for (size_t i = 0; i < expected; ++i) first[i] = pattern(0, 1, i);
+        e.bs->barrier(step);  // the receiver waits for the first already
+        check.expect(until(e, [&] { return e.conn->trySendFrom(first.data(), expected, tagOf(1, expected)); }),
+                     "send the first");
+        e.bs->barrier(step);  // and for the second
+        check.expect(until(e, [&] { return e.conn->trySendFrom(second.data(), sent, tagOf(c.msg, sent)); }),
+                     "send the second");
+      } else {
+        std::vector<unsigned char> into(expected + 1, 0xee);
+        auto first = [&] { return e.conn->tryRecvInto(into.data(), expected, tagOf(1, expected)); };
+        check.expect(!first(), "a message arrived before it was sent");
+        e.bs->barrier(step);
+        check.expect(until(e, first), "receive the first");
+        for (size_t i = 0; i < expected; ++i)
+          if (into[i] != pattern(0, 1, i)) {
+            check.expect(false, "byte " + std::to_string(i) + " of the first message is wrong");
+            break;
+          }
+        into.assign(expected + 1, 0xee);
+        auto second = [&] { return e.conn->tryRecvInto(into.data(), expected, tagOf(5, expected)); };
+        check.expect(!second(), "the second arrived before it was sent");
+        e.bs->barrier(step);
+        bool threw = false;
+        try {
+          until(e, second);
+        } catch (const transport::MessageMismatch& m) {
+          threw = true;
+          check.expect(m.gotBytes == sent && m.expectedBytes == expected, "the mismatch carries both sizes");
+          check.expect(m.got == tagOf(c.msg, sent) && m.expected == tagOf(5, expected),
+                       "the mismatch carries both tags");
+        }
+        check.expect(threw, "the second message was taken for the one expected");
+        check.expect(into[expected] == 0xee, "a message spilled past the receiver's buffer");
+      }
+      e.bs->barrier(Deadline::afterMs(kStepMs));
+      return check.failures();
+    });
+    EXPECT_FALSE(out.timedOut) << out.describe();
+    EXPECT_TRUE(out.allSucceeded()) << out.describe();
+  }
+}
+
 // Device memory (on the emulated GPU, as a CUDA build's GPU): shared memory
 // registers it by its CUDA IPC handle, and the peer reads, writes and maps
 // it (a device pointer) within the key; every other transport refuses to

@@ -102,6 +102,7 @@ class UcxConnection final : public Connection {
     bool placed = false;   // its receive is posted, into dst
     bool twoPart = false;  // its payload may come as a second UCP message
     bool done = false;     // buffer form: complete, until recvRelease
+    bool early = false;    // its payload's receive was posted into dst before it came
     void* request = nullptr;  // the first part's receive
     void* payload = nullptr;  // the second part's
     Header header{};
@@ -126,6 +127,7 @@ class UcxConnection final : public Connection {
   // The receive of a message, in steps (ucx_connection.cc).
   bool arrive(Recv& r, uint64_t seq);
   void place(Recv& r, void* dst, size_t room);  // dst null: its own staging
+  void postPayloadEarly(Recv& r, void* dst, size_t bytes);
   bool advance(Recv& r);
   void check(Recv& r, size_t bytes, const MessageTag& tag);
   bool receive(Recv& r, void* dst, size_t bytes, const MessageTag& tag);
@@ -138,6 +140,7 @@ class UcxConnection final : public Connection {
   ucp_ep_h ep_;
   ucs_status_t failure_ = UCS_OK;
   uint64_t sendSeq_ = 0, recvSeq_ = 0;
+  uint64_t lastLook_ = ~uint64_t{0};  // the transport's workerLooks() after this connection's progress()
   Send direct_;               // a caller-memory send (trySendFrom), resumed
   std::vector<Send> staged_;  // buffer-form sends, one per staging slot
   // Memory from aligned new[] goes back through aligned delete[], also when

@@ -70,6 +70,16 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
       GYRE_INFO("rank %d: ucx: no RDMA here, messages up to %s eager (UCX_RNDV_THRESH sets it)", bs.rank(),
                 ucx_wires::kTcpRendezvousThreshold);
   }
+  // UCX's tcp reads a socket into a 64 KiB segment per look: with both
+  // ranks of a pair sending large messages at once, each drained the other
+  // too slowly and the exchange ran one way at a time (2 ranks, AllToAll
+  // 16 MiB 1.2-1.4x faster with 512 KiB, docs/PERFORMANCE-transports.md).
+  // Segments come from a pool and go back once read; the send side's must
+  // not be larger, so neither is touched when the user set one. A name UCP
+  // does not know goes to every UCX transport's table without its prefix:
+  // "RX_SEG_SIZE" is tcp's (UCX_TCP_RX_SEG_SIZE), and no other has it.
+  if (s == UCS_OK && !std::getenv("UCX_TCP_RX_SEG_SIZE") && !std::getenv("UCX_TCP_TX_SEG_SIZE"))
+    s = ucp_config_modify(config, "RX_SEG_SIZE", ucx_wires::kTcpReceiveSegment);
   if (s == UCS_OK) {
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -161,7 +171,7 @@ Connection* UcxTransport::connection(int peer) {
 
 bool UcxTransport::block(int64_t timeoutNs, FunctionRef<bool()> ready) {
   if (!worker_) return ready();
-  if (ucp_worker_progress(worker_)) return ready();
+  if (progressWorker()) return ready();
   // Armed, then the last look: an event after the arm wakes the poll.
   if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return ready();
   if (ready()) return true;

@@ -59,6 +59,15 @@ class UcxTransport final : public Transport {
   void interrupt() override;
 
   ucp_worker_h worker() const { return worker_; }
+  // One look at the worker, which every connection shares; counted, so that
+  // a connection's progress() can tell whether anyone looked since it last
+  // did (the connection manager asks each connection in turn: one look per
+  // round is enough, each was an epoll_wait).
+  unsigned progressWorker() {
+    ++workerLooks_;
+    return ucp_worker_progress(worker_);
+  }
+  uint64_t workerLooks() const { return workerLooks_; }
   ucp_context_h context() const { return context_; }
   // Frees what UCX may still write into (a buffer of a request that would
   // not end) only once the worker is destroyed.
@@ -76,6 +85,7 @@ class UcxTransport final : public Transport {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;
+  uint64_t workerLooks_ = 0;
   std::vector<std::vector<uint8_t>> addresses_;             // every rank's worker address
   std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
   std::function<std::string(int)> describe_;                 // a peer, for messages

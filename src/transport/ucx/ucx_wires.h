@@ -40,4 +40,8 @@ inline bool mayUseRdma(const char* tls, int rdmaDevices) {
 // user set none: a shared-memory piece (256 KiB) or a TCP piece goes eager.
 inline constexpr const char* kTcpRendezvousThreshold = "1m";
 
+// The segment UCX's tcp reads a socket into (UCX's default 64 KiB), unless
+// the user set UCX_TCP_RX_SEG_SIZE or UCX_TCP_TX_SEG_SIZE.
+inline constexpr const char* kTcpReceiveSegment = "512k";
+
 }  // namespace gyre::transport::ucx_wires
