@@ -157,7 +157,7 @@ def sweep(lo, hi, factor):
 class Scenario:
     def __init__(self, name, nranks, sizes, transport, title, oversubscribe=False):
         self.name = name
-        self.iterations = ITERATIONS_TCP if transport == "tcp" else ITERATIONS_SHM
+        self.iterations = ITERATIONS_SHM if transport == "shm" else ITERATIONS_TCP
         self.nranks = nranks
         self.sizes = sorted(set(sizes))
         self.transport = transport  # GYRE_TRANSPORT
@@ -182,14 +182,23 @@ SCENARIOS = {
 
 
 def scenario_by_name(name):
-    """A named scenario, or shm-N / tcp-N: N ranks over the full sweep."""
+    """A named scenario, or shm-N / tcp-N / ucx-N: N ranks over the full
+    sweep (ucx-N: 8 B to 64 MiB)."""
     if name in SCENARIOS:
         return SCENARIOS[name]
-    m = re.fullmatch(r"(shm|tcp)-(\d+)", name)
+    m = re.fullmatch(r"(shm|tcp|ucx)-(\d+)", name)
     if not m or int(m.group(2)) < 2:
-        raise argparse.ArgumentTypeError("unknown scenario %r (%s, or shm-N / tcp-N with N >= 2)" % (
+        raise argparse.ArgumentTypeError("unknown scenario %r (%s, or shm-N / tcp-N / ucx-N with N >= 2)" % (
             name, ", ".join(SCENARIOS)))
     transport, n = m.group(1), int(m.group(2))
+    if transport == "ucx":
+        # The transport issue's bar: gyre over UCX against Open MPI's pml ucx
+        # over the same UCX wire (tcp: gyre's UCX endpoints ask for peer
+        # failure handling, which UCX's shared memory cannot give), and
+        # against gyre's own transport of that kind (TCP).
+        return Scenario(name, n, sweep(8, 64 * MiB, 8) + [64 * MiB], "ucx",
+                        "%d ranks over UCX: gyre (GYRE_TRANSPORT=ucx) vs Open MPI pml ucx (UCX_TLS=tcp,self on lo) "
+                        "vs gyre's own TCP" % n)
     title = ("%d ranks, shared memory: gyre (GYRE_TRANSPORT=shm) vs Open MPI default path" % n if transport == "shm"
              else "%d ranks, TCP over loopback: gyre (GYRE_TRANSPORT=tcp) vs Gloo vs Open MPI (btl tcp,self on lo)"
              % n)
@@ -538,8 +547,12 @@ def collective_libs(sc, coll, args):
         libs.append(GyreLib(sc.transport, algo))
     if "gloo" in args.peers and sc.transport == "tcp":
         libs += [GlooLib(a) for a in (args.gloo_algos if coll.name == "allreduce" else coll.gloo)]
+    if sc.transport == "ucx":
+        libs.append(GyreLib("tcp", key="gyre-tcp"))
     if "ompi" in args.peers:
-        if sc.transport == "tcp":
+        if sc.transport == "ucx":
+            libs.append(MpiLib("ompi-ucx", "ompi-ucx-tcp", UCX_MCA, {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}))
+        elif sc.transport == "tcp":
             libs.append(MpiLib("ompi-tcp", "ompi-tcp", ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
                                                         "--mca", "btl_tcp_if_include", "lo"]))
             if args.with_ucx:
@@ -939,7 +952,7 @@ ABSENT = "-"  # a library that does not have this collective (or this column)
 def peer_rank(key):
     """Canonical order of the peer columns: gyre with malloc'd buffers, Gloo's
     variants, gloo-best, Open MPI."""
-    if key == "gyre-malloc":
+    if key in ("gyre-malloc", "gyre-tcp"):
         return (-1, 0)
     gloo = ["gloo-" + a for a in GLOO_ALGOS + ["alltoall"]]
     if key in gloo:
