@@ -962,6 +962,46 @@ TEST_P(Conformance, AnUnreachableGidIsAnErrorNamingThePeerOnBothRanks) {
 #else
 #define GYRE_CONFORMANCE_TRANSPORTS GYRE_TEST_TRANSPORTS
 #endif
+#ifdef GYRE_HAVE_UCX
+// Where gyre sets UCX's rendezvous threshold itself (no RDMA here) it sends
+// a piece of up to about 1 MiB as one UCP message; a rank whose user set
+// UCX_RNDV_THRESH sends those above 8 KiB in two parts. Each tells the
+// other's messages apart by their first part, whether its receive waited
+// ahead (its payload's receive posted early) or the message came first.
+TEST(UcxMessages, RanksThatSplitMessagesDifferentlyUnderstandEachOther) {
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    if (rank == 1) setenv("UCX_RNDV_THRESH", "1m", 1);  // two parts above 8 KiB here
+    Endpoint e = open("ucx", rank, n, id);
+    const Deadline step = Deadline::afterMs(kStepMs);
+    uint64_t msg = 0;
+    for (size_t bytes : {size_t{200}, size_t{9000}, size_t{64} << 10, size_t{200} << 10}) {
+      for (bool waitAhead : {true, false}) {
+        ++msg;
+        std::vector<unsigned char> data(bytes), into(bytes + 1, 0xee);
+        for (size_t i = 0; i < bytes; ++i) data[i] = pattern(rank, msg, i);
+        auto recv = [&] { return e.conn->tryRecvInto(into.data(), bytes, tagOf(msg, bytes)); };
+        if (waitAhead) check.expect(!recv(), "a message arrived before it was sent");
+        e.bs->barrier(step);
+        check.expect(until(e, [&] { return e.conn->trySendFrom(data.data(), bytes, tagOf(msg, bytes)); }), "send");
+        if (!waitAhead) e.bs->barrier(step);  // it came first
+        check.expect(until(e, recv), "receive " + std::to_string(bytes) + " bytes");
+        for (size_t i = 0; i < bytes; ++i)
+          if (into[i] != pattern(1 - rank, msg, i)) {
+            check.expect(false, std::to_string(bytes) + " bytes: byte " + std::to_string(i) + " is wrong");
+            break;
+          }
+        check.expect(into[bytes] == 0xee, "a message spilled past the receiver's buffer");
+      }
+    }
+    e.bs->barrier(Deadline::afterMs(kStepMs));
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(Transports, Conformance,
                          testing::Values(GYRE_CONFORMANCE_TRANSPORTS),
                          [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });

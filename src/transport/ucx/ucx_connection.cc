@@ -23,11 +23,6 @@ constexpr uint64_t kFullMask = ~uint64_t{0};
 // ranks stay below it (UcxTransport::kMaxRanks).
 constexpr uint64_t kKeyBit = uint64_t{1} << 63;
 static_assert(UcxTransport::kMaxRanks == uint64_t{1} << (63 - kSeqBits));
-// Up to this size a message is one UCP message, header and payload in one
-// iov (eager: it lands whole or is probed whole). Larger ones go as the
-// header alone, then the payload in place (UCX's rendezvous reads it
-// straight from the sender's buffer into the receiver's).
-constexpr size_t kOnePartBytes = 8192;
 // Up to this size the payload is copied in behind the header (Send::packed).
 constexpr size_t kPackedBytes = 256 - 32;
 // Messages a stuck sender's connection reads ahead (as TCP's staging).
@@ -103,7 +98,13 @@ void UcxConnection::post(Send& s, const void* data, size_t bytes, const MessageT
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   p.datatype = ucp_dt_make_iov();
-  const bool onePart = bytes <= kOnePartBytes;
+  // Up to onePartBytes a message is one UCP message, header and payload in
+  // one iov (eager: it lands whole or is probed whole). Larger ones go as
+  // the header alone, then the payload in place (UCX's rendezvous reads it
+  // straight from the sender's buffer into the receiver's). The receiver
+  // tells them apart by the first part's length, so ranks whose thresholds
+  // differ still understand each other.
+  const bool onePart = bytes <= transport_.options().onePartBytes;
   void* r;
   if (bytes <= kPackedBytes) {
     // Small: header and payload packed into one contiguous buffer, so UCX
@@ -259,8 +260,8 @@ bool UcxConnection::advance(Recv& r) {
     if (st == UCS_INPROGRESS) return false;
     if (st != UCS_OK) throwStatus(st, "receive from");
     if (!r.aside.empty()) std::memcpy(&r.header, r.aside.data(), sizeof(Header));
-    // Two parts only above kOnePartBytes (an empty message is a header alone).
-    if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > kOnePartBytes && r.header.bytes <= r.room) {
+    // A header alone names a payload to come, unless the message is empty.
+    if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > 0 && r.header.bytes <= r.room) {
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
       void* q = ucp_tag_recv_nbx(transport_.worker(), r.dst, r.header.bytes, tagFor(peer_, r.seq) | kPayloadBit,
@@ -269,9 +270,14 @@ bool UcxConnection::advance(Recv& r) {
       r.payload = q;
     }
   }
-  // A payload posted early that the header says will not come as posted
-  // (another size: the ranks disagree) is not waited for; check() says so.
-  if (r.early && !r.request && (r.header.bytes != r.room || !r.aside.empty() || !r.twoPart)) return true;
+  // A payload posted early that will not come as posted is not waited for:
+  // the header names another size (the ranks disagree: check() says so),
+  // or the message came whole in one part (a sender whose one-part
+  // threshold is higher). Its receive is cancelled.
+  if (r.early && !r.request && (r.header.bytes != r.room || !r.aside.empty() || !r.twoPart)) {
+    dropPayload(r);
+    return true;
+  }
   const ucs_status_t st = settle(r.payload);
   if (st == UCS_INPROGRESS) return false;
   if (st != UCS_OK) throwStatus(st, "receive from");
@@ -290,16 +296,21 @@ void UcxConnection::pop() {
   ++recvSeq_;
 }
 
+// Nothing may land in the message's buffer any more: its payload's receive,
+// if one is still posted, is cancelled and released when the cancel ends it.
+void UcxConnection::dropPayload(Recv& r) {
+  if (!r.payload) return;
+  ucp_request_cancel(transport_.worker(), r.payload);
+  ucp_request_free(r.payload);
+  r.payload = nullptr;
+}
+
 // The arrived message against what the caller expects: a mismatch consumes
 // it (the pair is broken anyway) and says what came.
 void UcxConnection::check(Recv& r, size_t bytes, const MessageTag& tag) {
   if (r.header.bytes == bytes && r.header.tag == tag && r.aside.empty()) return;
   const Header h = r.header;
-  if (r.payload) {  // posted early for a payload that differs: nothing may land in dst any more
-    ucp_request_cancel(transport_.worker(), r.payload);
-    ucp_request_free(r.payload);  // released when the cancel ends it
-    r.payload = nullptr;
-  }
+  dropPayload(r);
   pop();
   throw MessageMismatch(peer_, h.tag, h.bytes, tag, bytes);
 }
@@ -313,7 +324,7 @@ bool UcxConnection::receive(Recv& r, void* dst, size_t bytes, const MessageTag& 
   // receive would (waiting for a small message 1.1-1.2x faster than
   // leaving it to the waiter's progress call every few looks).
   if (ep_ && !r.posted) {
-    if (dst && bytes > kOnePartBytes && !r.early) postPayloadEarly(r, dst, bytes);
+    if (dst && bytes > transport_.options().onePartBytes && !r.early) postPayloadEarly(r, dst, bytes);
     transport_.progressWorker();
   }
   if (!ep_ || !arrive(r, recvSeq_)) {

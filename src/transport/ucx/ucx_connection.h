@@ -86,7 +86,7 @@ class UcxConnection final : public Connection {
   };
   // A send in flight: its header and iov must live until UCX is done.
   struct Send {
-    void* request = nullptr;  // the header (with the payload, up to kOnePartBytes)
+    void* request = nullptr;  // the header (with the payload, up to the one-part size)
     void* payload = nullptr;  // the payload of a larger message
     Header header{};
     ucp_dt_iov_t iov[2]{};
@@ -128,6 +128,7 @@ class UcxConnection final : public Connection {
   bool arrive(Recv& r, uint64_t seq);
   void place(Recv& r, void* dst, size_t room);  // dst null: its own staging
   void postPayloadEarly(Recv& r, void* dst, size_t bytes);
+  void dropPayload(Recv& r);
   bool advance(Recv& r);
   void check(Recv& r, size_t bytes, const MessageTag& tag);
   bool receive(Recv& r, void* dst, size_t bytes, const MessageTag& tag);

@@ -66,9 +66,14 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   if (s == UCS_OK && !std::getenv("UCX_RNDV_THRESH") &&
       !ucx_wires::mayUseRdma(std::getenv("UCX_TLS"), rdmaDevices())) {
     s = ucp_config_modify(config, "RNDV_THRESH", ucx_wires::kTcpRendezvousThreshold);
-    if (s == UCS_OK)
+    if (s == UCS_OK) {
       GYRE_INFO("rank %d: ucx: no RDMA here, messages up to %s eager (UCX_RNDV_THRESH sets it)", bs.rank(),
                 ucx_wires::kTcpRendezvousThreshold);
+      // All eager, then: a piece goes as one message with its header (two
+      // parts were a message, a probe and a receive more per piece: 2 ranks,
+      // 32-256 KiB 1.1-1.6x faster as one).
+      t->options_.onePartBytes = ucx_wires::kTcpOnePartBytes;
+    }
   }
   // UCX's tcp reads a socket into a 64 KiB segment per look: with both
   // ranks of a pair sending large messages at once, each drained the other

@@ -37,6 +37,10 @@ class UcxTransport final : public Transport {
   struct Options {
     size_t maxMessageBytes = 4 << 20;  // a plan's pieces: UCX picks its own protocol per size
     int stagingSlots = 4;              // buffer-form sends in flight per connection
+    // Up to this a message and its header go as one UCP message; larger
+    // ones as the header, then the payload (ucx_connection.cc). Raised to
+    // the eager limit where gyre sets UCX's rendezvous threshold (create).
+    size_t onePartBytes = 8192;
     int64_t spinNs = 20'000;
     MemoryCopy memoryCopy;
   };

@@ -7,6 +7,7 @@
 // without UCX.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,9 @@ inline bool mayUseRdma(const char* tls, int rdmaDevices) {
 // The rendezvous threshold gyre gives UCX where it may not use RDMA and the
 // user set none: a shared-memory piece (256 KiB) or a TCP piece goes eager.
 inline constexpr const char* kTcpRendezvousThreshold = "1m";
+// With that threshold, the largest message gyre sends as one UCP message
+// (its payload and a 32-byte header, under 1 MiB with room to spare).
+inline constexpr size_t kTcpOnePartBytes = (size_t{1} << 20) - 64;
 
 // The segment UCX's tcp reads a socket into (UCX's default 64 KiB), unless
 // the user set UCX_TCP_RX_SEG_SIZE or UCX_TCP_TX_SEG_SIZE.
