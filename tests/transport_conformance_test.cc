@@ -552,21 +552,21 @@ TEST_P(Conformance, AReceiveWaitingAheadTakesTheRightMessageAndRefusesAnother) {
       // Large enough to go in two parts over UCX (above 8 KiB).
       const size_t expected = std::min<size_t>(64 << 10, e.conn->maxMessageBytes() / 2);
       const size_t sent = c.sent == -1 ? 2 * expected : c.sent == -2 ? expected : size_t(c.sent);
-      const Deadline step = Deadline::afterMs(kStepMs);
+      auto barrier = [&] { e.bs->barrier(Deadline::afterMs(kStepMs)); };  // a bound of its own each
       if (rank == 0) {
         std::vector<unsigned char> first(expected), second(sent, 7);
         for (size_t i = 0; i < expected; ++i) first[i] = pattern(0, 1, i);
-        e.bs->barrier(step);  // the receiver waits for the first already
+        barrier();  // the receiver waits for the first already
         check.expect(until(e, [&] { return e.conn->trySendFrom(first.data(), expected, tagOf(1, expected)); }),
                      "send the first");
-        e.bs->barrier(step);  // and for the second
+        barrier();  // and for the second
         check.expect(until(e, [&] { return e.conn->trySendFrom(second.data(), sent, tagOf(c.msg, sent)); }),
                      "send the second");
       } else {
         std::vector<unsigned char> into(expected + 1, 0xee);
         auto first = [&] { return e.conn->tryRecvInto(into.data(), expected, tagOf(1, expected)); };
         check.expect(!first(), "a message arrived before it was sent");
-        e.bs->barrier(step);
+        barrier();
         check.expect(until(e, first), "receive the first");
         for (size_t i = 0; i < expected; ++i)
           if (into[i] != pattern(0, 1, i)) {
@@ -576,7 +576,7 @@ TEST_P(Conformance, AReceiveWaitingAheadTakesTheRightMessageAndRefusesAnother) {
         into.assign(expected + 1, 0xee);
         auto second = [&] { return e.conn->tryRecvInto(into.data(), expected, tagOf(5, expected)); };
         check.expect(!second(), "the second arrived before it was sent");
-        e.bs->barrier(step);
+        barrier();
         bool threw = false;
         try {
           until(e, second);
@@ -973,7 +973,7 @@ TEST(UcxMessages, RanksThatSplitMessagesDifferentlyUnderstandEachOther) {
     Checker check(rank);
     if (rank == 1) setenv("UCX_RNDV_THRESH", "1m", 1);  // two parts above 8 KiB here
     Endpoint e = open("ucx", rank, n, id);
-    const Deadline step = Deadline::afterMs(kStepMs);
+    auto barrier = [&] { e.bs->barrier(Deadline::afterMs(kStepMs)); };
     uint64_t msg = 0;
     for (size_t bytes : {size_t{200}, size_t{9000}, size_t{64} << 10, size_t{200} << 10}) {
       for (bool waitAhead : {true, false}) {
@@ -982,9 +982,9 @@ TEST(UcxMessages, RanksThatSplitMessagesDifferentlyUnderstandEachOther) {
         for (size_t i = 0; i < bytes; ++i) data[i] = pattern(rank, msg, i);
         auto recv = [&] { return e.conn->tryRecvInto(into.data(), bytes, tagOf(msg, bytes)); };
         if (waitAhead) check.expect(!recv(), "a message arrived before it was sent");
-        e.bs->barrier(step);
+        barrier();
         check.expect(until(e, [&] { return e.conn->trySendFrom(data.data(), bytes, tagOf(msg, bytes)); }), "send");
-        if (!waitAhead) e.bs->barrier(step);  // it came first
+        if (!waitAhead) barrier();  // it came first
         check.expect(until(e, recv), "receive " + std::to_string(bytes) + " bytes");
         for (size_t i = 0; i < bytes; ++i)
           if (into[i] != pattern(1 - rank, msg, i)) {

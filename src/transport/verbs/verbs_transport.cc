@@ -251,7 +251,12 @@ bool VerbsTransport::block(int64_t timeoutNs, FunctionRef<bool()> ready) {
   if (poll()) return ready();
   // Armed, then the last look: a completion after the arm wakes the poll.
   ibv_req_notify_cq(cq_, 0);
-  if (poll() || ready()) return ready();
+  if (poll()) return ready();
+  // ready() once only: one that returns true has completed its operation
+  // (a receive took its message), and a second call would start the next
+  // (calling it again here lost the message a waiting receive had just
+  // taken: the conformance case of a receive that waits ahead hung).
+  if (ready()) return true;
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
   ::poll(fds, 2, static_cast<int>((timeoutNs + 999'999) / 1'000'000));
   if (fds[0].revents & POLLIN) {
