@@ -31,7 +31,7 @@ command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64 (apt-get
 command -v cpio >/dev/null || skip "no cpio"
 command -v modinfo >/dev/null || skip "no modinfo (kmod)"
 busybox=$(command -v busybox || true)
-[[ -n $busybox ]] && "$busybox" --list 2>/dev/null | grep -qx insmod || skip "no static busybox (busybox-static)"
+[[ -n $busybox ]] && "$busybox" --list 2>/dev/null | grep -x insmod >/dev/null || skip "no static busybox (busybox-static)"
 K=${GYRE_VM_KERNEL:-$(ls /lib/modules 2>/dev/null | sort -V | grep -- '-amd64$' | tail -1 || true)}
 [[ -n $K && -r /boot/vmlinuz-$K ]] || skip "no Debian kernel image (linux-image-amd64)"
 modinfo -k "$K" rdma_rxe >/dev/null 2>&1 || skip "kernel $K has no rdma_rxe module"
