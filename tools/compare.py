@@ -532,6 +532,8 @@ class GyreLib(Lib):
 
 UCX_MCA = ["--mca", "pml", "ucx", "--mca", "opal_common_ucx_tls", "any",
            "--mca", "opal_common_ucx_devices", "any"]
+# Open MPI's UCX on loopback over UCX's tcp, the wire gyre's UCX endpoints take.
+UCX_TCP_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}
 
 
 def collective_libs(sc, coll, args):
@@ -551,13 +553,12 @@ def collective_libs(sc, coll, args):
         libs.append(GyreLib("tcp", key="gyre-tcp"))
     if "ompi" in args.peers:
         if sc.transport == "ucx":
-            libs.append(MpiLib("ompi-ucx", "ompi-ucx-tcp", UCX_MCA, {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}))
+            libs.append(MpiLib("ompi-ucx", "ompi-ucx-tcp", UCX_MCA, UCX_TCP_ENV))
         elif sc.transport == "tcp":
             libs.append(MpiLib("ompi-tcp", "ompi-tcp", ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
                                                         "--mca", "btl_tcp_if_include", "lo"]))
             if args.with_ucx:
-                libs.append(MpiLib("ompi-ucx", "ompi-ucx-tcp", UCX_MCA,
-                                   {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}))
+                libs.append(MpiLib("ompi-ucx", "ompi-ucx-tcp", UCX_MCA, UCX_TCP_ENV))
         else:
             libs.append(MpiLib("ompi", "ompi", []))
             if args.with_ucx:

@@ -194,17 +194,22 @@ bool UcxConnection::arrive(Recv& r, uint64_t seq) {
   return true;
 }
 
+// Posts the receive of message seq's second part (its payload) into dst.
+void UcxConnection::postPayload(Recv& r, uint64_t seq, void* dst, size_t bytes) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  void* q = ucp_tag_recv_nbx(transport_.worker(), dst, bytes, tagFor(peer_, seq) | kPayloadBit, kFullMask, &p);
+  if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
+  r.payload = q;
+}
+
 // The caller waits for a two-part message of a size it knows (the plan
 // says it) that has not come yet: its payload's receive is posted into the
 // caller's buffer now, so that UCX matches the payload as it lands instead
 // of holding it as unexpected until the header has been probed and received
 // (or of the read-ahead taking it into staging, a copy more).
 void UcxConnection::postPayloadEarly(Recv& r, void* dst, size_t bytes) {
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  void* q = ucp_tag_recv_nbx(transport_.worker(), dst, bytes, tagFor(peer_, recvSeq_) | kPayloadBit, kFullMask, &p);
-  if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
-  r.payload = q;
+  postPayload(r, recvSeq_, dst, bytes);
   r.early = true;
   r.dst = dst;
   r.room = bytes;
@@ -261,14 +266,8 @@ bool UcxConnection::advance(Recv& r) {
     if (st != UCS_OK) throwStatus(st, "receive from");
     if (!r.aside.empty()) std::memcpy(&r.header, r.aside.data(), sizeof(Header));
     // A header alone names a payload to come, unless the message is empty.
-    if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > 0 && r.header.bytes <= r.room) {
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-      void* q = ucp_tag_recv_nbx(transport_.worker(), r.dst, r.header.bytes, tagFor(peer_, r.seq) | kPayloadBit,
-                                 kFullMask, &p);
-      if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
-      r.payload = q;
-    }
+    if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > 0 && r.header.bytes <= r.room)
+      postPayload(r, r.seq, r.dst, r.header.bytes);
   }
   // A payload posted early that will not come as posted is not waited for:
   // the header names another size (the ranks disagree: check() says so),

@@ -127,6 +127,7 @@ class UcxConnection final : public Connection {
   // The receive of a message, in steps (ucx_connection.cc).
   bool arrive(Recv& r, uint64_t seq);
   void place(Recv& r, void* dst, size_t room);  // dst null: its own staging
+  void postPayload(Recv& r, uint64_t seq, void* dst, size_t bytes);
   void postPayloadEarly(Recv& r, void* dst, size_t bytes);
   void dropPayload(Recv& r);
   bool advance(Recv& r);
