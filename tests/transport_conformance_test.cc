@@ -534,8 +534,9 @@ TEST_P(Conformance, AMismatchedSizeOrTagIsAnErrorCarryingBoth) {
 }
 
 // The receiver already waits when the message comes (a transport may post
-// the receive into the caller's buffer ahead of it: UCX does for its large,
-// two-part messages). The right message lands whole; one of another size
+// the receive into the caller's buffer ahead of it: UCX does, the whole
+// message or a two-part message's payload). The right message lands whole;
+// one of another size
 // (smaller, empty, larger) or tag is a mismatch carrying both, and never
 // lands past the end of the caller's buffer.
 TEST_P(Conformance, AReceiveWaitingAheadTakesTheRightMessageAndRefusesAnother) {
@@ -967,7 +968,8 @@ TEST_P(Conformance, AnUnreachableGidIsAnErrorNamingThePeerOnBothRanks) {
 // a piece of up to about 1 MiB as one UCP message; a rank whose user set
 // UCX_RNDV_THRESH sends those above 8 KiB in two parts. Each tells the
 // other's messages apart by their first part, whether its receive waited
-// ahead (its payload's receive posted early) or the message came first.
+// ahead (the whole message's receive, or its payload's, posted early) or
+// the message came first.
 TEST(UcxMessages, RanksThatSplitMessagesDifferentlyUnderstandEachOther) {
   RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);

@@ -103,10 +103,11 @@ class UcxConnection final : public Connection {
     bool twoPart = false;  // its payload may come as a second UCP message
     bool done = false;     // buffer form: complete, until recvRelease
     bool early = false;    // its payload's receive was posted into dst before it came
+    bool whole = false;    // its receive was posted into dst before it came (one part)
     void* request = nullptr;  // the first part's receive
     void* payload = nullptr;  // the second part's
     Header header{};
-    ucp_dt_iov_t iov[2]{};
+    ucp_dt_iov_t iov[3]{};
     void* dst = nullptr;
     size_t room = 0;
     std::unique_ptr<uint8_t[]> staging;  // when read ahead or in the buffer form
@@ -129,6 +130,8 @@ class UcxConnection final : public Connection {
   void place(Recv& r, void* dst, size_t room);  // dst null: its own staging
   void postPayload(Recv& r, uint64_t seq, void* dst, size_t bytes);
   void postPayloadEarly(Recv& r, void* dst, size_t bytes);
+  void postWhole(Recv& r, void* dst, size_t bytes);
+  ucs_status_t settleFirstPart(Recv& r);
   void dropPayload(Recv& r);
   bool advance(Recv& r);
   void check(Recv& r, size_t bytes, const MessageTag& tag);

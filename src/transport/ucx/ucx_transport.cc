@@ -155,6 +155,11 @@ UcxTransport::~UcxTransport() {
   if (context_) ucp_cleanup(context_);
 }
 
+uint8_t* UcxTransport::overflow() {
+  if (!overflow_) overflow_.reset(new uint8_t[ucx_wires::kTcpOnePartBytes]);
+  return overflow_.get();
+}
+
 bool UcxTransport::canConnect(int peer, std::string* whyNot) const {
   return reachable(unusable_, rank_, nranks_, peer, whyNot);
 }

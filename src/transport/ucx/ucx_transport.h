@@ -78,6 +78,11 @@ class UcxTransport final : public Transport {
   void deferFree(std::function<void()> f) { deferredFrees_.push_back(std::move(f)); }
   int rank() const { return rank_; }
   const Options& options() const { return options_; }
+  // Where a receive posted before its message came puts what is past the
+  // caller's buffer (a longer message, which is then refused): room for the
+  // largest one-part message any rank sends. Made on first use; it lives
+  // past the worker, so nothing UCX still writes can outlive it.
+  uint8_t* overflow();
 
  private:
   UcxTransport() = default;
@@ -94,6 +99,7 @@ class UcxTransport final : public Transport {
   std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
   std::function<std::string(int)> describe_;                 // a peer, for messages
   std::vector<std::function<void()>> deferredFrees_;
+  std::unique_ptr<uint8_t[]> overflow_;
 };
 
 }  // namespace gyre::transport
