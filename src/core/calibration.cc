@@ -177,14 +177,7 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   commonChunk_ = SIZE_MAX;
   if (tuning_.perHost > 1) commonChunk_ = std::min(commonChunk_, tuning_.localChunk);
   if (tuning_.hosts > 1) commonChunk_ = std::min(commonChunk_, tuning_.networkChunk);
-  // The pairwise piece keeps every shared-memory FIFO of the host in cache;
-  // a host whose ranks talk over another transport (TCP, UCX, a plugin,
-  // verbs) has no FIFOs, and its pieces are the communicator's chunk (over
-  // UCX 256 KiB, not 128: a 4-rank AllToAll of 1-16 MiB 0.87-0.91x the time).
-  const bool shmWithinHost = config_.transport == TransportChoice::Auto || config_.transport == TransportChoice::Shm;
-  tuning_.pairwisePieceBytes = tuning_.hosts == 1 && shmWithinHost
-                                   ? collectives::pairwisePieceBytes(tuning_.perHost, config_.shmSlots)
-                                   : SIZE_MAX;
+  tuning_.pairwisePieceBytes = pairwisePieceFor(tuning_.hosts, tuning_.perHost);
 
   if (!config_.tunerFile.empty()) {
     // Loaded in makeShell; SharedSettings made sure every rank has the same.
@@ -229,6 +222,15 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
               tuning_.mappedBuffers ? "GYRE_MAPPED_BUFFERS=1: used" : "unused", tuning_.hosts, tuning_.perHost, tuning_.cores);
 }
 
+// The pairwise piece keeps every shared-memory FIFO of the host in cache;
+// a host whose ranks talk over another transport (TCP, UCX, a plugin,
+// verbs) has no FIFOs, and its pieces are the communicator's chunk (over
+// UCX 256 KiB, not 128: a 4-rank AllToAll of 1-16 MiB 0.87-0.91x the time).
+size_t Communicator::pairwisePieceFor(int hosts, int perHost) const {
+  const bool shmWithinHost = config_.transport == TransportChoice::Auto || config_.transport == TransportChoice::Shm;
+  return hosts == 1 && shmWithinHost ? collectives::pairwisePieceBytes(perHost, config_.shmSlots) : SIZE_MAX;
+}
+
 collectives::Candidate Communicator::estimate(collectives::OpKind op, size_t bytes,
                                               int groupRanks) const {
   collectives::TuningParams t = tuning_;
@@ -242,9 +244,7 @@ collectives::Candidate Communicator::estimate(collectives::OpKind op, size_t byt
     // its connections exist, and the model then prices the plain exchange.
     t.perHost = std::min(groupRanks, tuning_.perHost);
     t.hosts = (groupRanks + tuning_.perHost - 1) / tuning_.perHost;
-    t.pairwisePieceBytes = t.hosts == 1 && config_.transport != TransportChoice::Tcp
-                               ? collectives::pairwisePieceBytes(t.perHost, config_.shmSlots)
-                               : SIZE_MAX;
+    t.pairwisePieceBytes = pairwisePieceFor(t.hosts, t.perHost);
     reads = localReads_ && t.hosts == 1;
   }
   collectives::Candidate c = collectives::modelChoice(collectives::callShape(op, bytes, groupRanks, t, reads), t);

@@ -166,6 +166,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // The tuner's model and topology summary (calibration.cc): inherited
   // (a split's child), loaded, fixed or measured now.
   void setUpTuner(Deadline deadline, const collectives::CostModel* inherited);
+  // Pairwise AllToAll(v)'s largest piece for hosts x perHost ranks of this
+  // communicator's transport (TuningParams::pairwisePieceBytes).
+  size_t pairwisePieceFor(int hosts, int perHost) const;
   collectives::CostModel calibrate(Deadline deadline);
   double timePlanUs(collectives::Plan& plan, collectives::CallArgs& args);
   void measureLink(int peer, bool first, double* latencyUs, double* gbps, std::vector<unsigned char>& in,
