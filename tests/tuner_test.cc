@@ -134,6 +134,28 @@ TEST(TunerChoice, EveryOperationHasAChoiceAtEverySizeAndRankCount) {
       }
 }
 
+// Small AllToAll: where each message is system calls on both sides
+// (TCP, UCX over tcp), pairwise's n-1 messages a rank cost more than
+// Bruck's log2 n rounds, though they run at once; over shared memory their
+// latencies overlap and pairwise keeps its lead. Large blocks stay
+// pairwise everywhere (Bruck moves every block log2 n times).
+TEST(TunerChoice, SmallAllToAllOverSocketsTakesBruck) {
+  for (int n : {4, 8}) {
+    FakeEnv shm(n, 1, false);
+    EXPECT_EQ(choose(shm, OpKind::AllToAll, 64), "pairwise") << n << " ranks over shared memory";
+    FakeEnv tcp(n, 1, false);
+    tcp.params().localSockets = true;
+    EXPECT_EQ(choose(tcp, OpKind::AllToAll, 64), "bruck") << n << " ranks over sockets";
+    EXPECT_EQ(choose(tcp, OpKind::AllToAll, 64u << 20), "pairwise") << n << " ranks over sockets";
+    // Across hosts the network's flag counts, not the host's.
+    FakeEnv hosts(n, 2, false);
+    hosts.params().localSockets = true;
+    EXPECT_EQ(choose(hosts, OpKind::AllToAll, 64), n == 4 ? "pairwise" : "bruck") << n << " ranks, 2 hosts";
+    hosts.params().networkSockets = true;
+    EXPECT_EQ(choose(hosts, OpKind::AllToAll, 64), "bruck") << n << " ranks on 2 hosts over TCP";
+  }
+}
+
 TEST(TunerChoice, HierarchicalWhenTheNetworkIsTheSlowLink) {
   FakeEnv env(8, 2, false);  // two hosts of four ranks
   env.params().model = CostModel::parse("network.bandwidth_gbps = 0.2\nnetwork.latency_us = 50\n", "slow");

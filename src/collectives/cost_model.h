@@ -70,6 +70,7 @@ struct CallShape {
   size_t localChunk = 256 * 1024;    // largest message a shared-memory link carries
   size_t networkChunk = 256 * 1024;  // the same for TCP
   size_t pairwisePiece = SIZE_MAX;   // pairwise AllToAll(v)'s pieces, at most (pairwisePieceBytes)
+  bool sockets = false;  // its messages cost system calls on each side (TuningParams::localSockets)
 };
 
 // Microseconds for a call of this shape, or kNotApplicable.

@@ -31,6 +31,11 @@ struct TuningParams {
   // Pairwise AllToAll(v) and blockwise pieces, at most (pairwisePieceBytes
   // in cost_model.h; SIZE_MAX: the links' own).
   size_t pairwisePieceBytes = SIZE_MAX;
+  // Whether a message within a host, and between hosts, costs system calls
+  // on each side (transport::kMessageSyscalls: TCP, UCX over tcp); the same
+  // on every rank.
+  bool localSockets = false;
+  bool networkSockets = false;
 };
 
 // What planning needs from the communicator.

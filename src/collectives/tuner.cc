@@ -133,6 +133,7 @@ CallShape callShape(OpKind op, size_t bytes, int nranks, const TuningParams& t,
   s.localChunk = t.localChunk;
   s.networkChunk = t.networkChunk;
   s.pairwisePiece = t.pairwisePieceBytes;
+  s.sockets = t.hosts > 1 ? t.networkSockets : t.localSockets;
   return s;
 }
 

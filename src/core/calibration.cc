@@ -178,6 +178,18 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   if (tuning_.perHost > 1) commonChunk_ = std::min(commonChunk_, tuning_.localChunk);
   if (tuning_.hosts > 1) commonChunk_ = std::min(commonChunk_, tuning_.networkChunk);
   tuning_.pairwisePieceBytes = pairwisePieceFor(tuning_.hosts, tuning_.perHost);
+  // Whether messages cost system calls (the cost model's pairwise AllToAll),
+  // from the transports the peers were given: within a host where every
+  // rank shares one (every rank then sees the same peers' transports), and
+  // between hosts (TCP, or UCX where every rank's UCX goes over tcp).
+  bool local = nranks_ > 1, network = tuning_.hosts > 1;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    const bool syscalls = connections_->transportOf(p).capabilities() & transport::kMessageSyscalls;
+    (hostIndex_[p] == hostIndex_[rank_] ? local : network) &= syscalls;
+  }
+  tuning_.localSockets = tuning_.hosts == 1 && local;
+  tuning_.networkSockets = network;
 
   if (!config_.tunerFile.empty()) {
     // Loaded in makeShell; SharedSettings made sure every rank has the same.

@@ -38,6 +38,12 @@ enum Capability : Capabilities {
   // as kDirectIO's forms do one run (sockets' sendmsg and readv of an
   // iovec). Without it those forms pack through the buffer form.
   kGatherIO = 1u << 7,
+  // Each message costs a system call or more on each side (sockets): what
+  // runs at once overlaps its wire latency but not that CPU time, so the
+  // tuner counts every message of an all-at-once exchange (pairwise
+  // AllToAll: n-1 of them against Bruck's log2 n). Not for shared memory or
+  // RDMA, where a message is a store or a posted work request.
+  kMessageSyscalls = 1u << 8,
 };
 
 }  // namespace gyre::transport

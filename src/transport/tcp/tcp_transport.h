@@ -36,7 +36,7 @@ class TcpTransport final : public Transport {
   const char* name() const override { return "tcp"; }
   // Sockets read and write the caller's memory; the send queue is user
   // space, moved by progress().
-  Capabilities capabilities() const override { return kDirectIO | kGatherIO | kNeedsProgress; }
+  Capabilities capabilities() const override { return kDirectIO | kGatherIO | kNeedsProgress | kMessageSyscalls; }
   // Any other rank: through the bootstrap's listeners, loopback on one host.
   bool canConnect(int peer, std::string* whyNot) const override;
   void connect(std::span<const int> peers, Deadline deadline) override;

@@ -27,6 +27,7 @@ constexpr int64_t kFlushMs = 10000;
 // (0: UCX did not start here) and, if not, why.
 struct Started {
   uint64_t addressBytes = 0;
+  uint64_t overSockets = 0;  // no RDMA for UCX on this rank's host
   char why[120] = {};
 };
 
@@ -61,10 +62,10 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   size_t addressBytes = 0;
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+  const bool noRdma = !ucx_wires::mayUseRdma(std::getenv("UCX_TLS"), rdmaDevices());
   // Without RDMA, UCX's rendezvous buys nothing and costs a round trip per
   // message: pieces go eager unless the user says otherwise.
-  if (s == UCS_OK && !std::getenv("UCX_RNDV_THRESH") &&
-      !ucx_wires::mayUseRdma(std::getenv("UCX_TLS"), rdmaDevices())) {
+  if (s == UCS_OK && !std::getenv("UCX_RNDV_THRESH") && noRdma) {
     s = ucp_config_modify(config, "RNDV_THRESH", ucx_wires::kTcpRendezvousThreshold);
     if (s == UCS_OK) {
       GYRE_INFO("rank %d: ucx: no RDMA here, messages up to %s eager (UCX_RNDV_THRESH sets it)", bs.rank(),
@@ -108,11 +109,16 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   std::vector<Started> started(static_cast<size_t>(bs.nranks()));
   Started& mine = started[static_cast<size_t>(bs.rank())];
   mine.addressBytes = why.empty() ? addressBytes : 0;
+  mine.overSockets = noRdma;
   std::snprintf(mine.why, sizeof(mine.why), "%s", why.c_str());
   bs.allGather(started.data(), sizeof(Started), deadline);
   size_t longest = 0;
+  // Over sockets (kMessageSyscalls, which the tuner reads) only where every
+  // rank's UCX is: the ranks' plans must agree, and hosts may differ.
+  t->overSockets_ = true;
   for (int r = 0; r < bs.nranks(); ++r) {
     const Started& x = started[static_cast<size_t>(r)];
+    t->overSockets_ = t->overSockets_ && x.overSockets;
     if (x.addressBytes == 0 && t->unusable_.empty())
       t->unusable_ = bs.describe(r) + ": " + std::string(x.why, strnlen(x.why, sizeof(x.why)));
     longest = std::max<size_t>(longest, x.addressBytes);

@@ -52,7 +52,9 @@ class UcxTransport final : public Transport {
   ~UcxTransport() override;
 
   const char* name() const override { return "ucx"; }
-  Capabilities capabilities() const override { return kDirectIO | kNeedsProgress | kPeerRead | kPeerWrite; }
+  Capabilities capabilities() const override {
+    return kDirectIO | kNeedsProgress | kPeerRead | kPeerWrite | (overSockets_ ? Capabilities{kMessageSyscalls} : Capabilities{0});
+  }
   bool canConnect(int peer, std::string* whyNot) const override;
   void connect(std::span<const int> peers, Deadline deadline) override;
   Connection* connection(int peer) override;
@@ -95,6 +97,7 @@ class UcxTransport final : public Transport {
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;
   uint64_t workerLooks_ = 0;
+  bool overSockets_ = false;  // UCX may not use RDMA here: its wire is tcp
   std::vector<std::vector<uint8_t>> addresses_;             // every rank's worker address
   std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
   std::function<std::string(int)> describe_;                 // a peer, for messages

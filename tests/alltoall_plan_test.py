@@ -1,0 +1,57 @@
+"""How a host of 4 ranks plans AllToAll over each transport, from the step
+trace (GYRE_TRACE_STEPS=1) of gyre-bench's calls as the tuner chose them:
+
+- 64 B blocks: Bruck where each message is system calls on both sides
+  (TCP, UCX over tcp: its log2 n rounds beat pairwise's n-1 messages a
+  rank), pairwise over shared memory (the messages' latencies overlap).
+- 1 MiB blocks (4 MiB calls): pairwise, in pieces of the shared-memory
+  FIFO budget over shared memory (128 KiB) and of the communicator's chunk
+  elsewhere (TCP's GYRE_TCP_CHUNK_BYTES and UCX's, 256 KiB; 1 MiB pieces
+  over UCX measured the same and 4 MiB slower). UCX once got the
+  shared-memory cut, for FIFOs it does not have.
+
+Usage: alltoall_plan_test.py GYRERUN GYRE_BENCH TRANSPORT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+gyrerun, bench, transport = sys.argv[1:4]
+ranks = 4
+piece = {"shm": 128 << 10, "tcp": 256 << 10, "ucx": 256 << 10}[transport]
+small_algo = "pairwise" if transport == "shm" else "bruck"
+
+
+def calls_of(size):
+    """Each rank's traced AllToAll calls of `size` bytes, with their steps."""
+    with tempfile.TemporaryDirectory(prefix="gyre-a2a-") as d:
+        pattern = os.path.join(d, "trace-%r.json")
+        cmd = [gyrerun, "-n", str(ranks), "--timeout", "120", "-x", "GYRE_TRACE_FILE=" + pattern,
+               "-x", "GYRE_TRANSPORT=" + transport, "-x", "GYRE_TRACE_STEPS=1",
+               bench, "alltoall", "-b", str(size), "-e", str(size), "-n", "1", "-w", "0"]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
+        assert p.returncode == 0, p.stdout
+        out = []
+        for r in range(ranks):
+            with open(os.path.join(d, "trace-%d.json" % r)) as f:
+                events = json.load(f)
+            calls = [e for e in events if e.get("cat") == "gyre" and e["name"] == "alltoall"]
+            assert calls, (r, "no AllToAll traced")
+            for call in calls:
+                end = call["ts"] + call["dur"] + 0.002
+                sends = [s["args"]["bytes"] for s in events if s.get("cat") == "step" and s["name"] == "send"
+                         and call["ts"] - 0.002 <= s["ts"] <= end]
+                out.append((r, call["args"]["algorithm"], sends))
+        return out
+
+
+for r, algo, sends in calls_of(64):
+    assert algo == small_algo, (r, transport, "64 B", algo)
+for r, algo, sends in calls_of(4 << 20):
+    assert algo == "pairwise", (r, transport, "4 MiB", algo)
+    # Each of the 3 peers' 1 MiB block, in pieces of the expected size.
+    assert sum(sends) == 3 << 20, (r, sum(sends))
+    assert max(sends) == piece, (r, transport, sorted(set(sends)))
+print("PASS: %d ranks over %s: %s at 64 B, pairwise in %d-byte pieces at 4 MiB" % (ranks, transport, small_algo, piece))
