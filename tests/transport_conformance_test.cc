@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,6 +168,13 @@ bool until(Endpoint& e, F step) {
 unsigned char pattern(int from, uint64_t msg, size_t i) {
   return static_cast<unsigned char>(from * 89 + msg * 131 + i * 7 + 1);
 }
+// The first of `bytes` bytes at got that is not pattern(from, msg, offset +
+// i), as its index i; nothing when all are right.
+std::optional<size_t> firstWrong(const unsigned char* got, size_t bytes, int from, uint64_t msg, size_t offset = 0) {
+  for (size_t i = 0; i < bytes; ++i)
+    if (got[i] != pattern(from, msg, offset + i)) return i;
+  return std::nullopt;
+}
 MessageTag tagOf(uint64_t msg, size_t bytes) { return MessageTag{{msg, bytes, 0x0102030405060708ull}}; }
 
 // Sizes every transport must carry: empty, one byte, odd, a cache line, a
@@ -279,10 +287,9 @@ struct Receiver {
       }
       got = into.data();
     }
-    for (size_t i = 0; i < bytes && wrong->empty(); ++i)
-      if (got[i] != pattern(from, msg, i))
-        *wrong = "message " + std::to_string(msg) + " (" + std::to_string(bytes) + " bytes): byte " +
-                 std::to_string(i) + " is wrong";
+    if (const auto i = firstWrong(got, bytes, from, msg); i && wrong->empty())
+      *wrong = "message " + std::to_string(msg) + " (" + std::to_string(bytes) + " bytes): byte " +
+               std::to_string(*i) + " is wrong";
     if (form == 0) e.conn->recvRelease(bytes);
     return true;
   }
@@ -470,11 +477,8 @@ TEST_P(Conformance, ManyRequestsOutstandingCompleteInOrder) {
     for (int i = 0; i < kRequests; ++i) check.expect(c.test(reqs[i]), "an earlier request is still open after a later one");
     if (rank == 1)
       for (int i = 0; i < kRequests; ++i) {
-        for (size_t j = 0; j < sizeOf(i); ++j)
-          if (bufs[i][j] != pattern(0, i, j)) {
-            check.fail("request " + std::to_string(i) + ": byte " + std::to_string(j) + " is wrong");
-            break;
-          }
+        if (const auto j = firstWrong(bufs[i].data(), sizeOf(i), 0, i))
+          check.fail("request " + std::to_string(i) + ": byte " + std::to_string(*j) + " is wrong");
         check.expect(bufs[i][sizeOf(i)] == 0xee, "request " + std::to_string(i) + " wrote past its end");
       }
     // A mismatched receive: the error comes out of test().
@@ -569,11 +573,8 @@ TEST_P(Conformance, AReceiveWaitingAheadTakesTheRightMessageAndRefusesAnother) {
         check.expect(!first(), "a message arrived before it was sent");
         barrier();
         check.expect(until(e, first), "receive the first");
-        for (size_t i = 0; i < expected; ++i)
-          if (into[i] != pattern(0, 1, i)) {
-            check.expect(false, "byte " + std::to_string(i) + " of the first message is wrong");
-            break;
-          }
+        if (const auto i = firstWrong(into.data(), expected, 0, 1))
+          check.fail("byte " + std::to_string(*i) + " of the first message is wrong");
         into.assign(expected + 1, 0xee);
         auto second = [&] { return e.conn->tryRecvInto(into.data(), expected, tagOf(5, expected)); };
         check.expect(!second(), "the second arrived before it was sent");
@@ -636,11 +637,8 @@ TEST_P(Conformance, DeviceMemoryKeysReachAPeersGpuOrAreRefused) {
                      "recv key");
         std::vector<unsigned char> got(kBytes - 7);
         c.get(got.data(), theirs, 7, got.size());
-        for (size_t i = 0; i < got.size(); ++i)
-          if (got[i] != pattern(e.peer, 9, i + 7)) {
-            check.fail("get of the peer's device memory: byte " + std::to_string(i) + " is wrong");
-            break;
-          }
+        if (const auto i = firstWrong(got.data(), got.size(), e.peer, 9, 7))
+          check.fail("get of the peer's device memory: byte " + std::to_string(*i) + " is wrong");
         const auto* mapped = static_cast<const unsigned char*>(c.map(theirs, 100, 1000));
         check.expect(gpu.classify(mapped).kind == device::MemoryKind::Device, "a mapping is device memory here");
         unsigned char first = 0;
@@ -721,11 +719,8 @@ TEST_P(Conformance, RegisteredMemoryGetPutAndMapWithinTheKeyOnly) {
       for (size_t bytes : {size_t{1}, size_t{4097}, kBytes - 3}) {
         std::vector<unsigned char> got(bytes);
         c.get(got.data(), theirs[0], 3, bytes);
-        for (size_t i = 0; i < bytes; ++i)
-          if (got[i] != pattern(e.peer, 9, i + 3)) {
-            check.fail("get of " + std::to_string(bytes) + " bytes: byte " + std::to_string(i) + " is wrong");
-            break;
-          }
+        if (const auto i = firstWrong(got.data(), bytes, e.peer, 9, 3))
+          check.fail("get of " + std::to_string(bytes) + " bytes: byte " + std::to_string(*i) + " is wrong");
       }
     } else {
       check.expect(refused([&] { c.get(small, theirs[0], 0, 1); }, "a get without kPeerRead"), "get refused");
@@ -750,11 +745,8 @@ TEST_P(Conformance, RegisteredMemoryGetPutAndMapWithinTheKeyOnly) {
     check.expect(until(e, [&] { return c.trySendFrom(&done, 1, tagOf(2, 1)); }), "send done");
     check.expect(until(e, [&] { return c.tryRecvInto(&theirDone, 1, tagOf(2, 1)); }), "recv done");
     if (c.can(transport::kPeerWrite)) {
-      for (size_t i = 0; i < kPutBytes; ++i)
-        if (mine[kPutAt + i] != pattern(e.peer + 2, 4, i)) {
-          check.fail("the peer's put: byte " + std::to_string(i) + " is wrong");
-          break;
-        }
+      if (const auto i = firstWrong(mine.data() + kPutAt, kPutBytes, e.peer + 2, 4))
+        check.fail("the peer's put: byte " + std::to_string(*i) + " is wrong");
       check.expect(mine[kPutAt - 1] == pattern(rank, 9, kPutAt - 1) &&
                        mine[kPutAt + kPutBytes] == pattern(rank, 9, kPutAt + kPutBytes),
                    "the peer's put wrote outside its range");
@@ -988,11 +980,8 @@ TEST(UcxMessages, RanksThatSplitMessagesDifferentlyUnderstandEachOther) {
         check.expect(until(e, [&] { return e.conn->trySendFrom(data.data(), bytes, tagOf(msg, bytes)); }), "send");
         if (!waitAhead) barrier();  // it came first
         check.expect(until(e, recv), "receive " + std::to_string(bytes) + " bytes");
-        for (size_t i = 0; i < bytes; ++i)
-          if (into[i] != pattern(1 - rank, msg, i)) {
-            check.expect(false, std::to_string(bytes) + " bytes: byte " + std::to_string(i) + " is wrong");
-            break;
-          }
+        if (const auto i = firstWrong(into.data(), bytes, 1 - rank, msg))
+          check.fail(std::to_string(bytes) + " bytes: byte " + std::to_string(*i) + " is wrong");
         check.expect(into[bytes] == 0xee, "a message spilled past the receiver's buffer");
       }
     }
