@@ -540,9 +540,8 @@ TEST_P(Conformance, AMismatchedSizeOrTagIsAnErrorCarryingBoth) {
 // The receiver already waits when the message comes (a transport may post
 // the receive into the caller's buffer ahead of it: UCX does, the whole
 // message or a two-part message's payload). The right message lands whole;
-// one of another size
-// (smaller, empty, larger) or tag is a mismatch carrying both, and never
-// lands past the end of the caller's buffer.
+// one of another size (smaller, empty, larger) or tag is a mismatch
+// carrying both, and never lands past the end of the caller's buffer.
 TEST_P(Conformance, AReceiveWaitingAheadTakesTheRightMessageAndRefusesAnother) {
   const std::string kind = this->kind();
   struct Case {
