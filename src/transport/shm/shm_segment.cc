@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +92,19 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   s.size_ = bytes;
   s.name_ = name;
   return s;
+}
+
+void ShmSegment::prefault(size_t offset, size_t bytes) const {
+  if (!data_ || offset >= size_) return;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page, end = std::min(size_, offset + bytes);
+  auto* base = static_cast<unsigned char*>(data_);
+#ifdef MADV_POPULATE_WRITE
+  if (madvise(base + begin, end - begin, MADV_POPULATE_READ) == 0) return;
+#endif
+  // A read maps the page; the first write then costs a cheaper fault (no
+  // page to find). Volatile: the loads must happen.
+  for (size_t at = begin; at < end; at += page) (void)*static_cast<volatile unsigned char*>(base + at);
 }
 
 void ShmSegment::unlink() {

@@ -23,6 +23,13 @@ class ShmSegment {
   static ShmSegment open(const std::string& name, size_t bytes);
 
   void unlink();  // the creator's name goes away; mappings stay valid
+  // Maps [offset, offset + bytes) into this process's page tables, writable,
+  // without changing a byte: a FIFO's first messages otherwise pay a page
+  // fault per 4 KiB on each side (a 2-rank AllGather of 256 KiB took 70-200
+  // us a call for its first 8-10 calls and 12-17 us for the next 40, against
+  // 10 us after). Best effort: a kernel without MADV_POPULATE_WRITE (before
+  // 5.14) gets the pages mapped by a read of each.
+  void prefault(size_t offset, size_t bytes) const;
   void* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }

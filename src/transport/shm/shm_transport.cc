@@ -40,6 +40,7 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
     auto* h = new (t->own_.data()) shm::SegmentHeader();
     h->magic = shm::kSegmentMagic;
     h->ownerRank = bs.rank();
+    t->own_.prefault(0, bytes);  // the FIFOs this rank reads, every peer's
     std::strncpy(&names[size_t(bs.rank()) * kNameBytes], t->own_.name().c_str(), kNameBytes - 1);
   }
   bs.allGather(names.data(), kNameBytes, deadline);
@@ -84,6 +85,11 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
     t->peerSegments_[i] = ShmSegment::open(name, bytes);
     auto* peerHeader = static_cast<shm::SegmentHeader*>(t->peerSegments_[i].data());
     shm::checkSegmentHeader(*peerHeader, peer, bs.describe(peer), name);
+    // Of a peer's segment, this rank touches its header and the FIFO it
+    // writes (the others are its other peers').
+    t->peerSegments_[i].prefault(0, shm::headerBytes());
+    t->peerSegments_[i].prefault(shm::headerBytes() + size_t(me) * shm::fifoBytes(options.slotBytes, options.slots),
+                                 shm::fifoBytes(options.slotBytes, options.slots));
     shm::Fifo out = shm::Fifo::at(t->peerSegments_[i].data(), me, options.slotBytes, options.slots);
     shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
     t->connections_[i] =
