@@ -8,9 +8,12 @@ trace (GYRE_TRACE_STEPS=1) of gyre-bench's calls as the tuner chose them:
   FIFO budget over shared memory (128 KiB) and of the communicator's chunk
   elsewhere (TCP's GYRE_TCP_CHUNK_BYTES and UCX's, 256 KiB; 1 MiB pieces
   over UCX measured the same and 4 MiB slower). UCX once got the
-  shared-memory cut, for FIFOs it does not have.
+  shared-memory cut, for FIFOs it does not have, and so did TCP within a
+  host where GYRE_TRANSPORT=auto and GYRE_SHM_DISABLE=1 (the cut was
+  decided from the setting, not from the transports chosen).
 
 Usage: alltoall_plan_test.py GYRERUN GYRE_BENCH TRANSPORT
+(TRANSPORT: shm, tcp, ucx, or auto-noshm: auto with shared memory disabled)
 """
 import json
 import os
@@ -20,7 +23,9 @@ import tempfile
 
 gyrerun, bench, transport = sys.argv[1:4]
 ranks = 4
-piece = {"shm": 128 << 10, "tcp": 256 << 10, "ucx": 256 << 10}[transport]
+piece = {"shm": 128 << 10, "tcp": 256 << 10, "ucx": 256 << 10, "auto-noshm": 256 << 10}[transport]
+env = ["-x", "GYRE_TRANSPORT=auto", "-x", "GYRE_SHM_DISABLE=1"] if transport == "auto-noshm" \
+    else ["-x", "GYRE_TRANSPORT=" + transport]
 small_algo = "pairwise" if transport == "shm" else "bruck"
 
 
@@ -29,7 +34,7 @@ def calls_of(size):
     with tempfile.TemporaryDirectory(prefix="gyre-a2a-") as d:
         pattern = os.path.join(d, "trace-%r.json")
         cmd = [gyrerun, "-n", str(ranks), "--timeout", "120", "-x", "GYRE_TRACE_FILE=" + pattern,
-               "-x", "GYRE_TRANSPORT=" + transport, "-x", "GYRE_TRACE_STEPS=1",
+               *env, "-x", "GYRE_TRACE_STEPS=1",
                bench, "alltoall", "-b", str(size), "-e", str(size), "-n", "1", "-w", "0"]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
         assert p.returncode == 0, p.stdout
@@ -40,6 +45,8 @@ def calls_of(size):
             calls = [e for e in events if e.get("cat") == "gyre" and e["name"] == "alltoall"]
             assert calls, (r, "no AllToAll traced")
             for call in calls:
+                used = "tcp" if transport == "auto-noshm" else transport
+                assert call["args"]["transports"] == used, (r, transport, call["args"]["transports"])
                 end = call["ts"] + call["dur"] + 0.002
                 sends = [s["args"]["bytes"] for s in events if s.get("cat") == "step" and s["name"] == "send"
                          and call["ts"] - 0.002 <= s["ts"] <= end]

@@ -177,19 +177,28 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   commonChunk_ = SIZE_MAX;
   if (tuning_.perHost > 1) commonChunk_ = std::min(commonChunk_, tuning_.localChunk);
   if (tuning_.hosts > 1) commonChunk_ = std::min(commonChunk_, tuning_.networkChunk);
-  tuning_.pairwisePieceBytes = pairwisePieceFor(tuning_.hosts, tuning_.perHost);
-  // Whether messages cost system calls (the cost model's pairwise AllToAll),
-  // from the transports the peers were given: within a host where every
+  // From the transports the peers were given: whether messages cost system
+  // calls (the cost model's pairwise AllToAll), within a host where every
   // rank shares one (every rank then sees the same peers' transports), and
-  // between hosts (TCP, or UCX where every rank's UCX goes over tcp).
-  bool local = nranks_ > 1, network = tuning_.hosts > 1;
+  // between hosts (TCP, or UCX where every rank's UCX goes over tcp); and
+  // whether this host's peers talk through FIFOs (shared memory reaches
+  // nothing else), which cut pairwise AllToAll's pieces.
+  bool local = nranks_ > 1, network = tuning_.hosts > 1, fifos = tuning_.perHost > 1;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
-    const bool syscalls = connections_->transportOf(p).capabilities() & transport::kMessageSyscalls;
-    (hostIndex_[p] == hostIndex_[rank_] ? local : network) &= syscalls;
+    const transport::Capabilities caps = connections_->transportOf(p).capabilities();
+    const bool syscalls = caps & transport::kMessageSyscalls;
+    if (hostIndex_[p] == hostIndex_[rank_]) {
+      local &= syscalls;
+      fifos &= (caps & transport::kSameHostOnly) != 0;
+    } else {
+      network &= syscalls;
+    }
   }
   tuning_.localSockets = tuning_.hosts == 1 && local;
   tuning_.networkSockets = network;
+  localFifos_ = fifos;
+  tuning_.pairwisePieceBytes = pairwisePieceFor(tuning_.hosts, tuning_.perHost);
 
   if (!config_.tunerFile.empty()) {
     // Loaded in makeShell; SharedSettings made sure every rank has the same.
@@ -239,8 +248,7 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
 // verbs) has no FIFOs, and its pieces are the communicator's chunk (over
 // UCX 256 KiB, not 128: a 4-rank AllToAll of 1-16 MiB 0.87-0.91x the time).
 size_t Communicator::pairwisePieceFor(int hosts, int perHost) const {
-  const bool shmWithinHost = config_.transport == TransportChoice::Auto || config_.transport == TransportChoice::Shm;
-  return hosts == 1 && shmWithinHost ? collectives::pairwisePieceBytes(perHost, config_.shmSlots) : SIZE_MAX;
+  return hosts == 1 && localFifos_ ? collectives::pairwisePieceBytes(perHost, config_.shmSlots) : SIZE_MAX;
 }
 
 collectives::Candidate Communicator::estimate(collectives::OpKind op, size_t bytes,
