@@ -38,6 +38,13 @@ void ClusterSpec::validate() const {
   nonNegative(cacheBytes, "the cache size");
   if (!(cacheSpeedup >= 1) || !std::isfinite(cacheSpeedup))
     throwError(gyreInvalidArgument, "cluster: the cache speedup must be 1 or more");
+  nonNegative(fifoSlotBytes, "the FIFO slot size");
+  if (fifoSlots < 2 || fifoSlots > 64) throwError(gyreInvalidArgument, "cluster: the FIFO slots must be 2 to 64");
+}
+
+double Cluster::fifoFill(int from, int to, double bytes) const {
+  if (spec_.fifoSlotBytes <= 0 || !sameHost(from, to)) return 0;
+  return std::min(bytes, spec_.fifoSlotBytes) / spec_.intraBytesPerSecond;
 }
 
 ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes) {

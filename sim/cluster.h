@@ -49,6 +49,17 @@ struct ClusterSpec {
   // (inCache). 0: no cache modelled.
   double cacheBytes = 0;
   double cacheSpeedup = 1;
+  // Where a host's ranks talk through FIFOs of slots (shared memory between
+  // processes): the slot's bytes (0: no FIFOs; NVLink's stores land in the
+  // receiver's memory) and the slots per FIFO. A message is copied into a
+  // slot by its sender and out of it by its receiver (or reduced from it),
+  // one after the other for each slot, so a plain receive ends one slot's
+  // copy after the last byte went in (the pipeline's fill: a message of one
+  // slot takes twice a copy's time, a long one its copies' rate). The slots
+  // also cut the planner's pieces as the transport's do (the chunk, and
+  // pairwise AllToAll's FIFO budget).
+  double fifoSlotBytes = 0;
+  int fifoSlots = 8;
 
   int nranks() const { return hosts * ranksPerHost; }
   // Throws Error (gyreInvalidArgument) naming the first field out of range.
@@ -73,6 +84,7 @@ class Cluster final : public Fabric {
   double reduceBytesPerSecond(int) const override { return spec_.reduceBytesPerSecond; }
   double stepOverhead(int) const override { return spec_.stepOverhead; }
   bool sameHost(int a, int b) const override { return hostOf(a) == hostOf(b); }
+  double fifoFill(int from, int to, double bytes) const override;
   int linkOwner(int link) const override { return owner_[static_cast<size_t>(link)]; }
   int sameLinkOf(int link, int rank) const override;
 

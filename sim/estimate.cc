@@ -16,6 +16,10 @@ ClusterSpec clusterLike(const collectives::TuningParams& t, int ranks, bool peer
   spec.hostsPerLeaf = std::max(spec.hosts, 1);  // one switch: the model knows no network beyond the link
   useCostModel(t.model, spec);
   spec.peerReads = peerReads;
+  if (t.localFifoSlots > 0) {
+    spec.fifoSlotBytes = static_cast<double>(t.localChunk);
+    spec.fifoSlots = t.localFifoSlots;
+  }
   return spec;
 }
 

@@ -329,6 +329,8 @@ class Runner {
     if (reduces(s.prim)) t += local / fabric_.reduceBytesPerSecond(r);
     else if (copiesLocally(s.prim, s.prim == Prim::CopySend && fabric_.sameHost(r, s.sendPeer)))
       t += local / fabric_.copyBytesPerSecond(r);
+    else if (receives(s.prim))
+      t += fabric_.fifoFill(s.recvPeer, r, local);  // its last slot copied out (a reduction reads it in place)
     if (s.prim == Prim::ReduceFromAll) {
       loop_.after(t, [this, r, li, &s] { reduceFromAll(r, li, s); });
       return;

@@ -65,6 +65,12 @@ class Fabric {
   // Whether two ranks share a host (a send between them goes through
   // shared memory, not a socket).
   virtual bool sameHost(int, int) const { return false; }
+  // What a plain receive of `bytes` from `from` at `to` takes after the
+  // message's last byte crossed the path: the receiver's copy of its last
+  // FIFO slot (ClusterSpec::fifoSlotBytes), the copies before it having
+  // run while the sender filled the next slots; 0 without FIFOs. A receive
+  // that reduces reads the slot in place, its reduction charged instead.
+  virtual double fifoFill(int, int, double) const { return 0; }
   // For symmetries (sim/symmetry.h): a rank the link belongs to (its port,
   // its NIC's, its leaf's; -1: links are not mapped, no symmetry is used),
   // and the link of the same kind that belongs to `rank`.

@@ -158,6 +158,13 @@ collectives::TuningParams tuningFor(const ClusterSpec& spec) {
   t.model.mappedReadGBps = spec.intraBytesPerSecond / 1e9;
   t.model.readLatencyUs = 1e6 * spec.intraLatency;
   t.model.source = "the simulated cluster";
+  if (spec.fifoSlotBytes > 0) {
+    // The transport's cuts: a message is at most a slot, and pairwise
+    // AllToAll's pieces keep every FIFO of a host within its budget.
+    t.localChunk = static_cast<size_t>(spec.fifoSlotBytes);
+    t.localFifoSlots = spec.fifoSlots;
+    if (spec.hosts == 1) t.pairwisePieceBytes = collectives::pairwisePieceBytes(spec.ranksPerHost, spec.fifoSlots);
+  }
   return t;
 }
 

@@ -16,6 +16,8 @@
 # per-step software cost in µs across hosts, 10; STEP_SHM: on one host, 1:
 # the model has one cost a step, and a socket's system calls cost ten
 # times shared memory's), SIM_ONLY (1: reuse OUT's measurements).
+# SLOT_KB (256) and SLOTS (8): the shared-memory FIFOs, as GYRE_SHM_SLOT_BYTES
+# and GYRE_SHM_SLOTS set them.
 #
 # The cluster the simulation gets is measured in the same run, by gyre-bench
 # itself: the link between two hosts (one rank each, sendrecv: its rate at
@@ -42,6 +44,8 @@ repeats=${REPEATS:-3}
 warmup=${WARMUP:-1}
 step_us=${STEP:-10}
 step_shm_us=${STEP_SHM:-1}
+slot_kb=${SLOT_KB:-256}  # gyre's shared-memory FIFOs (GYRE_SHM_SLOT_BYTES, GYRE_SHM_SLOTS)
+slots=${SLOTS:-8}
 nice=(nice -n "${NICE:-0}")
 bench=$build/bench/gyre-bench
 ncpus=$(nproc)
@@ -103,6 +107,17 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     # host's memory, so each gets half of what one alone gets.
     echo "oneway_us_64M $(GYRE_ALGO=broadcast:chain calib 67108864 1 2 "" broadcast -b 64M -e 64M)"
     echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring calib 67108864 1 2 "" allreduce -b 64M -e 64M)"
+    # The reduction kernel itself, one CPU, 64 MiB an operand (out of the
+    # caches), in the widest ISA this CPU has (the bench lists them narrow
+    # to wide), which the library dispatches (here avx512's 10 ms, against
+    # avx2's 8.4: out of the caches memory decides). A
+    # time the AllReduce above leaves beside its copies swung 2x between
+    # runs (8.1 to 18.6 ms), the kernel's 6% (9.6 to 10.2 ms).
+    if [ -x "$build/bench/micro/kernels_bench" ]; then
+      echo "reduce_kernel_us_64M $(for _ in 1 2 3; do taskset -c 0 "$build/bench/micro/kernels_bench" \
+        --benchmark_filter='^reduce_sum_float32/[a-z0-9]+/67108864$' --benchmark_min_time=0.2 \
+        --benchmark_format=csv 2>/dev/null | awk -F, '/^"reduce_sum/ { t = $3 / 1000 } END { print t }'; done | sort -g | sed -n 2p)"
+    fi
     # A rank's own copy: one rank's AllGather is its input copied to its
     # output (out of the caches at 64 MiB), nothing else.
     echo "copy_us_64M $(calib 67108864 1 1 "" allgather -b 64M -e 64M)"
@@ -141,7 +156,7 @@ fi
 # The cluster from the calibration. A sendrecv of S bytes between two ranks
 # takes latency + S / rate on the path: the 8-byte time is the latency
 # (split over the path's ends), the 64 MiB time gives the rate.
-read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup < <(/usr/bin/python3 - "$out/calibration.txt" <<'EOF'
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
 import sys
 v = {}
 for line in open(sys.argv[1]):
@@ -150,13 +165,22 @@ for line in open(sys.argv[1]):
     v[k] = float(x)
 S = 64 * 2**20
 net = S / ((v["net_us_64M"] - v["net_us"]) * 1e-6)        # bytes per second
-intra = S / ((v["intra_us_64M"] - v["intra_us"]) * 1e-6)
+# Within a host a message's last slot is copied out after it went in (the
+# FIFO's fill, which the simulation adds): a call of B bytes moves B plus a
+# slot's worth in its time.
+slot = float(sys.argv[2]) * 1024
+def rate(b, us):
+    return (b + min(b, slot)) / ((us - v["intra_us"]) * 1e-6)
+intra = rate(S, v["intra_us_64M"])
 # A 2-rank ring AllReduce on one host moves S/2 each way twice and reduces
 # S/2: what the copies leave of its time is the reduction's. Where they
 # leave nothing measurable (the AllReduce overlaps them better than a
 # sendrecv does), the built-in cost model's rate, 16 GB/s.
 left = v["reduce_us_64M"] * 1e-6 - S / intra
 red = S / 2 / left if left > 0.05 * S / intra else 16e9
+# Better, where measured: the kernel's own rate.
+if v.get("reduce_kernel_us_64M", 0) > 0:
+    red = S / (v["reduce_kernel_us_64M"] * 1e-6)
 # A rank's own copies run at memcpy's rate, not the link's (which is two
 # copies, one in each process); a calibration without it (older runs) takes
 # the link's.
@@ -167,13 +191,13 @@ copy = S / (v["copy_us_64M"] * 1e-6) if "copy_us_64M" in v else intra
 memory = 0
 if "oneway_us_64M" in v:
     memory = 2 * intra
-    intra = S / ((v["oneway_us_64M"] - v["intra_us"]) * 1e-6)
+    intra = rate(S, v["oneway_us_64M"])
 # The caches: how much faster the shared memory moves 2 MiB than 64 MiB
 # (at least 1), within the last-level cache's size.
 cache_mb, speedup = 0, 1
 if "intra_us_2M" in v and v.get("cache_kbytes", 0) > 0:
-    in_cache = 2 * 2**20 / ((v["intra_us_2M"] - v["intra_us"]) * 1e-6)
-    cache_mb, speedup = v["cache_kbytes"] / 1024, max(1.0, in_cache / (S / ((v["intra_us_64M"] - v["intra_us"]) * 1e-6)))
+    in_cache = rate(2 * 2**20, v["intra_us_2M"])
+    cache_mb, speedup = v["cache_kbytes"] / 1024, max(1.0, in_cache / rate(S, v["intra_us_64M"]))
 print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f}")
 EOF
 )
@@ -198,6 +222,7 @@ for b in sorted(calls):
 EOF
       "$sim" "$c" --hosts "$h" --ranks-per-host "$per_host" --nics-per-host 1 --nic-gbit "$net_gbit" \
         --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" --host-memory-gbytes "$memory_gbytes" --cache-mbytes "$cache_mbytes" --cache-speedup "$cache_speedup" \
+        --fifo-slot-kbytes "$slot_kb" --fifo-slots "$slots" \
         --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$copy_gbytes" --step-us "$([ "$h" = 1 ] && echo "$step_shm_us" || echo "$step_us")" --switch-us 0 \
         --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$cfg.txt" || true
     done

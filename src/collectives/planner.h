@@ -23,6 +23,9 @@ struct TuningParams {
   int perHost = 1;               // the most ranks on one host
   int cores = 0;                 // CPUs this host's ranks share (0: unknown)
   size_t localChunk = 256 * 1024;    // largest message of a shared-memory link
+  // A host's peers talk through shared-memory FIFOs of this many slots of
+  // localChunk bytes (0: they do not); for the simulator's estimates.
+  int localFifoSlots = 0;
   size_t networkChunk = 256 * 1024;  // and of a TCP link
   // AllToAllv blockwise: blocks of this many bytes or more are read from
   // their sender's buffer (SIZE_MAX: none); blockwiseThresholdOf, set with

@@ -198,6 +198,7 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   tuning_.localSockets = tuning_.hosts == 1 && local;
   tuning_.networkSockets = network;
   localFifos_ = fifos;
+  tuning_.localFifoSlots = fifos ? config_.shmSlots : 0;
   tuning_.pairwisePieceBytes = pairwisePieceFor(tuning_.hosts, tuning_.perHost);
 
   if (!config_.tunerFile.empty()) {

@@ -41,6 +41,8 @@ TEST(ClusterFile, EveryKeySetsItsField) {
     "copy_gbytes": 100,
     "reduce_gbytes": 50,
     "step_overhead_us": 7,
+    "fifo_slot_kbytes": 128,
+    "fifo_slots": 4,
     "peer_reads": false
   },
   "network": {"hosts_per_leaf": 3, "oversubscription": 2.5, "switch_latency_us": 0.25}
@@ -58,6 +60,8 @@ TEST(ClusterFile, EveryKeySetsItsField) {
   EXPECT_DOUBLE_EQ(s.copyBytesPerSecond, 100e9);
   EXPECT_DOUBLE_EQ(s.reduceBytesPerSecond, 50e9);
   EXPECT_DOUBLE_EQ(s.stepOverhead, 7e-6);
+  EXPECT_DOUBLE_EQ(s.fifoSlotBytes, 128 * 1024);
+  EXPECT_EQ(s.fifoSlots, 4);
   EXPECT_FALSE(s.peerReads);
   EXPECT_EQ(s.hostsPerLeaf, 3);
   EXPECT_DOUBLE_EQ(s.oversubscription, 2.5);
@@ -160,6 +164,8 @@ TEST(ClusterFile, OutOfRangeValuesNameTheirKeysLine) {
       {"host", "copy_gbytes", "-1", "the copy rate must be positive"},
       {"host", "reduce_gbytes", "0", "the reduction rate must be positive"},
       {"host", "step_overhead_us", "-1", "the step overhead must be zero or more"},
+      {"host", "fifo_slot_kbytes", "-256", "the FIFO slot size must be zero or more"},
+      {"host", "fifo_slots", "1", "the FIFO slots must be 2 to 64"},
       {"network", "hosts_per_leaf", "0", "hosts per leaf switch must be at least 1"},
       {"network", "oversubscription", "0.5", "oversubscription must be 1 or more"},
       {"network", "switch_latency_us", "-1", "the switch latency must be zero or more"},

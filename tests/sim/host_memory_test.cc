@@ -1,8 +1,9 @@
 // Ranks that are processes on one host, against closed forms: transfers
 // share the host's memory (ClusterSpec::hostMemoryBytesPerSecond), a call
-// that fits the host's cache runs faster within it (cacheBytes), and a
-// rank's own copies are charged only where the executor makes them beside
-// its message (a CopySend over a socket, not into a shared-memory FIFO).
+// that fits the host's cache runs faster within it (cacheBytes), a rank's
+// own copies are charged only where the executor makes them beside its
+// message (a CopySend over a socket, not into a shared-memory FIFO), and a
+// FIFO's slot is copied in and then out (fifoSlotBytes).
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -38,13 +39,17 @@ ClusterSpec processes(int hosts, int ranks, double memory, double copy = 1e18) {
   return s;
 }
 
-// A call of one block per rank (the API's count is a block's).
-double secondsOf(const ClusterSpec& spec, OpKind kind, const char* algo) {
+// A call of `blocks` blocks per rank (the API's count is a block's).
+CallResult callOf(const ClusterSpec& spec, OpKind kind, const char* algo, size_t blocks = 1) {
   collectives::CallRequest req;
   req.desc.kind = kind;
-  req.desc.count = kBlock / 4;
+  req.desc.count = blocks * kBlock / 4;
+  req.desc.root = kind == OpKind::Broadcast || kind == OpKind::Reduce ? 0 : -1;
   req.elemSize = 4;
-  return simulateCall(spec, req, algo).run.seconds;
+  return simulateCall(spec, req, algo);
+}
+double secondsOf(const ClusterSpec& spec, OpKind kind, const char* algo, size_t blocks = 1) {
+  return callOf(spec, kind, algo, blocks).run.seconds;
 }
 
 // Two ranks exchanging at once share the host's memory: each gets half of
@@ -108,6 +113,56 @@ TEST(HostCache, ACallThatFitsRunsFasterWithinTheHostOnly) {
   const double half = kBlock / (kPort / (0.5 / 2 + 0.5)) + kLatency;
   EXPECT_NEAR(cached(1, 2, workingSet / 2), half, half * 1e-9);
   EXPECT_DOUBLE_EQ(cached(2, 1, 2 * workingSet), secondsOf(processes(2, 1, 0), OpKind::AllToAll, "alltoall:pairwise"));
+}
+
+// One block through a FIFO whose slot it fills: the sender copies it in, the
+// receiver then copies it out, one after the other.
+TEST(HostFifo, AMessageOfOneSlotIsCopiedInThenOut) {
+  ClusterSpec s = processes(1, 2, 0);
+  const double plain = secondsOf(s, OpKind::Broadcast, "broadcast:chain");
+  EXPECT_NEAR(plain, kBlock / kPort + kLatency, plain * 1e-9);
+  s.fifoSlotBytes = kBlock;
+  const double fifo = secondsOf(s, OpKind::Broadcast, "broadcast:chain");
+  EXPECT_NEAR(fifo, 2 * kBlock / kPort + kLatency, fifo * 1e-9);
+}
+
+// Eight slots' worth: the receiver copies each slot out while the sender
+// fills the next, so the message takes one slot's copy more than its bytes.
+TEST(HostFifo, ALongMessagePaysOneSlotMore) {
+  ClusterSpec s = processes(1, 2, 0);
+  s.fifoSlotBytes = kBlock;
+  const double t = secondsOf(s, OpKind::Broadcast, "broadcast:chain", 8);
+  EXPECT_NEAR(t, 9 * kBlock / kPort + kLatency, t * 1e-9);
+}
+
+// A receive that reduces reads the slot in place: its reduction is its
+// copy out (free here), none is added.
+TEST(HostFifo, AReductionReadsTheSlotInPlace) {
+  ClusterSpec s = processes(1, 2, 0);
+  s.fifoSlotBytes = kBlock;
+  const double t = secondsOf(s, OpKind::Reduce, "reduce:chain");
+  EXPECT_NEAR(t, kBlock / kPort + kLatency, t * 1e-9);
+}
+
+// Across hosts there are no FIFOs: the slot changes nothing.
+TEST(HostFifo, BetweenHostsItChangesNothing) {
+  ClusterSpec s = processes(2, 1, 0);
+  const double plain = secondsOf(s, OpKind::Broadcast, "broadcast:chain");
+  s.fifoSlotBytes = kBlock;
+  EXPECT_DOUBLE_EQ(secondsOf(s, OpKind::Broadcast, "broadcast:chain"), plain);
+}
+
+// The planner cuts as over gyre's shared memory: messages of a slot at most,
+// and pairwise AllToAll's pieces within the FIFOs' budget (4 ranks, 8 slots:
+// 128 KiB, collectives::pairwisePieceBytes).
+TEST(HostFifo, PiecesAreCutAsTheTransportCutsThem) {
+  ClusterSpec s = processes(1, 4, 0);
+  const size_t blocks = (1 << 20) / kBlock;  // 1 MiB to each peer
+  EXPECT_EQ(callOf(s, OpKind::AllToAll, "alltoall:pairwise", blocks).run.messages, 4u * 3 * 4);  // 256 KiB pieces
+  s.fifoSlotBytes = 256 * 1024;
+  EXPECT_EQ(callOf(s, OpKind::AllToAll, "alltoall:pairwise", blocks).run.messages, 4u * 3 * 8);  // 128 KiB
+  s.fifoSlotBytes = 64 * 1024;
+  EXPECT_EQ(callOf(s, OpKind::AllToAll, "alltoall:pairwise", blocks).run.messages, 4u * 3 * 16);  // a slot
 }
 
 TEST(HostCache, ASpeedupBelowOneIsRefused) {
