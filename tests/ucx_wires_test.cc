@@ -1,5 +1,6 @@
 // When gyre may leave UCX's rendezvous threshold to UCX (RDMA possible) and
-// when it raises it (tcp and shared memory only): ucx_wires.h, no UCX needed.
+// when it raises it (tcp and shared memory only), and the socket buffers it
+// gives UCX's tcp: ucx_wires.h, no UCX needed.
 #include <gtest/gtest.h>
 
 #include "transport/ucx/ucx_wires.h"
@@ -27,6 +28,15 @@ TEST(UcxWires, AListMayUseRdmaWhenItNamesAnythingButPlainWires) {
   EXPECT_TRUE(mayUseRdma("rc,sm,self", 1));
   EXPECT_TRUE(mayUseRdma("tcp,dc_x", 1));
   EXPECT_TRUE(mayUseRdma("ib", 1));
+}
+
+// gyre's TCP buffer size goes to UCX's tcp, unless it is the kernel's
+// autotuning (0) or the user set either of UCX's own.
+TEST(UcxWires, SocketBuffersAreGyresUnlessTheUserSetUcxs) {
+  EXPECT_EQ(tcpSocketBuffer(4 << 20, nullptr, nullptr), "4194304");
+  EXPECT_EQ(tcpSocketBuffer(0, nullptr, nullptr), "");
+  EXPECT_EQ(tcpSocketBuffer(4 << 20, "1m", nullptr), "");
+  EXPECT_EQ(tcpSocketBuffer(4 << 20, nullptr, "auto"), "");
 }
 
 }  // namespace

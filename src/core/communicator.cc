@@ -329,6 +329,7 @@ void Communicator::setUpTransports(Deadline deadline) {
 #ifdef GYRE_HAVE_UCX
     transport::UcxTransport::Options uo;
     uo.memoryCopy = kernelsCopy;
+    uo.socketBufferBytes = config_.tcpSocketBufferBytes;
     uo.spinNs = spin(20'000);
     connections_->add(transport::UcxTransport::create(*bootstrap_, uo, deadline), ucxPriority);
 #else

@@ -86,6 +86,16 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   // "RX_SEG_SIZE" is tcp's (UCX_TCP_RX_SEG_SIZE), and no other has it.
   if (s == UCS_OK && !std::getenv("UCX_TCP_RX_SEG_SIZE") && !std::getenv("UCX_TCP_TX_SEG_SIZE"))
     s = ucp_config_modify(config, "RX_SEG_SIZE", ucx_wires::kTcpReceiveSegment);
+  // The kernel's autotuned socket buffers start small: a 256 KiB message
+  // waited for its receiver to drain it several times over, and a 2-rank
+  // AllToAll of 1 MiB took 1.4x the time it takes with the buffers gyre's
+  // own TCP asks for (docs/PERFORMANCE-transports.md).
+  const std::string buffer =
+      ucx_wires::tcpSocketBuffer(options.socketBufferBytes, std::getenv("UCX_TCP_SNDBUF"), std::getenv("UCX_TCP_RCVBUF"));
+  if (s == UCS_OK && !buffer.empty()) {
+    s = ucp_config_modify(config, "SNDBUF", buffer.c_str());
+    if (s == UCS_OK) s = ucp_config_modify(config, "RCVBUF", buffer.c_str());
+  }
   if (s == UCS_OK) {
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;

@@ -41,6 +41,10 @@ class UcxTransport final : public Transport {
     // ones as the header, then the payload (ucx_connection.cc). Raised to
     // the eager limit where gyre sets UCX's rendezvous threshold (create).
     size_t onePartBytes = 8192;
+    // The socket buffers UCX's tcp asks of the kernel (UCX_TCP_SNDBUF and
+    // UCX_TCP_RCVBUF, where the user set neither); 0: UCX's default, the
+    // kernel's autotuning. gyre's TCP asks for GYRE_TCP_BUFFER_BYTES.
+    size_t socketBufferBytes = 0;
     int64_t spinNs = 20'000;
     MemoryCopy memoryCopy;
   };

@@ -48,4 +48,14 @@ inline constexpr size_t kTcpOnePartBytes = (size_t{1} << 20) - 64;
 // the user set UCX_TCP_RX_SEG_SIZE or UCX_TCP_TX_SEG_SIZE.
 inline constexpr const char* kTcpReceiveSegment = "512k";
 
+// The socket buffer size gyre gives UCX's tcp (UCX_TCP_SNDBUF and
+// UCX_TCP_RCVBUF), as text for ucp_config_modify: gyre's own TCP's
+// (GYRE_TCP_BUFFER_BYTES), unless it is 0 (the kernel's autotuning, UCX's
+// default) or the user set either of UCX's (userSend, userReceive: the
+// variables' values, null when unset); "" leaves UCX's setting alone.
+inline std::string tcpSocketBuffer(size_t gyreBytes, const char* userSend, const char* userReceive) {
+  if (!gyreBytes || userSend || userReceive) return "";
+  return std::to_string(gyreBytes);
+}
+
 }  // namespace gyre::transport::ucx_wires
