@@ -150,7 +150,7 @@ const Param kParams[] = {
                     std::string(n) + "=" + v + " must be a multiple of 64 between 4K and 64M");
      }},
     {{"GYRE_TCP_BUFFER_BYTES", "4M",
-      "socket send/receive buffer size asked of the kernel (0: kernel autotuning; the kernel caps it at net.core.wmem_max and rmem_max)"},
+      "socket send/receive buffer size asked of the kernel, by gyre's TCP and UCX's tcp unless UCX_TCP_SNDBUF/RCVBUF is set (0: kernel autotuning; the kernel caps it at net.core.wmem_max and rmem_max)"},
      [](Config& c, const std::string& v, const char* n) {
        c.tcpSocketBufferBytes = parseSize(v, n);
      }},
