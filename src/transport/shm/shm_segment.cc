@@ -100,7 +100,7 @@ void ShmSegment::prefault(size_t offset, size_t bytes) const {
   const size_t begin = offset / page * page, end = std::min(size_, offset + bytes);
   auto* base = static_cast<unsigned char*>(data_);
 #ifdef MADV_POPULATE_WRITE
-  if (madvise(base + begin, end - begin, MADV_POPULATE_READ) == 0) return;
+  if (madvise(base + begin, end - begin, MADV_POPULATE_WRITE) == 0) return;
 #endif
   // A read maps the page; the first write then costs a cheaper fault (no
   // page to find). Volatile: the loads must happen.
