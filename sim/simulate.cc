@@ -163,7 +163,6 @@ collectives::TuningParams tuningFor(const ClusterSpec& spec) {
     // AllToAll's pieces keep every FIFO of a host within its budget.
     t.localChunk = static_cast<size_t>(spec.fifoSlotBytes);
     t.localFifoSlots = spec.fifoSlots;
-    if (spec.hosts == 1) t.pairwisePieceBytes = collectives::pairwisePieceBytes(spec.ranksPerHost, spec.fifoSlots);
   }
   return t;
 }

@@ -121,7 +121,7 @@ class FakeEnv final : public collectives::PlanEnv {
   bool canReadPeerMemory() const override { return canRead_; }
   // As the communicator sets it for one host over shared memory.
   void cutPairwisePiecesAsOneHost(int slots) {
-    tuning_.pairwisePieceBytes = collectives::pairwisePieceBytes(nranks_, slots);
+    tuning_.localFifoSlots = slots;  // one host of nranks_ ranks: pairwisePieceBytes(nranks_, slots)
     tuning_.blockwiseReadBytes = collectives::blockwiseThresholdOf(*this);
   }
 

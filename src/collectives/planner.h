@@ -24,21 +24,29 @@ struct TuningParams {
   int cores = 0;                 // CPUs this host's ranks share (0: unknown)
   size_t localChunk = 256 * 1024;    // largest message of a shared-memory link
   // A host's peers talk through shared-memory FIFOs of this many slots of
-  // localChunk bytes (0: they do not); for the simulator's estimates.
+  // localChunk bytes (0: they do not: TCP, UCX, a plugin, verbs), decided
+  // from the transports chosen, not from GYRE_TRANSPORT (auto with
+  // GYRE_SHM_DISABLE=1 has none).
   int localFifoSlots = 0;
   size_t networkChunk = 256 * 1024;  // and of a TCP link
   // AllToAllv blockwise: blocks of this many bytes or more are read from
   // their sender's buffer (SIZE_MAX: none); blockwiseThresholdOf, set with
   // the model.
   size_t blockwiseReadBytes = SIZE_MAX;
-  // Pairwise AllToAll(v) and blockwise pieces, at most (pairwisePieceBytes
-  // in cost_model.h; SIZE_MAX: the links' own).
-  size_t pairwisePieceBytes = SIZE_MAX;
   // Whether a message within a host, and between hosts, costs system calls
   // on each side (transport::kMessageSyscalls: TCP, UCX over tcp); the same
   // on every rank.
   bool localSockets = false;
   bool networkSockets = false;
+
+  // Pairwise AllToAll(v)'s and blockwise's pieces, at most (SIZE_MAX: the
+  // links' own): on one host whose ranks talk through FIFOs, what keeps
+  // every FIFO in cache (pairwisePieceBytes in cost_model.h). Without FIFOs
+  // the pieces are the chunk (over UCX 256 KiB, not 128: a 4-rank AllToAll
+  // of 1-16 MiB 0.87-0.91x the time).
+  size_t pairwisePiece() const {
+    return hosts == 1 && localFifoSlots > 0 ? pairwisePieceBytes(perHost, localFifoSlots) : SIZE_MAX;
+  }
 };
 
 // What planning needs from the communicator.

@@ -32,11 +32,11 @@ inline size_t chainPieceElems(const CallRequest& req, size_t linkBytes) {
 }
 
 // Pairwise AllToAll(v)'s and blockwise's piece in elements: the links'
-// piece, at most the host's pairwise piece (TuningParams::pairwisePieceBytes),
+// piece, at most the host's pairwise piece (TuningParams::pairwisePiece),
 // at least one element. Both builders take it from here, so both ends of
 // every block cut it alike. Connects the peers.
 inline size_t pairwisePieceElems(const CallRequest& req, PlanEnv& env, std::span<const int> peers) {
-  return std::max<size_t>(1, std::min(env.chunkBytes(peers), env.tuning().pairwisePieceBytes) / req.elemSize);
+  return std::max<size_t>(1, std::min(env.chunkBytes(peers), env.tuning().pairwisePiece()) / req.elemSize);
 }
 
 // Calls f(offset, length) for each piece of at most chunk elements. A count

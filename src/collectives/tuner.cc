@@ -132,7 +132,7 @@ CallShape callShape(OpKind op, size_t bytes, int nranks, const TuningParams& t,
   s.mappedReads = s.canRead && t.mappedBuffers && !reduces;
   s.localChunk = t.localChunk;
   s.networkChunk = t.networkChunk;
-  s.pairwisePiece = t.pairwisePieceBytes;
+  s.pairwisePiece = t.pairwisePiece();
   s.sockets = t.hosts > 1 ? t.networkSockets : t.localSockets;
   return s;
 }

@@ -182,7 +182,8 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   // rank shares one (every rank then sees the same peers' transports), and
   // between hosts (TCP, or UCX where every rank's UCX goes over tcp); and
   // whether this host's peers talk through FIFOs (shared memory reaches
-  // nothing else), which cut pairwise AllToAll's pieces.
+  // nothing else), which cut pairwise AllToAll's pieces
+  // (TuningParams::pairwisePiece).
   bool local = nranks_ > 1, network = tuning_.hosts > 1, fifos = tuning_.perHost > 1;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
@@ -197,9 +198,7 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   }
   tuning_.localSockets = tuning_.hosts == 1 && local;
   tuning_.networkSockets = network;
-  localFifos_ = fifos;
   tuning_.localFifoSlots = fifos ? config_.shmSlots : 0;
-  tuning_.pairwisePieceBytes = pairwisePieceFor(tuning_.hosts, tuning_.perHost);
 
   if (!config_.tunerFile.empty()) {
     // Loaded in makeShell; SharedSettings made sure every rank has the same.
@@ -244,14 +243,6 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
               tuning_.mappedBuffers ? "GYRE_MAPPED_BUFFERS=1: used" : "unused", tuning_.hosts, tuning_.perHost, tuning_.cores);
 }
 
-// The pairwise piece keeps every shared-memory FIFO of the host in cache;
-// a host whose ranks talk over another transport (TCP, UCX, a plugin,
-// verbs) has no FIFOs, and its pieces are the communicator's chunk (over
-// UCX 256 KiB, not 128: a 4-rank AllToAll of 1-16 MiB 0.87-0.91x the time).
-size_t Communicator::pairwisePieceFor(int hosts, int perHost) const {
-  return hosts == 1 && localFifos_ ? collectives::pairwisePieceBytes(perHost, config_.shmSlots) : SIZE_MAX;
-}
-
 collectives::Candidate Communicator::estimate(collectives::OpKind op, size_t bytes,
                                               int groupRanks) const {
   collectives::TuningParams t = tuning_;
@@ -265,7 +256,6 @@ collectives::Candidate Communicator::estimate(collectives::OpKind op, size_t byt
     // its connections exist, and the model then prices the plain exchange.
     t.perHost = std::min(groupRanks, tuning_.perHost);
     t.hosts = (groupRanks + tuning_.perHost - 1) / tuning_.perHost;
-    t.pairwisePieceBytes = pairwisePieceFor(t.hosts, t.perHost);
     reads = localReads_ && t.hosts == 1;
   }
   collectives::Candidate c = collectives::modelChoice(collectives::callShape(op, bytes, groupRanks, t, reads), t);

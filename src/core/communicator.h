@@ -166,9 +166,6 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // The tuner's model and topology summary (calibration.cc): inherited
   // (a split's child), loaded, fixed or measured now.
   void setUpTuner(Deadline deadline, const collectives::CostModel* inherited);
-  // Pairwise AllToAll(v)'s largest piece for hosts x perHost ranks of this
-  // communicator's transports (TuningParams::pairwisePieceBytes).
-  size_t pairwisePieceFor(int hosts, int perHost) const;
   collectives::CostModel calibrate(Deadline deadline);
   double timePlanUs(collectives::Plan& plan, collectives::CallArgs& args);
   void measureLink(int peer, bool first, double* latencyUs, double* gbps, std::vector<unsigned char>& in,
@@ -433,10 +430,6 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
   bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)
-  // Every peer on this host talks through shared-memory FIFOs (set by
-  // setUpTuner from the transports chosen, not from GYRE_TRANSPORT: auto
-  // with GYRE_SHM_DISABLE=1 has none).
-  bool localFifos_ = false;
   std::unordered_set<unsigned> loggedChoices_;  // (operation, size class) already logged
 
 };

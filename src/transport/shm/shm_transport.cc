@@ -87,9 +87,9 @@ std::unique_ptr<ShmTransport> ShmTransport::create(bootstrap::Bootstrap& bs,
     shm::checkSegmentHeader(*peerHeader, peer, bs.describe(peer), name);
     // Of a peer's segment, this rank touches its header and the FIFO it
     // writes (the others are its other peers').
+    const size_t fifoBytes = shm::fifoBytes(options.slotBytes, options.slots);
     t->peerSegments_[i].prefault(0, shm::headerBytes());
-    t->peerSegments_[i].prefault(shm::headerBytes() + size_t(me) * shm::fifoBytes(options.slotBytes, options.slots),
-                                 shm::fifoBytes(options.slotBytes, options.slots));
+    t->peerSegments_[i].prefault(shm::headerBytes() + size_t(me) * fifoBytes, fifoBytes);
     shm::Fifo out = shm::Fifo::at(t->peerSegments_[i].data(), me, options.slotBytes, options.slots);
     shm::Fifo in = shm::Fifo::at(t->own_.data(), i, options.slotBytes, options.slots);
     t->connections_[i] =
