@@ -25,10 +25,16 @@ class SimPlanEnv final : public collectives::PlanEnv {
   const collectives::Group& world() const override { return world_; }
   bool sameHost(int peer) const override { return hostIndex(peer) == hostIndex(rank_); }
   int hostIndex(int r) const override { return r / spec_.ranksPerHost; }
-  size_t chunkBytes(std::span<const int> peers) override {
-    for (int p : peers)
-      if (!sameHost(p)) return tuning_.networkChunk;
-    return tuning_.localChunk;
+  // One size for every rank of the call, as a communicator's
+  // (Communicator::chunkBytes): a rank whose ring neighbours are all on
+  // its host must cut the vector as the one with a neighbour across the
+  // network does, or their pieces differ and the plans deadlock (they did,
+  // with a FIFO slot other than the network's chunk).
+  size_t chunkBytes(std::span<const int>) override {
+    size_t chunk = SIZE_MAX;
+    if (spec_.ranksPerHost > 1) chunk = std::min(chunk, tuning_.localChunk);
+    if (spec_.hosts > 1) chunk = std::min(chunk, tuning_.networkChunk);
+    return chunk == SIZE_MAX ? tuning_.localChunk : chunk;
   }
   bool canReadPeerMemory() const override { return spec_.peerReads && spec_.hosts == 1; }
 

@@ -165,6 +165,19 @@ TEST(HostFifo, PiecesAreCutAsTheTransportCutsThem) {
   EXPECT_EQ(callOf(s, OpKind::AllToAll, "alltoall:pairwise", blocks).run.messages, 4u * 3 * 16);  // a slot
 }
 
+// Every rank cuts a vector into the same pieces, as a communicator does
+// (one chunk for all: the smaller of the FIFO's slot and the network's
+// chunk): a ring across hosts whose ranks cut by their own neighbours'
+// links deadlocked here with a slot other than the network's chunk.
+TEST(HostFifo, EveryRankCutsAsTheOthersDo) {
+  ClusterSpec s = processes(2, 4, 0);
+  for (double slot : {4.0 * 1024, 16.0 * 1024, 1024.0 * 1024}) {
+    s.fifoSlotBytes = slot;
+    const CallResult r = callOf(s, OpKind::AllReduce, "allreduce:ring", 64);
+    EXPECT_GT(r.run.seconds, 0) << slot;
+  }
+}
+
 TEST(HostCache, ASpeedupBelowOneIsRefused) {
   ClusterSpec s = processes(1, 2, 0);
   s.cacheBytes = 1 << 20;
