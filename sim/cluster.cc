@@ -39,12 +39,23 @@ void ClusterSpec::validate() const {
   if (!(cacheSpeedup >= 1) || !std::isfinite(cacheSpeedup))
     throwError(gyreInvalidArgument, "cluster: the cache speedup must be 1 or more");
   nonNegative(fifoSlotBytes, "the FIFO slot size");
+  if (coresPerHost < 0 || coresPerHost > (1 << 12)) throwError(gyreInvalidArgument, "cluster: the cores per host must be 0 to 4096");
+  nonNegative(coreBytesPerSecond, "the core rate");
+  nonNegative(coreReadBytesPerSecond, "the core read rate");
+  nonNegative(coreSwitchSeconds, "the core switch cost");
   if (fifoSlots < 2 || fifoSlots > 64) throwError(gyreInvalidArgument, "cluster: the FIFO slots must be 2 to 64");
 }
 
+double Cluster::fifoSlot(int from, int to) const { return sameHost(from, to) ? spec_.fifoSlotBytes : 0; }
+
 double Cluster::fifoFill(int from, int to, double bytes) const {
-  if (spec_.fifoSlotBytes <= 0 || !sameHost(from, to)) return 0;
-  return std::min(bytes, spec_.fifoSlotBytes) / spec_.intraBytesPerSecond;
+  return std::min(bytes, fifoSlot(from, to)) / spec_.intraBytesPerSecond;
+}
+
+int Cluster::coreOf(int rank) const {
+  if (cores_.empty()) return -1;
+  const int c = coresUsed();
+  return cores_[static_cast<size_t>(hostOf(rank) * c + rank % spec_.ranksPerHost % c)];
 }
 
 ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes) {
@@ -56,6 +67,8 @@ ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes) {
   s.hostMemoryBytesPerSecond *= faster;
   s.copyBytesPerSecond *= faster;
   s.reduceBytesPerSecond *= faster;
+  s.coreBytesPerSecond *= faster;
+  s.coreReadBytesPerSecond *= faster;
   return s;
 }
 
@@ -79,6 +92,14 @@ Cluster::Cluster(const ClusterSpec& spec, FlowNetwork& net) : spec_(spec) {
     for (int h = 0; h < spec_.hosts; ++h)
       hostMemory_.push_back(add("host " + std::to_string(h) + "'s memory", spec_.hostMemoryBytesPerSecond, 0,
                                 LinkKind::HostMemory, h * spec_.ranksPerHost));
+  // A core's owner is the first rank on it: its image under a symmetry is
+  // the core of the owner's image (clusterSymmetries keeps only those that
+  // map the ranks of one core onto the ranks of one core). Cores no rank
+  // runs on are not made.
+  for (int h = 0; h < spec_.hosts; ++h)
+    for (int c = 0; c < coresUsed(); ++c)
+      cores_.push_back(add("host " + std::to_string(h) + "'s core " + std::to_string(c), spec_.coreRate(), 0,
+                           LinkKind::Core, h * spec_.ranksPerHost + c));
   const int nics = spec_.hosts * spec_.nicsPerHost;
   const int ranksPerNic = spec_.ranksPerHost / spec_.nicsPerHost;
   for (int i = 0; i < nics; ++i) {
@@ -114,6 +135,7 @@ int Cluster::sameLinkOf(int link, int rank) const {
     case LinkKind::IntraUp: return intraUp_[r];
     case LinkKind::IntraDown: return intraDown_[r];
     case LinkKind::HostMemory: return hostMemory_[static_cast<size_t>(hostOf(rank))];
+    case LinkKind::Core: return coreOf(rank);
     case LinkKind::NicUp: return nicUp_[static_cast<size_t>(nicOf(rank))];
     case LinkKind::NicDown: return nicDown_[static_cast<size_t>(nicOf(rank))];
     case LinkKind::LeafUp: return leafUp_[static_cast<size_t>(leafOf(hostOf(rank)))];

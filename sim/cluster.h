@@ -6,6 +6,7 @@
 // a rank sending and receiving at once uses both at full speed.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,30 @@ struct ClusterSpec {
   // pairwise AllToAll's FIFO budget).
   double fifoSlotBytes = 0;
   int fifoSlots = 8;
+  // Where ranks are processes, the CPUs that run them: coresPerHost cores a
+  // host (0: not modelled, each rank's work is its own, as a GPU's is), rank
+  // r on core r % coresPerHost of its host (gyrerun --bind core). A core is
+  // one resource that all of its ranks' work shares: its ranks' copies into
+  // FIFOs (coreBytesPerSecond, 0: the copy rate) and out of them
+  // (coreReadBytesPerSecond, 0: the same; what another core wrote comes
+  // slower than a rank's own memory), their own copies and their
+  // reductions (copyBytesPerSecond, reduceBytesPerSecond), one lane's after
+  // another's where a rank's lanes all want it. Each byte of a message
+  // within the host is copied in on its sender's core and out (or reduced)
+  // on its receiver's, so two ranks sending to each other at once each get
+  // half of what one alone gets, and a reduction slows the copies beside it.
+  int coresPerHost = 0;
+  double coreBytesPerSecond = 0;
+  double coreReadBytesPerSecond = 0;
+  // Where a core runs more than one rank: what it costs the core to hand
+  // itself to a rank that had to wait for a message (a yield and a context
+  // switch), seconds; the kernel runs one rank at a time, not a share of
+  // each.
+  double coreSwitchSeconds = 0;
 
   int nranks() const { return hosts * ranksPerHost; }
+  double coreRate() const { return coreBytesPerSecond > 0 ? coreBytesPerSecond : copyBytesPerSecond; }
+  double coreReadRate() const { return coreReadBytesPerSecond > 0 ? coreReadBytesPerSecond : coreRate(); }
   // Throws Error (gyreInvalidArgument) naming the first field out of range.
   void validate() const;
 };
@@ -85,18 +108,26 @@ class Cluster final : public Fabric {
   double stepOverhead(int) const override { return spec_.stepOverhead; }
   bool sameHost(int a, int b) const override { return hostOf(a) == hostOf(b); }
   double fifoFill(int from, int to, double bytes) const override;
+  double fifoSlot(int from, int to) const override;
+  int coreOf(int rank) const override;
+  double fifoReadCost(int) const override { return spec_.coreRate() / spec_.coreReadRate(); }
+  double coreSwitchSeconds(int) const override {
+    return coresUsed() > 0 && coresUsed() < spec_.ranksPerHost ? spec_.coreSwitchSeconds : 0;
+  }
   int linkOwner(int link) const override { return owner_[static_cast<size_t>(link)]; }
   int sameLinkOf(int link, int rank) const override;
 
  private:
   // What each link is, for sameLinkOf.
-  enum class LinkKind : unsigned char { IntraUp, IntraDown, HostMemory, NicUp, NicDown, LeafUp, LeafDown };
+  enum class LinkKind : unsigned char { IntraUp, IntraDown, HostMemory, Core, NicUp, NicDown, LeafUp, LeafDown };
   int nicOf(int rank) const;  // global NIC index
+  int coresUsed() const { return std::min(spec_.coresPerHost, spec_.ranksPerHost); }
   int leafOf(int host) const { return host / spec_.hostsPerLeaf; }
 
   ClusterSpec spec_;
   std::vector<int> intraUp_, intraDown_;  // by rank
   std::vector<int> hostMemory_;           // by host, where the spec limits it
+  std::vector<int> cores_;                // by host * coresPerHost + core, where modelled
   std::vector<int> nicUp_, nicDown_;      // by NIC
   std::vector<int> leafUp_, leafDown_;    // by leaf: to and from the spine
   std::vector<LinkKind> kind_;            // by link

@@ -126,6 +126,9 @@ class Runner {
         k.phases.push_back(lanes);
         k.phases.push_back({{p.lanes.back().end, total}});
       }
+      if (fabric_.coreOf(r) >= 0)
+        for (const SimStep& s : p.steps)
+          if (receives(s.prim)) mailbox(s.recvPeer, r).reducing.push_back(reduces(s.prim));
       loop_.at(0, [this, r] { startPhase(r, 0); });
     }
     RunResult out;
@@ -156,6 +159,7 @@ class Runner {
     uint32_t pc = 0, end = 0;
     bool done = false;
     bool waitingAwait = false;
+    bool waitingMail = false;
     uint32_t seen = UINT32_MAX;  // the step whose start is recorded
     Time start = 0;
   };
@@ -165,6 +169,10 @@ class Runner {
     std::vector<double> bytes;
     size_t head = 0;
     long waiting = -1;
+    // Where cores are modelled: whether each receive of these messages
+    // reduces (by the receiver's steps, in order), and how many were sent.
+    std::vector<char> reducing;
+    size_t sent = 0;
   };
   // A flow from one rank to another: its path, with a symmetry the
   // canonical links of its orbit's and how many images cross each.
@@ -182,6 +190,9 @@ class Runner {
     Route route;
     int at = -1;  // the rank that receives (simulated)
     Mailbox* box = nullptr;
+    // Within a host whose cores are modelled: the sender's and the
+    // receiver's (else -1).
+    int coreFrom = -1, coreTo = -1;
     bool known = false;
   };
   struct RankRun {
@@ -195,6 +206,7 @@ class Runner {
     std::vector<LaneRun> lanes;  // the current phase's
     size_t lanesLeft = 0;
     std::vector<char> stepDone;  // by step, where the plan awaits any (else empty)
+    size_t lanesWaitingMail = 0;  // of the current phase's lanes
     bool finished = false;
     Time end = 0;
   };
@@ -232,6 +244,54 @@ class Runner {
     return out;
   }
 
+  // The route with one more link that its flow takes `w` times its rate of
+  // (a core's share: what its bytes cost there against a FIFO copy).
+  // A link the path has already (two ranks of one core) takes the sum.
+  void addLink(Route& rt, int link, double w) const {
+    rt.weights.resize(rt.path.size(), 1.0);
+    const int at = orbits_ ? orbits_->canonical(link) : link;
+    const double weight = orbits_ ? orbits_->weight(link) * w : w;
+    for (size_t i = 0; i < rt.path.size(); ++i)
+      if (rt.path[i] == at) {
+        rt.weights[i] += weight;
+        return;
+      }
+    rt.path.push_back(at);
+    rt.weights.push_back(weight);
+  }
+  // A route read or written by rank r's own CPU (a single-copy read, a
+  // ReduceFromAll's write): its core carries the bytes too.
+  Route routeOnCore(int from, int to, int r) const {
+    Route rt = route(from, to);
+    if (const int core = fabric_.coreOf(r); core >= 0) addLink(rt, core, 1.0);
+    return rt;
+  }
+  double coreRate(int core) const { return net_.link(core).bytesPerSecond; }
+  // Work on rank r's core, counted in FIFO-copy bytes, then `then`.
+  void onCore(int r, double bytes, Callback then) {
+    const int core = fabric_.coreOf(r);
+    Route rt;
+    addLink(rt, core, 1.0);
+    net_.start(rt.path, bytes, std::move(then), rt.weights);
+  }
+  // What step s's local work costs rank r's core, in FIFO-copy bytes: a
+  // reduction or a copy of its own at their rates; a receive within a host
+  // its last FIFO slot's copy out or reduction (the message's flow took the
+  // rest), across hosts its reduction (the socket's copy is in the link's
+  // rate).
+  double coreWork(int r, const SimStep& s, double local) const {
+    const double core = coreRate(fabric_.coreOf(r));
+    const double reduceCost = core / fabric_.reduceBytesPerSecond(r);
+    if (receives(s.prim)) {
+      if (!fabric_.sameHost(s.recvPeer, r)) return reduces(s.prim) ? local * reduceCost : 0;
+      return std::min(local, fabric_.fifoSlot(s.recvPeer, r)) * (reduces(s.prim) ? reduceCost : fabric_.fifoReadCost(r));
+    }
+    if (reduces(s.prim)) return local * reduceCost;
+    if (copiesLocally(s.prim, s.prim == Prim::CopySend && fabric_.sameHost(r, s.sendPeer)))
+      return local * core / fabric_.copyBytesPerSecond(r);
+    return 0;
+  }
+
   // The representatives' rows of sentTo, copied to every image of each pair.
   std::vector<double> imagesOfSentTo() const {
     if (sentTo_.empty()) return {};
@@ -257,6 +317,7 @@ class Runner {
       for (const Span& s : k.phases[ph])
         if (s.end > s.begin) k.lanes.push_back(LaneRun{s.begin, s.end});
       k.lanesLeft = k.lanes.size();
+      k.lanesWaitingMail = 0;
       if (k.lanesLeft == 0) continue;
       for (size_t li = 0; li < k.lanes.size(); ++li) advance(r, li);
       return;
@@ -300,14 +361,24 @@ class Runner {
       Mailbox& box = mailbox(s.recvPeer, r);
       if (box.head == box.bytes.size()) {
         box.waiting = static_cast<long>(li);
+        lane.waitingMail = true;
+        ++k.lanesWaitingMail;
         return;
+      }
+      // A rank all of whose lanes waited slept: where its core runs others,
+      // it runs again after a switch (coreWork).
+      bool woke = false;
+      if (lane.waitingMail) {
+        woke = k.lanesWaitingMail == k.lanesLeft;
+        lane.waitingMail = false;
+        --k.lanesWaitingMail;
       }
       const double bytes = box.bytes[box.head++];
       if (box.head == box.bytes.size()) {  // empty: start over, keeping the capacity
         box.bytes.clear();
         box.head = 0;
       }
-      work(r, li, s, bytes);
+      work(r, li, s, bytes, woke);
       return;
     }
     work(r, li, s, bytesOf(s));
@@ -319,25 +390,42 @@ class Runner {
   }
 
   // The step's local work, then its send or read, then the next step.
-  void work(int r, size_t li, const SimStep& s, double bytes) {
+  void work(int r, size_t li, const SimStep& s, double bytes, bool woke = false) {
     // The software cost per step is the transport's and the executor's per
     // message: a step of local work alone (a Bruck round's rotation of n
     // small blocks, a copy into scratch) costs its bytes, as the executor's
     // tens of nanoseconds are next to nothing beside a message's.
     double t = localOnly(s.prim) ? 0 : fabric_.stepOverhead(r);
     const double local = s.prim == Prim::RecvAddresses ? 0 : static_cast<double>(s.count) * elemSize_;
+    if (fabric_.coreOf(r) >= 0) {
+      double w = coreWork(r, s, local);
+      if (woke) w += fabric_.coreSwitchSeconds(r) * coreRate(fabric_.coreOf(r));
+      if (w > 0) {
+        loop_.after(t, [this, r, li, &s, bytes, w] {
+          onCore(r, w, [this, r, li, &s, bytes] { afterLocal(r, li, s, bytes, 0); });
+        }, &s);
+        return;
+      }
+      afterLocal(r, li, s, bytes, t);
+      return;
+    }
     if (reduces(s.prim)) t += local / fabric_.reduceBytesPerSecond(r);
     else if (copiesLocally(s.prim, s.prim == Prim::CopySend && fabric_.sameHost(r, s.sendPeer)))
       t += local / fabric_.copyBytesPerSecond(r);
     else if (receives(s.prim))
       t += fabric_.fifoFill(s.recvPeer, r, local);  // its last slot copied out (a reduction reads it in place)
+    afterLocal(r, li, s, bytes, t);
+  }
+
+  // The step's send or read, or its end, t after now (its local work done).
+  void afterLocal(int r, size_t li, const SimStep& s, double bytes, double t) {
     if (s.prim == Prim::ReduceFromAll) {
       loop_.after(t, [this, r, li, &s] { reduceFromAll(r, li, s); });
       return;
     }
     if (s.prim == Prim::ReadCopy || s.prim == Prim::ReadReduce) {
       loop_.after(t, [this, r, li, &s] {
-        const Route rt = route(s.recvPeer, r);
+        const Route rt = routeOnCore(s.recvPeer, r, r);
         const double lat = rt.latency;
         net_.start(rt.path, static_cast<double>(s.count) * elemSize_,
                    [this, r, li, lat] { loop_.after(lat, [this, r, li] { stepDone(r, li); }); }, rt.weights);
@@ -348,22 +436,45 @@ class Runner {
       // The step's peer and bytes go with the event, not the step: t later,
       // after thousands of other ranks' events, its cache line is gone.
       const double out = s.prim == Prim::SendAddresses ? kAddressBytes : bytes;
-      loop_.after(t, [this, r, li, to = s.sendPeer, out] { send(r, li, to, out); }, &ranks_[static_cast<size_t>(r)]);
+      const bool chained = receives(s.prim);
+      loop_.after(t, [this, r, li, to = s.sendPeer, out, chained] { send(r, li, to, out, chained); },
+                  &ranks_[static_cast<size_t>(r)]);
       return;
     }
     loop_.after(t, [this, r, li] { stepDone(r, li); }, &s);  // the next step is beside it
   }
 
-  void send(int r, size_t li, int to, double out) {
+  // chained: the step received what it sends (its receive's copy or
+  // reduction wrote the FIFO slot, in the same pass as its output).
+  void send(int r, size_t li, int to, double out, bool chained = false) {
     const Outbox& ob = outbox(r, to);
     const double lat = ob.route.latency;
     ++messages_;
     bytesSent_ += out;
     if (!sentTo_.empty()) sentTo_[static_cast<size_t>(r) * plans_.size() + static_cast<size_t>(to)] += out;
-    net_.start(ob.route.path, out, [this, r, li, at = ob.at, box = ob.box, out, lat] {
+    auto done = [this, r, li, at = ob.at, box = ob.box, out, lat] {
       loop_.after(lat, [this, at, box, out] { deliver(*box, at, out); }, box);
       stepDone(r, li);
-    }, ob.route.weights);
+    };
+    if (ob.coreFrom < 0) {
+      net_.start(ob.route.path, out, std::move(done), ob.route.weights);
+      return;
+    }
+    // Within a host, on cores: the sender copies every byte in (unless its
+    // receive wrote them there); the receiver copies (or reduces) all but
+    // the last slot out as they come, that slot after the message is in
+    // (its receive's coreWork).
+    Route rt = ob.route;
+    if (!chained) addLink(rt, ob.coreFrom, 1.0);
+    Mailbox& box = *ob.box;
+    const bool reducing = box.sent < box.reducing.size() && box.reducing[box.sent];
+    ++box.sent;
+    const double early = out > 0 ? std::max(0.0, out - fabric_.fifoSlot(r, to)) / out : 0;
+    if (early > 0) {
+      const double w = reducing ? coreRate(ob.coreTo) / fabric_.reduceBytesPerSecond(to) : fabric_.fifoReadCost(to);
+      addLink(rt, ob.coreTo, early * w);
+    }
+    net_.start(rt.path, out, std::move(done), rt.weights);
   }
 
   // ReduceFromAll: the slice read from every peer at once, reduced (one
@@ -376,7 +487,7 @@ class Runner {
       if (!s.toAll || peers.empty() || bytes == 0) return stepDone(r, li);
       auto left = std::make_shared<size_t>(peers.size());
       for (int p : peers) {
-        const Route rt = route(r, p);
+        const Route rt = routeOnCore(r, p, r);
         const double lat = rt.latency;
         net_.start(rt.path, bytes, [this, r, li, lat, left] {
           if (--*left == 0) loop_.after(lat, [this, r, li] { stepDone(r, li); });
@@ -384,12 +495,16 @@ class Runner {
       }
     };
     auto reduced = [this, r, bytes, writes, n = peers.size()] {
-      loop_.after(static_cast<double>(n) * bytes / fabric_.reduceBytesPerSecond(r), writes);
+      const double work = static_cast<double>(n) * bytes;
+      if (const int core = fabric_.coreOf(r); core >= 0 && work > 0)
+        onCore(r, work * coreRate(core) / fabric_.reduceBytesPerSecond(r), writes);
+      else
+        loop_.after(work / fabric_.reduceBytesPerSecond(r), writes);
     };
     if (peers.empty() || bytes == 0) return reduced();
     auto left = std::make_shared<size_t>(peers.size());
     for (int p : peers) {
-      const Route rt = route(p, r);
+      const Route rt = routeOnCore(p, r, r);
       const double lat = rt.latency;
       net_.start(rt.path, bytes, [this, lat, left, reduced] {
         if (--*left == 0) loop_.after(lat, reduced);
@@ -406,6 +521,11 @@ class Runner {
     Outbox& ob = listed ? k.outboxes[static_cast<size_t>(it - k.senders.begin())] : unlisted_;
     if (ob.known) return ob;
     ob.route = route(r, to);
+    ob.coreFrom = ob.coreTo = -1;
+    if (fabric_.sameHost(r, to) && fabric_.coreOf(r) >= 0 && fabric_.coreOf(to) >= 0) {
+      ob.coreFrom = fabric_.coreOf(r);
+      ob.coreTo = fabric_.coreOf(to);
+    }
     // A message to a rank that is not simulated is the image of the one
     // its representative gets from our preimage: that one is delivered.
     ob.at = rep(to);

@@ -13,7 +13,14 @@
 //   a ReduceFromAll is flows from every peer at once, its reduction, then
 //   (toAll) flows to every peer at once;
 // - a step of local work (Copy, Reduce, the codecs' steps) takes its bytes
-//   at the rank's copy or reduce rate.
+//   at the rank's copy or reduce rate;
+// - where the fabric models CPU cores (Fabric::coreOf), every copy and
+//   reduction a rank makes is a flow on its core, shared with its other
+//   lanes' and the other ranks' on that core, and a message within a host
+//   crosses both ranks' cores: its sender's copy in, and its receiver's
+//   copy out or reduction of all but the last FIFO slot, that slot's then
+//   paid by the receive (the receiver's step is known when the message
+//   starts: one lane receives a pair's messages in order).
 // What is not simulated is an error naming it: a plan resolved while it runs
 // (Resolve, the pipelined MoE dispatch).
 #pragma once
@@ -71,6 +78,22 @@ class Fabric {
   // run while the sender filled the next slots; 0 without FIFOs. A receive
   // that reduces reads the slot in place, its reduction charged instead.
   virtual double fifoFill(int, int, double) const { return 0; }
+  // The FIFO slot's bytes between two ranks (0: no FIFO between them).
+  virtual double fifoSlot(int, int) const { return 0; }
+  // The link that stands for the CPU core `rank` runs on, where ranks are
+  // processes whose cores are modelled (ClusterSpec::coresPerHost), else
+  // -1. Its rate is a FIFO copy's; the rank's copies and reductions take
+  // it at their own rates (copyBytesPerSecond, reduceBytesPerSecond), and
+  // every byte of a message within a host is copied on the sender's core
+  // and copied or reduced on the receiver's: all of it shared, max-min, with
+  // whatever else the core runs.
+  virtual int coreOf(int) const { return -1; }
+  // What a byte copied out of a FIFO costs rank's core, against a byte
+  // copied in (the core link's rate): reading what another core wrote.
+  virtual double fifoReadCost(int) const { return 1.0; }
+  // What rank's core pays to run it again after all its lanes waited for
+  // messages, where the core runs other ranks too (0: it has its own).
+  virtual double coreSwitchSeconds(int) const { return 0; }
   // For symmetries (sim/symmetry.h): a rank the link belongs to (its port,
   // its NIC's, its leaf's; -1: links are not mapped, no symmetry is used),
   // and the link of the same kind that belongs to `rank`.

@@ -83,9 +83,13 @@ std::vector<Symmetry> clusterSymmetries(const ClusterSpec& spec) {
   const int step = ranksPerNic == R ? 1 : ranksPerNic;
   using K = Symmetry::Kind;
   std::vector<K> inner{K::None}, outer{K::None};
-  if (R / step > 1) {
+  // Where ranks share cores (rank on core l % C), a move inside hosts must
+  // take the ranks of one core to the ranks of one core: a rotation does
+  // when C divides R, an XOR when C is a power of two.
+  const int C = spec.coresPerHost > 0 ? std::min(spec.coresPerHost, R) : R;
+  if (R / step > 1 && R % C == 0) {
     inner.push_back(K::Rotate);
-    if (powerOfTwo(R) && powerOfTwo(step)) inner.push_back(K::Xor);
+    if (powerOfTwo(R) && powerOfTwo(step) && powerOfTwo(C)) inner.push_back(K::Xor);
   }
   if (blocks > 1) {
     outer.push_back(K::Rotate);

@@ -43,6 +43,10 @@ TEST(ClusterFile, EveryKeySetsItsField) {
     "step_overhead_us": 7,
     "fifo_slot_kbytes": 128,
     "fifo_slots": 4,
+    "cores": 3,
+    "core_gbytes": 12,
+    "core_read_gbytes": 9,
+    "core_switch_us": 2.5,
     "peer_reads": false
   },
   "network": {"hosts_per_leaf": 3, "oversubscription": 2.5, "switch_latency_us": 0.25}
@@ -62,6 +66,10 @@ TEST(ClusterFile, EveryKeySetsItsField) {
   EXPECT_DOUBLE_EQ(s.stepOverhead, 7e-6);
   EXPECT_DOUBLE_EQ(s.fifoSlotBytes, 128 * 1024);
   EXPECT_EQ(s.fifoSlots, 4);
+  EXPECT_EQ(s.coresPerHost, 3);
+  EXPECT_DOUBLE_EQ(s.coreBytesPerSecond, 12e9);
+  EXPECT_DOUBLE_EQ(s.coreReadBytesPerSecond, 9e9);
+  EXPECT_DOUBLE_EQ(s.coreSwitchSeconds, 2.5e-6);
   EXPECT_FALSE(s.peerReads);
   EXPECT_EQ(s.hostsPerLeaf, 3);
   EXPECT_DOUBLE_EQ(s.oversubscription, 2.5);
@@ -166,6 +174,10 @@ TEST(ClusterFile, OutOfRangeValuesNameTheirKeysLine) {
       {"host", "step_overhead_us", "-1", "the step overhead must be zero or more"},
       {"host", "fifo_slot_kbytes", "-256", "the FIFO slot size must be zero or more"},
       {"host", "fifo_slots", "1", "the FIFO slots must be 2 to 64"},
+      {"host", "cores", "-1", "the cores per host must be 0 to 4096"},
+      {"host", "core_gbytes", "-2", "the core rate must be zero or more"},
+      {"host", "core_read_gbytes", "-2", "the core read rate must be zero or more"},
+      {"host", "core_switch_us", "-2", "the core switch cost must be zero or more"},
       {"network", "hosts_per_leaf", "0", "hosts per leaf switch must be at least 1"},
       {"network", "oversubscription", "0.5", "oversubscription must be 1 or more"},
       {"network", "switch_latency_us", "-1", "the switch latency must be zero or more"},

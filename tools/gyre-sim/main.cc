@@ -55,6 +55,12 @@ int usage(FILE* to) {
                "  --fifo-slot-kbytes X --fifo-slots N\n"
                "                         a host's ranks talk through FIFOs of N slots (8) of X KiB, as\n"
                "                         gyre's shared memory does (0: none; GPUs' stores land in place)\n"
+               "  --cores-per-host N --core-gbytes X --core-read-gbytes Y --core-switch-us S\n"
+               "                         ranks as processes on N cores a host (rank r on core r %% N), each\n"
+               "                         core one resource for all its ranks' copies and reductions: X GB/s\n"
+               "                         into a FIFO, Y out of one, S us to run a rank that slept again\n"
+               "                         where ranks share a core (N 0: not modelled; X 0: the copy rate,\n"
+               "                         Y 0: X)\n"
                "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  --nic-us X --intra-us X --switch-us X\n"
@@ -208,6 +214,10 @@ int main(int argc, char** argv) {
       else if (a == "--cache-speedup") spec.cacheSpeedup = number(v, "--cache-speedup");
       else if (a == "--fifo-slot-kbytes") spec.fifoSlotBytes = number(v, "--fifo-slot-kbytes") * 1024;
       else if (a == "--fifo-slots") spec.fifoSlots = int(gyre::parseInt(v, "--fifo-slots", 2, 64));
+      else if (a == "--cores-per-host") spec.coresPerHost = int(gyre::parseInt(v, "--cores-per-host", 0, 1 << 12));
+      else if (a == "--core-gbytes") spec.coreBytesPerSecond = number(v, "--core-gbytes") * 1e9;
+      else if (a == "--core-read-gbytes") spec.coreReadBytesPerSecond = number(v, "--core-read-gbytes") * 1e9;
+      else if (a == "--core-switch-us") spec.coreSwitchSeconds = number(v, "--core-switch-us") * 1e-6;
       else if (a == "--host-memory-gbytes") spec.hostMemoryBytesPerSecond = number(v, "--host-memory-gbytes") * 1e9;
       else if (a == "--switch-us") spec.switchLatency = number(v, "--switch-us") * 1e-6;
       else if (a == "--copy-gbytes") spec.copyBytesPerSecond = number(v, "--copy-gbytes") * 1e9;
