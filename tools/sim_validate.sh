@@ -17,18 +17,24 @@
 # the model has one cost a step, and a socket's system calls cost ten
 # times shared memory's), SIM_ONLY (1: reuse OUT's measurements).
 # SLOT_KB (256) and SLOTS (8): the shared-memory FIFOs, as GYRE_SHM_SLOT_BYTES
-# and GYRE_SHM_SLOTS set them.
+# and GYRE_SHM_SLOTS set them. CORES (this machine's CPUs): on one host, the
+# simulation's cores (ranks share them, as the pinned runs do; 0: cores not
+# modelled, the host's memory shared instead).
 #
 # The cluster the simulation gets is measured in the same run, by gyre-bench
 # itself: the link between two hosts (one rank each, sendrecv: its rate at
 # 64 MiB and its time at 8 B), the shared memory between two ranks of one
 # host (likewise: the host's memory as what a sendrecv's two directions
 # share, a rank's port as a one-way Broadcast's rate, the caches as a 2 MiB
-# sendrecv's speedup over 64 MiB within the last-level cache's size), a
-# rank's own copy (one rank's AllGather) and the reduction rate. What the
-# simulation is not told: per-call software costs, TCP's own behaviour
-# beyond its measured rate.
-# Writes OUT/measured-<coll>-<config>.txt, OUT/calibration.txt,
+# sendrecv's speedup over 64 MiB within the last-level cache's size; with
+# cores, a core's copies into and out of a FIFO from the same sendrecv and
+# Broadcast, and a switch between two ranks of one CPU from an 8 B
+# AllReduce with both on one), a rank's own copy (one rank's AllGather) and
+# the reduction rate. What the simulation is not told: per-call software
+# costs, TCP's own behaviour beyond its measured rate. Every calibration and
+# measurement waits until the host runs the two CPUs near each other
+# (settle, below).
+# Writes OUT/measured-<coll>-<config>.txt, OUT/calibration.txt, OUT/placement.txt,
 # OUT/simulated-<coll>-<config>.txt and OUT/table.md (predicted against
 # measured per size, the median absolute error above 64 KiB, the worst size).
 set -euo pipefail
@@ -46,6 +52,7 @@ step_us=${STEP:-10}
 step_shm_us=${STEP_SHM:-1}
 slot_kb=${SLOT_KB:-256}  # gyre's shared-memory FIFOs (GYRE_SHM_SLOT_BYTES, GYRE_SHM_SLOTS)
 slots=${SLOTS:-8}
+cores=${CORES:-$(nproc)}
 nice=(nice -n "${NICE:-0}")
 bench=$build/bench/gyre-bench
 ncpus=$(nproc)
@@ -70,7 +77,7 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
       # Pinned, a CPU each in turn (as gyrerun --bind core): unpinned, two
       # ranks now and then shared one CPU, and a calibration's 2 MiB
       # sendrecv took 1.2 ms where it takes 0.13.
-      ip netns exec "${hosts[$((r / ph))]}" taskset -c "$((r % ncpus))" env GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=10.78.0.1:29415 \
+      ip netns exec "${hosts[$((r / ph))]}" taskset -c "$([ -n "${one_cpu:-}" ] && echo 0 || echo $((r % ncpus)))" env GYRE_RANK=$r GYRE_WORLD_SIZE=$n GYRE_COMM_ID=10.78.0.1:29415 \
         GYRE_SECRET="$secret" GYRE_TRANSPORT=auto "${extra[@]}" "${nice[@]}" timeout 900 "$bench" "$coll" \
         -n "$iters" -w "$warmup" -c 0 "$@" >"$logs/run.$r" 2>&1 &
       pids+=($!)
@@ -88,24 +95,66 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     shift
     for _ in 1 2 3; do run "$@" | time_of "$size"; done | sort -g | sed -n 2p
   }
+  # Where the host runs our two CPUs. For minutes at a time what crosses
+  # from one CPU to the other slows 3-8x while each CPU's own work keeps
+  # its speed (another socket or core complex, we think: the guest cannot
+  # see it): a 2 MiB sendrecv takes 0.98 ms against 0.12, spinning or not,
+  # every call alike, with no more page faults; its sends (copies into the
+  # peer's FIFO) take 100 us a 256 KiB slot against 14 for the copies out.
+  # A 2-rank 8-byte AllReduce went from 0.3 to 1.0 us in one such spell and
+  # stayed at 0.47 in another, so the probe is the sendrecv; settle waits,
+  # 5 s at a time and a minute at most (after a minute in vain, once, until
+  # a probe is good again), until it is within twice the lowest seen, and
+  # leaves it in probe_us (on stderr what it waited for; nothing on stdout,
+  # which may be a file).
+  probe() { run 1 2 "" sendrecv -b 2M -e 2M -n 20 -w 3 | time_of 2097152; }
+  near_us="" probe_us="" patience=12
+  settle() {
+    local k
+    for ((k = 0; k < patience; k++)); do
+      probe_us=$(probe) || probe_us=""
+      [ -n "$probe_us" ] || return 0  # no probe, no word on it
+      if [ -z "$near_us" ] || awk -v t="$probe_us" -v n="$near_us" 'BEGIN { exit !(t < n) }'; then near_us=$probe_us; fi
+      if awk -v t="$probe_us" -v n="$near_us" 'BEGIN { exit !(t <= 2 * n) }'; then
+        patience=12
+        return 0
+      fi
+      echo "placement: the CPUs are far apart (a 2 MiB sendrecv in $probe_us us, $near_us at best): waiting" >&2
+      sleep 5
+    done
+    echo "placement: still far apart: measuring anyway" >&2
+    patience=1
+  }
+  # The lowest of three probes a few seconds apart to start from.
+  for _ in 1 2 3; do settle; sleep 2; done
+  : >"$out/placement.txt"
 
   {
     echo "# $(date -u '+%F %H:%M') $(git -C "$root" rev-parse --short HEAD), rate $rate, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "placement_us $near_us"
     # Latencies over many calls: a handful, as the sizes get, swung 8 B
     # between 7 and 65 us within one host.
     echo "net_us $(calib 8 2 1 "" sendrecv -b 8 -e 8 -n 200 -w 20)"
     echo "net_us_64M $(calib 67108864 2 1 "" sendrecv -b 64M -e 64M)"
     # One exchange between two ranks of a host: a 2-rank AllReduce of 8 B
     # (a sendrecv there pays more than its message: 71 us against 7).
+    settle
     echo "intra_us $(GYRE_ALGO=allreduce:recursive_doubling calib 8 1 2 "" allreduce -b 8 -e 8 -n 200 -w 20)"
+    # The same two ranks on one CPU: each call hands the CPU over twice (a
+    # yield and a switch each), what a core that runs several ranks pays.
+    echo "onecpu_us $(one_cpu=1 GYRE_ALGO=allreduce:recursive_doubling calib 8 1 2 "" allreduce -b 8 -e 8 -n 2000 -w 50)"
+    settle
     echo "intra_us_64M $(calib 67108864 1 2 "" sendrecv -b 64M -e 64M)"
     # The same within the caches (2 ranks' 2 MiB in and out: 8 MiB), and
     # the last-level cache's size.
+    settle
     echo "intra_us_2M $(calib 2097152 1 2 "" sendrecv -b 2M -e 2M)"
     echo "cache_kbytes $(sed 's/K$//' /sys/devices/system/cpu/cpu0/cache/index3/size 2>/dev/null || echo 0)"
     # One way alone: both ranks sending at once (the sendrecv) share the
     # host's memory, so each gets half of what one alone gets.
+    settle
     echo "oneway_us_64M $(GYRE_ALGO=broadcast:chain calib 67108864 1 2 "" broadcast -b 64M -e 64M)"
+    settle
     echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring calib 67108864 1 2 "" allreduce -b 64M -e 64M)"
     # The reduction kernel itself, one CPU, 64 MiB an operand (out of the
     # caches), in the widest ISA this CPU has (the bench lists them narrow
@@ -128,6 +177,8 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
       # REPEATS runs (the first traced); each size's row is the run whose
       # time is the median.
       for ((k = 1; k <= repeats; k++)); do
+        settle
+        echo "$c on $cfg, run $k: a 2 MiB sendrecv between the CPUs in $probe_us us" >>"$out/placement.txt"
         run "${cfg%x*}" "${cfg#*x}" "$([ $k = 1 ] && echo "$out/trace-$c-$cfg.json")" "$c" -b 8 -e "$maxsize" -f 8 \
           >"$logs/measured.$k" || echo "$c on $cfg: failed" >&2
       done
@@ -156,7 +207,7 @@ fi
 # The cluster from the calibration. A sendrecv of S bytes between two ranks
 # takes latency + S / rate on the path: the 8-byte time is the latency
 # (split over the path's ends), the 64 MiB time gives the rate.
-read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup core_gbytes core_read_gbytes switch_us < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
 import sys
 v = {}
 for line in open(sys.argv[1]):
@@ -188,23 +239,44 @@ copy = S / (v["copy_us_64M"] * 1e-6) if "copy_us_64M" in v else intra
 # The host's memory: what the sendrecv's two directions share; a rank's
 # port: what one direction alone gets. Without the one-way measurement
 # (older runs) the ports are the sendrecv's and memory is no limit.
+# A core (where cores are modelled): in the sendrecv each rank's CPU copies
+# its message into a FIFO and its peer's out of one, S bytes each, one
+# after the other; one way alone, the two copies run side by side on two
+# CPUs, the slower setting the pace (the copy out: the bytes come from
+# another core's cache). So the one-way time is S at the slower rate, the
+# sendrecv's S at each. Without the one-way measurement, or where the copy
+# out comes out no slower, both run at the sendrecv's rate.
 memory = 0
+two = (v["intra_us_64M"] - v["intra_us"]) * 1e-6
+core = core_read = (2 * S + slot) / two
 if "oneway_us_64M" in v:
     memory = 2 * intra
     intra = rate(S, v["oneway_us_64M"])
+    rest = two - S / intra
+    if rest > 0 and S / rest >= intra:
+        core, core_read = S / rest, intra
+# A switch between two ranks of one CPU: the 8-byte AllReduce on one CPU
+# hands it over twice a call.
+switch = max(0.0, (v.get("onecpu_us", 0) - v["intra_us"]) / 2)
 # The caches: how much faster the shared memory moves 2 MiB than 64 MiB
 # (at least 1), within the last-level cache's size.
 cache_mb, speedup = 0, 1
 if "intra_us_2M" in v and v.get("cache_kbytes", 0) > 0:
     in_cache = rate(2 * 2**20, v["intra_us_2M"])
     cache_mb, speedup = v["cache_kbytes"] / 1024, max(1.0, in_cache / rate(S, v["intra_us_64M"]))
-print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f}")
+print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f} {core / 1e9:.3f} {core_read / 1e9:.3f} {switch:.2f}")
 EOF
 )
-echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x"
+echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x, one host: $cores cores, ${core_gbytes} GB/s into a FIFO and ${core_read_gbytes} out, ${switch_us} us a switch"
 
 for cfg in $configs; do
   h=${cfg%x*} per_host=${cfg#*x}
+  # One host: its cores, where modelled, in place of a memory the ranks'
+  # transfers share and ports that cap one way (the sendrecv and the
+  # Broadcast that measured them are two cores' copies).
+  host=(--host-memory-gbytes "$memory_gbytes" --intra-gbytes "$intra_gbytes")
+  [ "$h" = 1 ] && [ "$cores" -gt 0 ] &&
+    host=(--cores-per-host "$cores" --core-gbytes "$core_gbytes" --core-read-gbytes "$core_read_gbytes" --core-switch-us "$switch_us" --intra-gbytes 1000)
   for c in $colls; do
     m=$out/measured-$c-$cfg.txt
     [ -s "$m" ] || continue
@@ -221,7 +293,7 @@ for b in sorted(calls):
     print(b, calls[b].most_common(1)[0][0])
 EOF
       "$sim" "$c" --hosts "$h" --ranks-per-host "$per_host" --nics-per-host 1 --nic-gbit "$net_gbit" \
-        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-gbytes "$intra_gbytes" --intra-us "$intra_us" --host-memory-gbytes "$memory_gbytes" --cache-mbytes "$cache_mbytes" --cache-speedup "$cache_speedup" \
+        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-us "$intra_us" "${host[@]}" --cache-mbytes "$cache_mbytes" --cache-speedup "$cache_speedup" \
         --fifo-slot-kbytes "$slot_kb" --fifo-slots "$slots" \
         --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$copy_gbytes" --step-us "$([ "$h" = 1 ] && echo "$step_shm_us" || echo "$step_us")" --switch-us 0 \
         --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$cfg.txt" || true
