@@ -43,6 +43,7 @@ void ClusterSpec::validate() const {
   nonNegative(coreBytesPerSecond, "the core rate");
   nonNegative(coreReadBytesPerSecond, "the core read rate");
   nonNegative(coreSwitchSeconds, "the core switch cost");
+  nonNegative(peerReadBytesPerSecond, "the peer read rate");
   if (fifoSlots < 2 || fifoSlots > 64) throwError(gyreInvalidArgument, "cluster: the FIFO slots must be 2 to 64");
 }
 
@@ -69,6 +70,7 @@ ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes) {
   s.reduceBytesPerSecond *= faster;
   s.coreBytesPerSecond *= faster;
   s.coreReadBytesPerSecond *= faster;
+  s.peerReadBytesPerSecond *= faster;
   return s;
 }
 

@@ -81,10 +81,17 @@ struct ClusterSpec {
   // switch), seconds; the kernel runs one rank at a time, not a share of
   // each.
   double coreSwitchSeconds = 0;
+  // Where cores are modelled: the rate at which a rank's core reads a
+  // peer's memory through the kernel (process_vm_readv, and writes it with
+  // process_vm_writev: the single-copy algorithms' reads of buffers that
+  // are not mapped), bytes per second; 0: the core's rate. The kernel's copy
+  // pins each page and copies it with rep movsb, slower than a FIFO copy.
+  double peerReadBytesPerSecond = 0;
 
   int nranks() const { return hosts * ranksPerHost; }
   double coreRate() const { return coreBytesPerSecond > 0 ? coreBytesPerSecond : copyBytesPerSecond; }
   double coreReadRate() const { return coreReadBytesPerSecond > 0 ? coreReadBytesPerSecond : coreRate(); }
+  double peerReadRate() const { return peerReadBytesPerSecond > 0 ? peerReadBytesPerSecond : coreRate(); }
   // Throws Error (gyreInvalidArgument) naming the first field out of range.
   void validate() const;
 };
@@ -111,6 +118,7 @@ class Cluster final : public Fabric {
   double fifoSlot(int from, int to) const override;
   int coreOf(int rank) const override;
   double fifoReadCost(int) const override { return spec_.coreRate() / spec_.coreReadRate(); }
+  double peerReadCost(int) const override { return spec_.coreRate() / spec_.peerReadRate(); }
   double coreSwitchSeconds(int) const override {
     return coresUsed() > 0 && coresUsed() < spec_.ranksPerHost ? spec_.coreSwitchSeconds : 0;
   }

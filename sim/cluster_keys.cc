@@ -58,6 +58,8 @@ const KeyInfo kKeys[] = {
      [](ClusterSpec& s, double v) { s.coreReadBytesPerSecond = v * kGiga; }},
     {"host", "core_switch_us", Kind::Number, "microseconds", nullptr, "the core switch cost", nullptr,
      [](ClusterSpec& s, double v) { s.coreSwitchSeconds = v * kMicro; }},
+    {"host", "peer_read_gbytes", Kind::Number, "GB/s", nullptr, "the peer read rate", nullptr,
+     [](ClusterSpec& s, double v) { s.peerReadBytesPerSecond = v * kGiga; }},
     {"host", "peer_reads", Kind::Boolean, "", nullptr, "", nullptr,
      [](ClusterSpec& s, double v) { s.peerReads = v != 0; }},
     {"network", "hosts_per_leaf", Kind::Integer, "", nullptr, "hosts per leaf switch", nullptr,

@@ -259,11 +259,12 @@ class Runner {
     rt.path.push_back(at);
     rt.weights.push_back(weight);
   }
-  // A route read or written by rank r's own CPU (a single-copy read, a
-  // ReduceFromAll's write): its core carries the bytes too.
+  // A route read or written by rank r's own CPU through the kernel (a
+  // single-copy read, a ReduceFromAll's write): its core carries the bytes
+  // too, at the kernel's copy rate.
   Route routeOnCore(int from, int to, int r) const {
     Route rt = route(from, to);
-    if (const int core = fabric_.coreOf(r); core >= 0) addLink(rt, core, 1.0);
+    if (const int core = fabric_.coreOf(r); core >= 0) addLink(rt, core, fabric_.peerReadCost(r));
     return rt;
   }
   double coreRate(int core) const { return net_.link(core).bytesPerSecond; }

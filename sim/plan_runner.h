@@ -91,6 +91,9 @@ class Fabric {
   // What a byte copied out of a FIFO costs rank's core, against a byte
   // copied in (the core link's rate): reading what another core wrote.
   virtual double fifoReadCost(int) const { return 1.0; }
+  // What a byte of a peer's memory read (or written) through the kernel
+  // costs rank's core, against a FIFO copy's (the single-copy reads).
+  virtual double peerReadCost(int) const { return 1.0; }
   // What rank's core pays to run it again after all its lanes waited for
   // messages, where the core runs other ranks too (0: it has its own).
   virtual double coreSwitchSeconds(int) const { return 0; }

@@ -154,6 +154,11 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     # host's memory, so each gets half of what one alone gets.
     settle
     echo "oneway_us_64M $(GYRE_ALGO=broadcast:chain calib 67108864 1 2 "" broadcast -b 64M -e 64M)"
+    # A peer's memory read through the kernel (process_vm_readv: gyre-bench's
+    # buffers are malloc'd, not mapped): the 2-rank direct Broadcast, whose
+    # reader reads the root's 64 MiB while the root copies its own.
+    settle
+    echo "peerread_us_64M $(GYRE_ALGO=broadcast:direct calib 67108864 1 2 "" broadcast -b 64M -e 64M)"
     settle
     echo "reduce_us_64M $(GYRE_ALGO=allreduce:ring calib 67108864 1 2 "" allreduce -b 64M -e 64M)"
     # The reduction kernel itself, one CPU, 64 MiB an operand (out of the
@@ -207,7 +212,7 @@ fi
 # The cluster from the calibration. A sendrecv of S bytes between two ranks
 # takes latency + S / rate on the path: the 8-byte time is the latency
 # (split over the path's ends), the 64 MiB time gives the rate.
-read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup core_gbytes core_read_gbytes switch_us < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup core_gbytes core_read_gbytes switch_us peer_read_gbytes < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
 import sys
 v = {}
 for line in open(sys.argv[1]):
@@ -258,16 +263,19 @@ if "oneway_us_64M" in v:
 # A switch between two ranks of one CPU: the 8-byte AllReduce on one CPU
 # hands it over twice a call.
 switch = max(0.0, (v.get("onecpu_us", 0) - v["intra_us"]) / 2)
+# A read of a peer's memory through the kernel: the direct Broadcast's one
+# reader (0, the core's rate, where not measured).
+peer_read = S / ((v["peerread_us_64M"] - v["intra_us"]) * 1e-6) if "peerread_us_64M" in v else 0
 # The caches: how much faster the shared memory moves 2 MiB than 64 MiB
 # (at least 1), within the last-level cache's size.
 cache_mb, speedup = 0, 1
 if "intra_us_2M" in v and v.get("cache_kbytes", 0) > 0:
     in_cache = rate(2 * 2**20, v["intra_us_2M"])
     cache_mb, speedup = v["cache_kbytes"] / 1024, max(1.0, in_cache / rate(S, v["intra_us_64M"]))
-print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f} {core / 1e9:.3f} {core_read / 1e9:.3f} {switch:.2f}")
+print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f} {core / 1e9:.3f} {core_read / 1e9:.3f} {switch:.2f} {peer_read / 1e9:.3f}")
 EOF
 )
-echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x, one host: $cores cores, ${core_gbytes} GB/s into a FIFO and ${core_read_gbytes} out, ${switch_us} us a switch"
+echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x, one host: $cores cores, ${core_gbytes} GB/s into a FIFO and ${core_read_gbytes} out, ${switch_us} us a switch, peer reads ${peer_read_gbytes} GB/s"
 
 for cfg in $configs; do
   h=${cfg%x*} per_host=${cfg#*x}
@@ -276,7 +284,7 @@ for cfg in $configs; do
   # Broadcast that measured them are two cores' copies).
   host=(--host-memory-gbytes "$memory_gbytes" --intra-gbytes "$intra_gbytes")
   [ "$h" = 1 ] && [ "$cores" -gt 0 ] &&
-    host=(--cores-per-host "$cores" --core-gbytes "$core_gbytes" --core-read-gbytes "$core_read_gbytes" --core-switch-us "$switch_us" --intra-gbytes 1000)
+    host=(--cores-per-host "$cores" --core-gbytes "$core_gbytes" --core-read-gbytes "$core_read_gbytes" --core-switch-us "$switch_us" --peer-read-gbytes "$peer_read_gbytes" --intra-gbytes 1000)
   for c in $colls; do
     m=$out/measured-$c-$cfg.txt
     [ -s "$m" ] || continue

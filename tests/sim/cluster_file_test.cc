@@ -47,6 +47,7 @@ TEST(ClusterFile, EveryKeySetsItsField) {
     "core_gbytes": 12,
     "core_read_gbytes": 9,
     "core_switch_us": 2.5,
+    "peer_read_gbytes": 5,
     "peer_reads": false
   },
   "network": {"hosts_per_leaf": 3, "oversubscription": 2.5, "switch_latency_us": 0.25}
@@ -68,6 +69,7 @@ TEST(ClusterFile, EveryKeySetsItsField) {
   EXPECT_EQ(s.fifoSlots, 4);
   EXPECT_EQ(s.coresPerHost, 3);
   EXPECT_DOUBLE_EQ(s.coreBytesPerSecond, 12e9);
+  EXPECT_DOUBLE_EQ(s.peerReadBytesPerSecond, 5e9);
   EXPECT_DOUBLE_EQ(s.coreReadBytesPerSecond, 9e9);
   EXPECT_DOUBLE_EQ(s.coreSwitchSeconds, 2.5e-6);
   EXPECT_FALSE(s.peerReads);
@@ -178,6 +180,7 @@ TEST(ClusterFile, OutOfRangeValuesNameTheirKeysLine) {
       {"host", "core_gbytes", "-2", "the core rate must be zero or more"},
       {"host", "core_read_gbytes", "-2", "the core read rate must be zero or more"},
       {"host", "core_switch_us", "-2", "the core switch cost must be zero or more"},
+      {"host", "peer_read_gbytes", "-2", "the peer read rate must be zero or more"},
       {"network", "hosts_per_leaf", "0", "hosts per leaf switch must be at least 1"},
       {"network", "oversubscription", "0.5", "oversubscription must be 1 or more"},
       {"network", "switch_latency_us", "-1", "the switch latency must be zero or more"},

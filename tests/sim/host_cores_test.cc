@@ -150,6 +150,25 @@ TEST(HostCores, MessagesBetweenHostsDoNotCrossThem) {
                    secondsOf(free, OpKind::AllToAll, "alltoall:pairwise"));
 }
 
+// A single-copy read of a peer's memory (not mapped: the kernel copies it)
+// runs on the reader's core at the peer read rate: the direct Broadcast's
+// readers, each on its own core, take b at that rate instead of the core's.
+TEST(HostCores, PeersMemoryIsReadAtTheKernelsRate) {
+  ClusterSpec s = onCores(1, 3, 3);
+  s.peerReads = true;
+  ClusterSpec slow = s;
+  slow.peerReadBytesPerSecond = kCore / 4;
+  const double fast = secondsOf(s, OpKind::Broadcast, "broadcast:direct");
+  const double t = secondsOf(slow, OpKind::Broadcast, "broadcast:direct");
+  EXPECT_NEAR(t - fast, b / (kCore / 4) - b / kCore, t * 1e-9);
+  // Two readers on one core take turns.
+  ClusterSpec shared = slow;
+  shared.ranksPerHost = 5;
+  shared.coresPerHost = 2;  // ranks 1 and 3 on core 1, 2 and 4 with the root on core 0
+  const double both = secondsOf(shared, OpKind::Broadcast, "broadcast:direct");
+  EXPECT_GT(both - t, 0.99 * b / (kCore / 4)) << both << " against " << t;
+}
+
 // One representative per orbit gives the full run's time where ranks share
 // cores, as long as the symmetry keeps each core's ranks together: 8 ranks
 // on 2 and on 4 cores (rotations and XORs that keep l % C), and on 3 (no
@@ -185,6 +204,9 @@ TEST(HostCores, OutOfRangeIsNamed) {
   EXPECT_THROW(s.validate(), Error);
   s = onCores(1, 2, 2);
   s.coreSwitchSeconds = -1;
+  EXPECT_THROW(s.validate(), Error);
+  s = onCores(1, 2, 2);
+  s.peerReadBytesPerSecond = -1;
   EXPECT_THROW(s.validate(), Error);
 }
 

@@ -61,6 +61,8 @@ int usage(FILE* to) {
                "                         into a FIFO, Y out of one, S us to run a rank that slept again\n"
                "                         where ranks share a core (N 0: not modelled; X 0: the copy rate,\n"
                "                         Y 0: X)\n"
+               "  --peer-read-gbytes X   where cores are modelled, a core's rate reading a peer's memory\n"
+               "                         through the kernel (the single-copy algorithms; 0: the core's)\n"
                "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  --nic-us X --intra-us X --switch-us X\n"
@@ -218,6 +220,7 @@ int main(int argc, char** argv) {
       else if (a == "--core-gbytes") spec.coreBytesPerSecond = number(v, "--core-gbytes") * 1e9;
       else if (a == "--core-read-gbytes") spec.coreReadBytesPerSecond = number(v, "--core-read-gbytes") * 1e9;
       else if (a == "--core-switch-us") spec.coreSwitchSeconds = number(v, "--core-switch-us") * 1e-6;
+      else if (a == "--peer-read-gbytes") spec.peerReadBytesPerSecond = number(v, "--peer-read-gbytes") * 1e9;
       else if (a == "--host-memory-gbytes") spec.hostMemoryBytesPerSecond = number(v, "--host-memory-gbytes") * 1e9;
       else if (a == "--switch-us") spec.switchLatency = number(v, "--switch-us") * 1e-6;
       else if (a == "--copy-gbytes") spec.copyBytesPerSecond = number(v, "--copy-gbytes") * 1e9;
