@@ -29,8 +29,9 @@
 # sendrecv's speedup over 64 MiB within the last-level cache's size; with
 # cores, a core's copies into and out of a FIFO from the same sendrecv and
 # Broadcast, and a switch between two ranks of one CPU from an 8 B
-# AllReduce with both on one), a rank's own copy (one rank's AllGather) and
-# the reduction rate. What the simulation is not told: per-call software
+# AllReduce with both on one, and a read of a peer's memory through the
+# kernel from a 2-rank direct Broadcast), a rank's own copy (one rank's
+# AllGather) and the reduction rate. What the simulation is not told: per-call software
 # costs, TCP's own behaviour beyond its measured rate. Every calibration and
 # measurement waits until the host runs the two CPUs near each other
 # (settle, below).
