@@ -155,7 +155,7 @@ const Param kParams[] = {
        c.tcpSocketBufferBytes = parseSize(v, n);
      }},
     {{"GYRE_SPIN_NS", "auto",
-      "busy-poll this long before sleeping (auto: 50us, 2us when ranks outnumber cores)"},
+      "busy-poll this long before sleeping (auto: 50us; 0 when ranks outnumber cores, which yield the core at once)"},
      [](Config& c, const std::string& v, const char* n) {
        c.spinNs = lower(v) == "auto" ? -1 : parseInt(v, n, 0, 10'000'000'000LL);
      }},
