@@ -43,7 +43,8 @@ struct ClusterSpec {
   // cross-process reads): the single-copy algorithms can run there.
   bool peerReads = true;
   // A host's last-level cache, for ranks that are processes: a call whose
-  // working set (every rank of the host's input and output) fits in
+  // working set (every rank of the host's input and output, and the FIFO
+  // slots its messages within the host write) fits in
   // cacheBytes copies, moves and reduces within the host cacheSpeedup times
   // faster than the rates above, which are out-of-cache rates; one that
   // does not gets that speed for the share of its bytes that fits

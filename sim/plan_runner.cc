@@ -604,6 +604,18 @@ class Runner {
 
 }  // namespace
 
+std::vector<std::pair<int, double>> bytesSentByPeer(const SimPlan& plan, size_t elemSize) {
+  std::vector<std::pair<int, double>> out;
+  for (const SimStep& s : plan.steps) {
+    if (!sends(s.prim) || s.prim == Prim::SendAddresses || s.sendPeer < 0) continue;
+    const double bytes = static_cast<double>(s.count) * static_cast<double>(elemSize);
+    auto it = std::lower_bound(out.begin(), out.end(), s.sendPeer, [](const auto& e, int p) { return e.first < p; });
+    if (it != out.end() && it->first == s.sendPeer) it->second += bytes;
+    else out.insert(it, {s.sendPeer, bytes});
+  }
+  return out;
+}
+
 SimPlan compact(const collectives::Plan& plan, HugeArena* arena) {
   SimPlan out;
   out.steps = decltype(out.steps)(ArenaAllocator<SimStep>(arena));

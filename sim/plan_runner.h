@@ -57,6 +57,10 @@ struct SimPlan {
   bool peersWriteOutput = false;
 };
 SimPlan compact(const collectives::Plan& plan, HugeArena* arena = nullptr);
+// What the plan's messages carry to each peer it sends to, bytes, by peer
+// (ascending); address messages are left out (a few bytes in a slot's
+// header line).
+std::vector<std::pair<int, double>> bytesSentByPeer(const SimPlan& plan, size_t elemSize);
 
 // What the runner asks of the cluster.
 class Fabric {
