@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
-# The wait policy where ranks outnumber cores: gyre's default against a
-# fixed GYRE_SPIN_NS and Open MPI (ob1 over vader, yielding when idle), each
-# launch in turn, ranks pinned round-robin to the CPUs; the medians of the
-# rounds as a markdown table (docs/PERFORMANCE-collectives.md, "Waiting with
-# more ranks than cores"). A benchmark, not a test.
+# Ranks that outnumber cores: gyre's default against gyre with one setting
+# changed (VS, by default the 2 us spin gyre had before it yielded at once)
+# and Open MPI (ob1 over vader, yielding when idle), each launch in turn,
+# ranks pinned round-robin to the CPUs; the medians of the rounds as a
+# markdown table (docs/PERFORMANCE-collectives.md, "Waiting with more ranks
+# than cores"). A benchmark, not a test.
 #
 #   tools/wait_policy_bench.sh            RANKS ("4 8"), COLLS ("allreduce alltoall"),
-#                                         SPIN (2000: the fixed spin, ns), REPS (3),
-#                                         MAXSIZE (256K), ITERS (200), BUILD (build)
+#                                         VS ("GYRE_SPIN_NS=2000": the other gyre's
+#                                         environment, e.g. GYRE_ALGO=alltoall:bruck),
+#                                         REPS (3), MAXSIZE (256K), ITERS (200), BUILD (build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${BUILD:-$root/build}" && pwd)
 bench=$build/bench/gyre-bench mpi=$build/bench/compare/mpi-collective-perf
-ranks=${RANKS:-4 8} colls=${COLLS:-allreduce alltoall} spin=${SPIN:-2000} reps=${REPS:-3}
+ranks=${RANKS:-4 8} colls=${COLLS:-allreduce alltoall} vs=${VS:-GYRE_SPIN_NS=2000} reps=${REPS:-3}
 maxsize=${MAXSIZE:-256K} iters=${ITERS:-200} ncpus=$(nproc)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-gyre() {  # RANKS SPIN|auto COLL: "size us" rows of rank 0's out-of-place times
+gyre() {  # RANKS ENV|default COLL: "size us" rows of rank 0's out-of-place times
   # The port below the ephemeral range: one a previous launch's sockets
   # still hold made a rank fail to listen.
   local n=$1 pids=() r port=$((20000 + RANDOM % 10000)) env=()
-  [ "$2" != auto ] && env=(GYRE_SPIN_NS="$2")
+  [ "$2" != default ] && read -r -a env <<<"$2"
   for ((r = 0; r < n; r++)); do
     taskset -c $((r % ncpus)) env "${env[@]}" GYRE_RANK=$r GYRE_WORLD_SIZE="$n" GYRE_COMM_ID=127.0.0.1:$port \
       timeout 300 "$bench" "$3" -b 8 -e "$maxsize" -f 8 -n "$iters" -w 20 -c 0 >"$work/rank.$r" 2>&1 &
@@ -38,23 +40,23 @@ ompi() {  # RANKS COLL
 for ((k = 0; k < reps; k++)); do
   for n in $ranks; do
     for c in $colls; do
-      gyre "$n" auto "$c" | sed "s/^/$n $c default /" >>"$work/all"
-      gyre "$n" "$spin" "$c" | sed "s/^/$n $c spin /" >>"$work/all"
+      gyre "$n" default "$c" | sed "s/^/$n $c default /" >>"$work/all"
+      gyre "$n" "$vs" "$c" | sed "s/^/$n $c vs /" >>"$work/all"
       ompi "$n" "$c" | sed "s/^/$n $c ompi /" >>"$work/all"
     done
   done
 done
-/usr/bin/python3 - "$work/all" "$spin" <<'PYEOF'
+/usr/bin/python3 - "$work/all" "$vs" <<'PYEOF'
 import collections, statistics, sys
 d = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     f = line.split()
     try: d[(int(f[0]), f[1], int(f[3]), f[2])].append(float(f[4]))
     except (ValueError, IndexError): pass
-print(f"| ranks | collective | size (B) | gyre default (us) | gyre, {sys.argv[2]} ns spin (us) | Open MPI (us) | default / spin | default / Open MPI |")
+print(f"| ranks | collective | size (B) | gyre default (us) | gyre, {sys.argv[2]} (us) | Open MPI (us) | default / other | default / Open MPI |")
 print("|---|---|---|---|---|---|---|---|")
 for k in sorted({k[:3] for k in d}):
-    if not all(d.get(k + (v,)) for v in ("default", "spin", "ompi")): continue
-    a, b, o = (statistics.median(d[k + (v,)]) for v in ("default", "spin", "ompi"))
+    if not all(d.get(k + (v,)) for v in ("default", "vs", "ompi")): continue
+    a, b, o = (statistics.median(d[k + (v,)]) for v in ("default", "vs", "ompi"))
     print(f"| {k[0]} | {k[1]} | {k[2]} | {a:.2f} | {b:.2f} | {o:.2f} | {a / b:.2f} | {a / o:.2f} |")
 PYEOF
