@@ -172,6 +172,9 @@ collectives::TuningParams tuningFor(const ClusterSpec& spec) {
   collectives::TuningParams t;
   t.hosts = spec.hosts;
   t.perHost = spec.ranksPerHost;
+  // The CPUs a host's ranks run on, where modelled, as a communicator
+  // counts them: with fewer than ranks the tuner prices crowded steps.
+  t.cores = spec.coresPerHost;
   // One message's fixed cost end to end, and a stream's bandwidth, in the
   // cost model's units (microseconds, GB/s).
   t.model.local = {1e6 * (2 * spec.intraLatency + spec.stepOverhead), spec.intraBytesPerSecond / 1e9};

@@ -169,6 +169,23 @@ TEST(HostCores, PeersMemoryIsReadAtTheKernelsRate) {
   EXPECT_GT(both - t, 0.99 * b / (kCore / 4)) << both << " against " << t;
 }
 
+// The tuner sees the cores, as a communicator's does (TuningParams::cores):
+// 8 ranks on 2 cores take pairwise for small AllToAll blocks where, with a
+// core each, Bruck's fewer rounds win.
+TEST(HostCores, TheTunerSeesThem) {
+  ClusterSpec s = onCores(1, 8, 8);
+  s.fifoSlotBytes = 256 * 1024;
+  s.intraBytesPerSecond = 10e9;
+  s.stepOverhead = 1e-6;
+  collectives::CallRequest req;
+  req.desc.kind = OpKind::AllToAll;
+  req.desc.count = 128;  // 512-byte blocks
+  req.elemSize = 4;
+  EXPECT_EQ(simulateCall(s, req).algorithm, "bruck");
+  s.coresPerHost = 2;
+  EXPECT_EQ(simulateCall(s, req).algorithm, "pairwise");
+}
+
 // One representative per orbit gives the full run's time where ranks share
 // cores, as long as the symmetry keeps each core's ranks together: 8 ranks
 // on 2 and on 4 cores (rotations and XORs that keep l % C), and on 3 (no
