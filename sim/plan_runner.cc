@@ -268,6 +268,8 @@ class Runner {
     return rt;
   }
   double coreRate(int core) const { return net_.link(core).bytesPerSecond; }
+  // What a byte reduced costs rank r's core, in FIFO-copy bytes.
+  double reduceCost(int r) const { return coreRate(fabric_.coreOf(r)) / fabric_.reduceBytesPerSecond(r); }
   // Work on rank r's core, counted in FIFO-copy bytes, then `then`.
   void onCore(int r, double bytes, Callback then) {
     const int core = fabric_.coreOf(r);
@@ -281,15 +283,13 @@ class Runner {
   // rest), across hosts its reduction (the socket's copy is in the link's
   // rate).
   double coreWork(int r, const SimStep& s, double local) const {
-    const double core = coreRate(fabric_.coreOf(r));
-    const double reduceCost = core / fabric_.reduceBytesPerSecond(r);
     if (receives(s.prim)) {
-      if (!fabric_.sameHost(s.recvPeer, r)) return reduces(s.prim) ? local * reduceCost : 0;
-      return std::min(local, fabric_.fifoSlot(s.recvPeer, r)) * (reduces(s.prim) ? reduceCost : fabric_.fifoReadCost(r));
+      if (!fabric_.sameHost(s.recvPeer, r)) return reduces(s.prim) ? local * reduceCost(r) : 0;
+      return std::min(local, fabric_.fifoSlot(s.recvPeer, r)) * (reduces(s.prim) ? reduceCost(r) : fabric_.fifoReadCost(r));
     }
-    if (reduces(s.prim)) return local * reduceCost;
+    if (reduces(s.prim)) return local * reduceCost(r);
     if (copiesLocally(s.prim, s.prim == Prim::CopySend && fabric_.sameHost(r, s.sendPeer)))
-      return local * core / fabric_.copyBytesPerSecond(r);
+      return local * coreRate(fabric_.coreOf(r)) / fabric_.copyBytesPerSecond(r);
     return 0;
   }
 
@@ -472,7 +472,7 @@ class Runner {
     ++box.sent;
     const double early = out > 0 ? std::max(0.0, out - fabric_.fifoSlot(r, to)) / out : 0;
     if (early > 0) {
-      const double w = reducing ? coreRate(ob.coreTo) / fabric_.reduceBytesPerSecond(to) : fabric_.fifoReadCost(to);
+      const double w = reducing ? reduceCost(to) : fabric_.fifoReadCost(to);
       addLink(rt, ob.coreTo, early * w);
     }
     net_.start(rt.path, out, std::move(done), rt.weights);
@@ -497,8 +497,8 @@ class Runner {
     };
     auto reduced = [this, r, bytes, writes, n = peers.size()] {
       const double work = static_cast<double>(n) * bytes;
-      if (const int core = fabric_.coreOf(r); core >= 0 && work > 0)
-        onCore(r, work * coreRate(core) / fabric_.reduceBytesPerSecond(r), writes);
+      if (fabric_.coreOf(r) >= 0 && work > 0)
+        onCore(r, work * reduceCost(r), writes);
       else
         loop_.after(work / fabric_.reduceBytesPerSecond(r), writes);
     };
