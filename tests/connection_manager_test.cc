@@ -40,8 +40,8 @@ class FakeConnection : public transport::Connection {
   const void* tryRecvBuffer(size_t, const transport::MessageTag&) override { return nullptr; }
   void recvRelease(size_t) override {}
   bool tryRecvInto(void*, size_t, const transport::MessageTag&) override { return false; }
-  transport::ProgressResult progress(bool readAhead) override {
-    (readAhead ? readAheads : progressed)++;
+  transport::ProgressResult progress(transport::ReadAhead readAhead) override {
+    (readAhead != transport::ReadAhead::None ? readAheads : progressed)++;
     return {false, blocked};
   }
   int progressed = 0, readAheads = 0;
@@ -318,14 +318,15 @@ TEST(ConnectionManager, GyreTransportVerbsWithoutADeviceFailsInitOnEveryRank) {
 #endif
 
 #ifdef GYRE_HAVE_UCX
-// GYRE_TRANSPORT=ucx with UCX_TLS naming only UCX's shared memory: UCX
-// 1.13 makes no endpoint that reports a dead peer over it. The first call
-// that connects fails on every rank, naming the setting, where it used to
-// crash in the failure path (a connection that broke as it was made had no
-// connection to look at).
+// GYRE_TRANSPORT=ucx asking UCX to report dead peers, with UCX_TLS naming
+// only UCX's shared memory: UCX 1.13 makes no endpoint that reports a dead
+// peer over it. The first call that connects fails on every rank, naming
+// the settings, where it used to crash in the failure path (a connection
+// that broke as it was made had no connection to look at).
 TEST(ConnectionManager, UcxWithoutATransportThatReportsDeadPeersFailsOnEveryRank) {
   RunOutcome out = runRanks(2, [](int rank, int nranks, const gyreUniqueId& id) {
     setenv("GYRE_TRANSPORT", "ucx", 1);
+    setenv("GYRE_UCX_ERROR_MODE", "peer", 1);
     setenv("UCX_TLS", "posix,self", 1);
     setenv("UCX_LOG_LEVEL", "fatal", 1);  // UCX's own line says less than ours
     Checker check(rank);
@@ -340,8 +341,44 @@ TEST(ConnectionManager, UcxWithoutATransportThatReportsDeadPeersFailsOnEveryRank
     }
     // Its own finding, or the peer's report of the same that came first.
     check.expect(r == gyreSystemError || r == gyreRemoteError, "the call must fail: " + msg);
-    check.expect(msg.find("reports a dead peer (UCX_TLS=posix,self)") != std::string::npos,
-                 "the message names the setting: " + msg);
+    check.expect(msg.find("reports a dead peer (UCX_TLS=posix,self, GYRE_UCX_ERROR_MODE peer)") != std::string::npos,
+                 "the message names the settings: " + msg);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
+// Without UCX's error handling (GYRE_UCX_ERROR_MODE=none) UCX's shared
+// memory alone serves: the ranks sum exactly, and a rank that dies is still
+// named on every other (the bootstrap's watch of its process sees it, not
+// UCX).
+TEST(ConnectionManager, UcxOverItsSharedMemoryAloneWorksAndADeadRankIsNamed) {
+  RunOutcome out = runRanks(3, [](int rank, int nranks, const gyreUniqueId& id) {
+    setenv("GYRE_TRANSPORT", "ucx", 1);
+    setenv("GYRE_UCX_ERROR_MODE", "none", 1);
+    setenv("UCX_TLS", "posix,cma,self", 1);
+    setenv("UCX_LOG_LEVEL", "fatal", 1);
+    Checker check(rank);
+    gyreComm_t comm = nullptr;
+    check.expectOk(gyreCommInitRank(&comm, nranks, id, rank), "init");
+    if (!comm) return check.failures();
+    std::vector<int32_t> v(3 << 20, rank + 1);  // 12 MiB: large pieces too
+    check.expectOk(gyreAllReduce(v.data(), v.data(), v.size(), gyreInt32, gyreSum, comm, nullptr), "allreduce");
+    size_t wrong = 0;
+    for (int32_t x : v) wrong += x != 6;
+    check.expect(wrong == 0, std::to_string(wrong) + " elements are not 1+2+3");
+    std::vector<int32_t> a(3 * (1 << 18), rank), b(a.size(), -1);  // 1 MiB blocks
+    check.expectOk(gyreAllToAll(a.data(), b.data(), 1 << 18, gyreInt32, comm, nullptr), "alltoall");
+    for (int p = 0; p < nranks; ++p)
+      check.expect(b[static_cast<size_t>(p) << 18] == p && b[((static_cast<size_t>(p) + 1) << 18) - 1] == p,
+                   "block " + std::to_string(p) + " is rank " + std::to_string(p) + "'s");
+    if (rank == 2) _exit(0);  // gone without a word, mid-job
+    const gyreResult_t r = gyreAllReduce(v.data(), v.data(), v.size(), gyreInt32, gyreSum, comm, nullptr);
+    const std::string msg = gyreGetLastError(comm);
+    check.expect(r == gyreRemoteError, std::string("expected a remote error, got ") + gyreGetErrorString(r) + ": " + msg);
+    check.expect(msg.find("rank 2") != std::string::npos, "the error names rank 2: " + msg);
+    gyreCommDestroy(comm);
     return check.failures();
   });
   EXPECT_FALSE(out.timedOut) << out.describe();

@@ -69,7 +69,7 @@ class RecordingConnection : public transport::Connection {
     log_.push_back("R" + std::to_string(peer_));
     return true;
   }
-  transport::ProgressResult progress(bool) override { return {}; }
+  transport::ProgressResult progress(transport::ReadAhead) override { return {}; }
   const unsigned char* payload() const { return payload_; }  // what the last buffered send wrote
 
  private:

@@ -112,6 +112,16 @@ INSTANTIATE_TEST_SUITE_P(Transports, KilledRank,
 // the victim, rank 1, alone on its host with 3 ranks, beside a peer with 4.
 INSTANTIATE_TEST_SUITE_P(Hosts, KilledRank, testing::Combine(testing::Values("shm_ucx"), testing::Values(3, 4)),
                          killedRankName);
+// Without UCX's error handling a dead rank on another host is seen by the
+// endpoint that watches it (ucx_connection.cc), not by the bootstrap.
+INSTANTIATE_TEST_SUITE_P(HostsWithoutUcxErrors, KilledRank,
+                         testing::Combine(testing::Values("shm_ucx_none"), testing::Values(3, 4)), killedRankName);
+// UCX's two error modes (GYRE_UCX_ERROR_MODE): over tcp without UCX's error
+// handling (a victim dies mid-rendezvous: its pieces go zero-copy), and
+// with it.
+INSTANTIATE_TEST_SUITE_P(UcxErrorModes, KilledRank,
+                         testing::Combine(testing::Values("ucx_tcp", "ucx_peer"), testing::Values(2, 3)),
+                         killedRankName);
 #endif
 
 // ---- clean runs leave nothing behind, and segments are unlinked at once ----

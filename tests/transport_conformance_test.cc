@@ -159,7 +159,7 @@ bool until(Endpoint& e, F step) {
   const Deadline d = Deadline::afterMs(kStepMs);
   while (!d.expired()) {
     if (step()) return true;
-    if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(true);
+    if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(transport::ReadAhead::All);
     if (e.t->block(1'000'000, [&] { return step(); })) return true;
   }
   return false;
@@ -336,7 +336,7 @@ TEST_P(Conformance, MessagesOfEverySizeArriveInOrderBothWays) {
         ++received;
       // A buffer-form send is done once committed; a transport that moves
       // output as it progresses (UCX's rendezvous) must still carry it.
-      const bool drained = !e.conn->can(transport::kNeedsProgress) || !e.conn->progress(false).sendBlocked;
+      const bool drained = !e.conn->can(transport::kNeedsProgress) || !e.conn->progress(transport::ReadAhead::None).sendBlocked;
       return (sent == kMessages && received == kMessages && drained) || !wrong.empty();
     });
     check.expect(wrong.empty(), wrong);
@@ -366,7 +366,7 @@ TEST_P(Conformance, LargestMessagesInEveryFormInParts) {
     const bool ok = until(e, [&] {
       while (sent < kMessages && s.trySend(sent, bytes)) ++sent;
       while (received < kMessages && wrong.empty() && r.tryRecv(received, bytes, &wrong)) ++received;
-      const bool drained = !e.conn->can(transport::kNeedsProgress) || !e.conn->progress(false).sendBlocked;
+      const bool drained = !e.conn->can(transport::kNeedsProgress) || !e.conn->progress(transport::ReadAhead::None).sendBlocked;
       return (sent == kMessages && received == kMessages && drained) || !wrong.empty();
     });
     check.expect(wrong.empty(), wrong);
@@ -403,7 +403,7 @@ TEST_P(Conformance, ManyMessagesOutstandingBeforeTheReceiverReads) {
         bool took = s.trySend(sent, kBytes);
         const Deadline full = Deadline::afterMs(2000);
         while (!took && !full.expired() && e.conn->can(transport::kNeedsProgress)) {
-          e.conn->progress(false);
+          e.conn->progress(transport::ReadAhead::None);
           took = s.trySend(sent, kBytes);
         }
         if (!took) break;
@@ -421,7 +421,7 @@ TEST_P(Conformance, ManyMessagesOutstandingBeforeTheReceiverReads) {
     } else {
       // Reads only once the sender has run into the transport's limit.
       while (held->load() == 0) {
-        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(false);
+        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(transport::ReadAhead::None);
         sched_yield();
       }
       Receiver r{e, 0, {}, false, {}};
@@ -818,7 +818,7 @@ void peerDies(const std::string& kind, bool midMessage) {
         // with the rest unsent; shared memory publishes a message whole or
         // not at all.
         for (int i = 0; i < 4 && !e.conn->trySendFrom(data.data(), bytes, tagOf(1, bytes)); ++i)
-          if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(false);
+          if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(transport::ReadAhead::None);
       }
       _exit(0);
     }
@@ -837,7 +837,7 @@ void peerDies(const std::string& kind, bool midMessage) {
           how = std::memcmp(into.data(), data.data(), bytes) == 0 ? "whole" : "partial";
           break;
         }
-        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(true);
+        if (e.conn->can(transport::kNeedsProgress)) e.conn->progress(transport::ReadAhead::All);
         e.t->block(10'000'000, [&] { return false; });
       } catch (const transport::ConnectionError& err) {
         check.expect(err.peer() == 1, "the error names another rank: " + std::string(err.what()));

@@ -41,3 +41,21 @@ TEST(UcxWires, SocketBuffersAreGyresUnlessTheUserSetUcxs) {
 
 }  // namespace
 }  // namespace gyre::transport::ucx_wires
+
+// GYRE_UCX_ERROR_MODE: auto asks UCX for peer failure handling (none would
+// leave a dead peer on another host to the deadline); without it, or with
+// RDMA, large messages land in place.
+TEST(UcxWires, PeerFailureHandlingUnlessNoneIsAsked) {
+  using gyre::transport::ucx_wires::ErrorMode;
+  using gyre::transport::ucx_wires::largeMessagesInPlace;
+  using gyre::transport::ucx_wires::peerErrorHandling;
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Auto, false));
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Auto, true));
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Peer, false));
+  EXPECT_FALSE(peerErrorHandling(ErrorMode::None, true));
+  EXPECT_FALSE(largeMessagesInPlace(ErrorMode::Auto, false));
+  EXPECT_TRUE(largeMessagesInPlace(ErrorMode::Auto, true));
+  EXPECT_TRUE(largeMessagesInPlace(ErrorMode::None, false));
+  EXPECT_TRUE(largeMessagesInPlace(ErrorMode::Peer, true));
+  EXPECT_FALSE(largeMessagesInPlace(ErrorMode::Peer, false));  // tcp's rendezvous through UCX's buffers
+}

@@ -193,12 +193,11 @@ def scenario_by_name(name):
     transport, n = m.group(1), int(m.group(2))
     if transport == "ucx":
         # The transport issue's bar: gyre over UCX against Open MPI's pml ucx
-        # over the same UCX wire (tcp: gyre's UCX endpoints ask for peer
-        # failure handling, which UCX's shared memory cannot give), and
-        # against gyre's own transport of that kind (TCP).
+        # over the same UCX wire (both UCX_TLS=tcp,self on lo), and against
+        # gyre's own transport of that kind (TCP).
         return Scenario(name, n, sweep(8, 64 * MiB, 8) + [64 * MiB], "ucx",
-                        "%d ranks over UCX: gyre (GYRE_TRANSPORT=ucx) vs Open MPI pml ucx (UCX_TLS=tcp,self on lo) "
-                        "vs gyre's own TCP" % n)
+                        "%d ranks over UCX: gyre (GYRE_TRANSPORT=ucx) vs Open MPI pml ucx, both UCX_TLS=tcp,self on "
+                        "lo, vs gyre's own TCP" % n)
     title = ("%d ranks, shared memory: gyre (GYRE_TRANSPORT=shm) vs Open MPI default path" % n if transport == "shm"
              else "%d ranks, TCP over loopback: gyre (GYRE_TRANSPORT=tcp) vs Gloo vs Open MPI (btl tcp,self on lo)"
              % n)
@@ -515,6 +514,8 @@ class GyreLib(Lib):
 
     def env(self, coll):
         env = {"GYRE_TRANSPORT": self.transport}
+        if self.transport == "ucx":
+            env.update(UCX_TCP_ENV)  # the wire Open MPI's UCX is given
         if self.algo:
             env["GYRE_ALGO"] = "%s:%s" % (coll.name, self.algo)
         return env
@@ -532,7 +533,8 @@ class GyreLib(Lib):
 
 UCX_MCA = ["--mca", "pml", "ucx", "--mca", "opal_common_ucx_tls", "any",
            "--mca", "opal_common_ucx_devices", "any"]
-# Open MPI's UCX on loopback over UCX's tcp, the wire gyre's UCX endpoints take.
+# Both UCX paths on loopback over UCX's tcp (gyre's would take UCX's shared
+# memory on one host otherwise).
 UCX_TCP_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}
 
 

@@ -27,7 +27,7 @@ void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, R
   plan.beginLane();
   for (int k = 1; k < n; ++k) {
     const int to = (me + k) % n;
-    forPieces(sendAt(to).second, chunk, [&](size_t off, size_t len) {
+    forPieces(sendAt(to).second, pairwisePieceElemsFor(req, env, chunk, to), [&](size_t off, size_t len) {
       Step& s = add(plan, Prim::Send, from, sendAt(to).first + off, BufId::Output, 0, len, to);
       if (variable) s.blockCount = sendAt(to).second;
     }, variable);
@@ -39,7 +39,7 @@ void pairwise(const CallRequest& req, PlanEnv& env, Plan& plan, SendAt sendAt, R
   plan.beginLane();
   for (int k = 1; k < n; ++k) {
     const int src = (me - k + n) % n;
-    forPieces(recvAt(src).second, chunk, [&](size_t off, size_t len) {
+    forPieces(recvAt(src).second, pairwisePieceElemsFor(req, env, chunk, src), [&](size_t off, size_t len) {
       Step& s = add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, recvAt(src).first + off, len, -1, src);
       if (variable) s.blockCount = recvAt(src).second;
     }, variable);

@@ -91,7 +91,7 @@ void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   for (int k = 1; k < n; ++k) {
     const int to = (me + k) % n;
     if (isRead(sc[to])) continue;
-    forPieces(sc[to], chunk, [&](size_t off, size_t len) {
+    forPieces(sc[to], pairwisePieceElemsFor(req, env, chunk, to), [&](size_t off, size_t len) {
       add(plan, Prim::Send, from, sd[to] + off, BufId::Output, 0, len, to).blockCount = sc[to];
     }, true);
   }
@@ -102,7 +102,7 @@ void buildBlockwiseAllToAllv(const CallRequest& req, PlanEnv& env, Plan& plan) {
   for (int k = 1; k < n; ++k) {
     const int src = (me - k + n) % n;
     if (!isRead(rc[src])) {
-      forPieces(rc[src], chunk, [&](size_t off, size_t len) {
+      forPieces(rc[src], pairwisePieceElemsFor(req, env, chunk, src), [&](size_t off, size_t len) {
         add(plan, Prim::Recv, BufId::Output, 0, BufId::Output, rd[src] + off, len, -1, src).blockCount = rc[src];
       }, true);
       continue;

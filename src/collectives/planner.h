@@ -72,6 +72,11 @@ class PlanEnv {
   // algorithms. A read over the network (UCX, verbs) is priced by nothing
   // measured yet, so it is used only when asked for.
   virtual bool readsAreLocal() const { return canReadPeerMemory(); }
+  // The largest message to or from a connected peer that lands in its
+  // receiver's buffer straight from the wire (transport::kLargeInPlace), 0
+  // where none does: one-way exchanges cut larger pieces for it
+  // (pairwisePieceElemsFor in steps.h).
+  virtual size_t inPlaceMessageBytes(int /*peer*/) { return 0; }
 
  protected:
   ~PlanEnv() = default;

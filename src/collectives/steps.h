@@ -39,6 +39,25 @@ inline size_t pairwisePieceElems(const CallRequest& req, PlanEnv& env, std::span
   return std::max<size_t>(1, std::min(env.chunkBytes(peers), env.tuning().pairwisePiece()) / req.elemSize);
 }
 
+// Pieces of this many bytes, at least, to and from a peer whose large
+// messages land in place (transport::kLargeInPlace: UCX's zero-copy
+// rendezvous). A 256 KiB piece goes eager through UCX's buffers, a copy
+// more on each side; 1 MiB pieces by rendezvous took a 4-rank AllToAll of
+// 16-64 MiB over UCX's tcp from 1.35-1.4x Open MPI's time to 0.96-1.1x, and
+// 4 MiB pieces were no faster (docs/PERFORMANCE-transports.md).
+inline constexpr size_t kInPlacePieceBytes = size_t{1} << 20;
+
+// The piece toward and from one peer of a pairwise exchange, given the
+// exchange's common piece (pairwisePieceElems): larger where that peer's
+// large messages land in place. Both ends of a connection see the same
+// capability and limit, so both cut the block alike.
+inline size_t pairwisePieceElemsFor(const CallRequest& req, PlanEnv& env, size_t commonElems, int peer) {
+  const size_t inPlace = env.inPlaceMessageBytes(peer);
+  if (!inPlace) return commonElems;
+  const size_t bytes = std::min(inPlace, std::max(kInPlacePieceBytes, commonElems * req.elemSize));
+  return std::max<size_t>(1, bytes / req.elemSize);
+}
+
 // Calls f(offset, length) for each piece of at most chunk elements. A count
 // of zero makes one empty piece when `always` (so that a message still
 // travels and is checked), none otherwise.

@@ -108,6 +108,22 @@ const Param kParams[] = {
      [](Config& c, const std::string& v, const char* n) {
        c.ibQpsPerConnection = static_cast<int>(parseInt(v, n, 1, 16));
      }},
+    {{"GYRE_UCX_ERROR_MODE", "auto",
+      "ucx: peer (UCX reports a dead peer; over tcp and shared memory its large messages then take a copy more "
+      "each side), or none (zero-copy rendezvous everywhere, UCX's shared memory alone usable, as Open MPI runs "
+      "UCX; a dead peer on another host is then seen only when GYRE_TIMEOUT_MS ends); auto: peer. Set it alike "
+      "on every rank"},
+     [](Config& c, const std::string& v, const char* n) {
+       const std::string m = lower(v);
+       if (m == "auto" || m.empty())
+         c.ucxErrorMode = UcxErrorMode::Auto;
+       else if (m == "peer")
+         c.ucxErrorMode = UcxErrorMode::Peer;
+       else if (m == "none")
+         c.ucxErrorMode = UcxErrorMode::None;
+       else
+         throwError(gyreInvalidArgument, std::string(n) + "=" + v + " is not auto, peer or none");
+     }},
     {{"GYRE_SHM_DISABLE", "0", "1: never use shared memory between ranks (peers on one host talk TCP)"},
      [](Config& c, const std::string& v, const char* n) { c.shmDisable = parseInt(v, n, 0, 1) == 1; }},
     {{"GYRE_TCP_DISABLE", "0",

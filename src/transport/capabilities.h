@@ -44,6 +44,12 @@ enum Capability : Capabilities {
   // AllToAll: n-1 of them against Bruck's log2 n). Not for shared memory or
   // RDMA, where a message is a store or a posted work request.
   kMessageSyscalls = 1u << 8,
+  // A large message lands in the receiver's buffer straight from the wire
+  // once its receive is posted (UCX's zero-copy rendezvous), where a smaller
+  // one passes through the transport's own buffers: one-way exchanges send
+  // fewer, larger pieces (PlanEnv::inPlacePieceBytes). Agreed by every
+  // rank, so both ends of a connection cut alike.
+  kLargeInPlace = 1u << 9,
 };
 
 }  // namespace gyre::transport

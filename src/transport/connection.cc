@@ -77,7 +77,7 @@ bool Connection::test(const Request& r) {
     sends_.pop_front();
     ++sendsDone_;
   }
-  if (can(kNeedsProgress)) progress(false);
+  if (can(kNeedsProgress)) progress(ReadAhead::None);
   while (!recvs_.empty() && tryRecvInto(recvs_.front().data, recvs_.front().bytes, recvs_.front().tag)) {
     recvs_.pop_front();
     ++recvsDone_;

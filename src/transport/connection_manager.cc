@@ -90,11 +90,11 @@ bool ConnectionManager::everyPeerCan(Capability c) const {
   return any;
 }
 
-void ConnectionManager::progress() {
+void ConnectionManager::progress(ReadAhead whenBlocked) {
   bool blocked = false;
-  for (Connection* c : needProgress_) blocked |= c->progress(false).sendBlocked;
-  if (!blocked) return;
-  for (Connection* c : needProgress_) c->progress(true);
+  for (Connection* c : needProgress_) blocked |= c->progress(ReadAhead::None).sendBlocked;
+  if (!blocked || whenBlocked == ReadAhead::None) return;
+  for (Connection* c : needProgress_) c->progress(whenBlocked);
 }
 
 bool ConnectionManager::block(Transport& primary, bool spansTransports, int64_t sliceNs,

@@ -85,6 +85,22 @@ struct Request {
   uint64_t seq = 0;
 };
 
+// How far a connection's progress() reads ahead of what its caller asked
+// for, into staging, so that a sender stuck on this rank can go on.
+enum class ReadAhead : uint8_t {
+  None,
+  // What the peer has already handed over and what holds up its sender
+  // while it lies here: a socket's bytes, a ring's slots. Not a message its
+  // sender keeps until the receive is posted (a rendezvous): taken now, it
+  // would land in staging and be copied again, where the receive the plan
+  // posts later has it land in place.
+  Arrived,
+  // Those too: a rank whose every lane waits on its own sends (a ring whose
+  // pieces go by rendezvous) must pull them in, or the ranks wait on each
+  // other.
+  All,
+};
+
 struct ProgressResult {
   bool moved = false;        // some bytes moved
   bool sendBlocked = false;  // queued output could not be written (peer not reading)
@@ -173,7 +189,7 @@ class Connection {
   // Moves queued bytes between user space and the kernel (sockets); with
   // readAhead, also pulls in data nobody asked for yet, into staging, so a
   // peer blocked on a full pipe can go on.
-  virtual ProgressResult progress(bool readAhead) = 0;
+  virtual ProgressResult progress(ReadAhead readAhead) = 0;
 
   // --- asynchronous messages: several outstanding per connection ---
   // Posts a send from (a receive into) caller memory, which must stay as it

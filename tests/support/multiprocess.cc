@@ -159,10 +159,29 @@ gyreComm_t initRank(int rank, int nranks, const gyreUniqueId& id, const char* tr
   cfg.timeoutMs = timeoutMs;
   // "shm_ucx": two hosts (ranks by parity), shared memory within each and
   // UCX between them (GYRE_NET_TRANSPORT), in this rank's process only.
-  if (transport && std::string(transport) == "shm_ucx") {
+  // "shm_ucx_none": the same with UCX over its tcp without UCX's error
+  // handling (GYRE_UCX_ERROR_MODE=none), as between real hosts without RDMA.
+  if (transport && (std::string(transport) == "shm_ucx" || std::string(transport) == "shm_ucx_none")) {
+    if (std::string(transport) == "shm_ucx_none") {
+      setenv("GYRE_UCX_ERROR_MODE", "none", 1);
+      setenv("UCX_TLS", "tcp,self", 1);
+    }
     cfg.transport = "auto";
     setenv("GYRE_NET_TRANSPORT", "ucx", 1);
     setenv("GYRE_HOSTID", rank % 2 ? "host-odd" : "host-even", 1);
+  }
+  // "ucx_tcp": UCX over its tcp only, without UCX's error handling
+  // (GYRE_UCX_ERROR_MODE=none: its large messages go by zero-copy
+  // rendezvous); "ucx_peer": UCX reporting dead peers (GYRE_UCX_ERROR_MODE=
+  // peer, the default, which keeps UCX off its shared memory).
+  if (transport && (std::string(transport) == "ucx_tcp" || std::string(transport) == "ucx_peer")) {
+    cfg.transport = "ucx";
+    if (std::string(transport) == "ucx_tcp") {
+      setenv("UCX_TLS", "tcp,self", 1);
+      setenv("GYRE_UCX_ERROR_MODE", "none", 1);
+    } else {
+      setenv("GYRE_UCX_ERROR_MODE", "peer", 1);
+    }
   }
   // "net": the test build of gyre's socket plugin (in this rank's process only).
   if (transport && std::string(transport) == "net") setenv("GYRE_NET_PLUGIN", GYRE_TEST_NET_PLUGIN, 1);

@@ -16,7 +16,9 @@
 // socket network loaded as an NCCL net plugin, GYRE_TEST_NET_PLUGIN), and
 // ucx where this gyre was built with it.
 // (initRank also takes "shm_ucx": two hosts by rank parity, shared memory
-// within each and UCX between them.)
+// within each and UCX between them, "shm_ucx_none" the same without UCX's
+// error handling, over its tcp; "ucx_tcp": UCX over its tcp only,
+// without UCX's error handling; "ucx_peer": UCX reporting dead peers.)
 #ifdef GYRE_HAVE_UCX
 #define GYRE_TEST_TRANSPORTS "shm", "tcp", "net", "ucx"
 #else

@@ -182,7 +182,7 @@ bool NetConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
   return true;
 }
 
-ProgressResult NetConnection::progress(bool) {
+ProgressResult NetConnection::progress(ReadAhead) {
   ProgressResult r;
   if (closed_) return r;
   // Receives are always posted ahead, so a peer's sends drain into staging

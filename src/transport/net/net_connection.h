@@ -32,7 +32,7 @@ class NetConnection final : public Connection {
   const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
-  ProgressResult progress(bool readAhead) override;
+  ProgressResult progress(ReadAhead readAhead) override;
   bool hasUnreadData() const override { return recvsArrived_ > recvsConsumed_; }
 
   bool hasQueuedOutput() const { return sendsDone_ < sendsCommitted_; }

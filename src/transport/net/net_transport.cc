@@ -232,7 +232,7 @@ bool NetTransport::block(int64_t timeoutNs, FunctionRef<bool()> ready) {
   // then nap briefly, so ranks that outnumber the cores leave them to others.
   bool moved = false;
   for (auto& c : connections_)
-    if (c) moved |= c->progress(true).moved;
+    if (c) moved |= c->progress(ReadAhead::All).moved;
   if (ready()) return true;
   if (!moved && !interrupted_.load(std::memory_order_relaxed))
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<int64_t>(timeoutNs, 50'000)));

@@ -39,7 +39,7 @@ class ShmConnection final : public Connection {
   // Registration is by address (nothing to pin); a range inside a
   // gyreMemAlloc buffer also names the allocation, so the peer can map it.
   RemoteKey registerMemory(const void* p, size_t bytes, MemoryType type) override;
-  ProgressResult progress(bool) override { return {}; }
+  ProgressResult progress(ReadAhead) override { return {}; }
   // The next slot is published: the peer's message outlives the peer.
   bool hasUnreadData() const override;
 

@@ -362,12 +362,13 @@ bool TcpConnection::hasUnreadData() const {
   return false;
 }
 
-ProgressResult TcpConnection::progress(bool readAhead) {
+ProgressResult TcpConnection::progress(ReadAhead readAhead) {
   ProgressResult r;
   r.moved = pumpSend();
   r.sendBlocked = hasQueuedOutput();
-  if (readAhead) {
-    // Make room for what the peer is pushing at us, so its sends complete.
+  if (readAhead != ReadAhead::None) {
+    // Make room for what the peer is pushing at us, so its sends complete
+    // (its bytes have arrived: ReadAhead::Arrived takes them too).
     while (inTail_ - inHead_ < uint64_t(queueSlots_ - 1) && !inFree_.empty())
       assignStaging(false, 0, MessageTag{});
   }

@@ -42,7 +42,7 @@ class TcpConnection final : public Connection {
   // sendmsg or readv of its runs' slices (kGatherIO).
   bool trySendRunsFrom(std::span<const iovec> runs, size_t bytes, const MessageTag& tag) override;
   bool tryRecvRunsInto(std::span<const iovec> runs, size_t bytes, const MessageTag& tag) override;
-  ProgressResult progress(bool readAhead) override;
+  ProgressResult progress(ReadAhead readAhead) override;
   // Bytes in a lane's socket, or a message read ahead into staging.
   bool hasUnreadData() const override;
 

@@ -28,8 +28,16 @@ static_assert(UcxTransport::kMaxRanks == uint64_t{1} << (63 - kSeqBits));
 constexpr size_t kPackedBytes = 256 - 32;
 // Messages a stuck sender's connection reads ahead (as TCP's staging).
 constexpr size_t kReadAhead = 4;
+// throwIfPeerGone: how often it looks, and how long a peer seen gone may
+// still deliver.
+constexpr int64_t kDeathLookNs = 1'000'000;
+constexpr int64_t kDeathGraceNs = 250'000'000;
+// The watching endpoint's one message each way: a key tag (ucx_memory.cc
+// numbers its keys from the bottom) no key reaches.
+constexpr uint64_t kWatchId = kSeqMask;
 
 void onError(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxConnection*>(arg)->failed(status); }
+void onWatchError(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxConnection*>(arg)->watchFailed(status); }
 
 }  // namespace
 
@@ -46,24 +54,60 @@ UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peer
   p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
   p.address = static_cast<const ucp_address_t*>(address);
-  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = onError;
-  p.err_handler.arg = this;
+  if (transport.peerErrors()) {
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = onError;
+    p.err_handler.arg = this;
+  } else {
+    // No handler: UCX reports nothing on this endpoint, and its requests
+    // end when it is closed by force. A second endpoint that carries nothing
+    // but asks for peer failure handling watches the peer (its connection
+    // breaks when the peer's process ends); where none can be made (UCX_TLS
+    // names only shared memory: the peer is on this host), the bootstrap's
+    // watch of the peer's process serves (throwIfPeerGone).
+    p.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+  }
   if (ucs_status_t s = ucp_ep_create(transport.worker(), &p, &ep_); s != UCS_OK) {
     // Unreachable at creation is this side's UCX setup, not the peer: no
-    // transport UCX may use reaches it and reports a dead peer (UCX 1.13's
-    // shared-memory transports cannot), e.g. UCX_TLS without tcp.
+    // transport UCX may use reaches it (with peer failure handling, none
+    // that reports a dead peer: UCX 1.13's shared-memory transports cannot),
+    // e.g. UCX_TLS without tcp.
     if (s == UCS_ERR_UNREACHABLE) {
       std::string settings;
       for (const char* name : {"UCX_TLS", "UCX_NET_DEVICES"})
         if (const char* v = std::getenv(name)) settings += (settings.empty() ? "" : ", ") + std::string(name) + "=" + v;
+      if (settings.empty()) settings = "UCX's defaults";
+      if (transport.peerErrors())
+        throw ConnectionError(gyreSystemError, peer_,
+                              "ucx: no UCX transport reaches " + peerName_ + " and reports a dead peer (" + settings +
+                                  ", GYRE_UCX_ERROR_MODE peer): UCX's shared-memory transports cannot; let UCX_TLS "
+                                  "and UCX_NET_DEVICES allow tcp or an RDMA device, set GYRE_UCX_ERROR_MODE=none, or "
+                                  "use GYRE_TRANSPORT=shm within a host");
       throw ConnectionError(gyreSystemError, peer_,
-                            "ucx: no UCX transport reaches " + peerName_ + " and reports a dead peer" +
-                                (settings.empty() ? std::string() : " (" + settings + ")") +
-                                ": UCX's shared-memory transports cannot; let UCX_TLS and UCX_NET_DEVICES allow "
-                                "tcp or an RDMA device, or use GYRE_TRANSPORT=shm within a host");
+                            "ucx: no UCX transport reaches " + peerName_ + " (" + settings +
+                                "): let UCX_TLS and UCX_NET_DEVICES allow one that does");
     }
     throwStatus(s, "connect to");
+  }
+  if (!transport.peerErrors()) {
+    ucp_ep_params_t w{};
+    w.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    w.address = static_cast<const ucp_address_t*>(address);
+    w.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    w.err_handler.cb = onWatchError;
+    w.err_handler.arg = this;
+    if (ucp_ep_create(transport.worker(), &w, &watch_) != UCS_OK) watch_ = nullptr;
+  }
+  if (watch_) {
+    // One empty message each way on it, so that its connection is made now
+    // (UCX's tcp connects on a first send) and breaks when the peer ends:
+    // never used, it was not always there to break.
+    ucp_request_param_t q{};
+    void* sent = ucp_tag_send_nbx(watch_, nullptr, 0, keyTag(transport.rank(), kWatchId), &q);
+    if (UCS_PTR_IS_PTR(sent)) watchSend_ = sent;
+    void* got = ucp_tag_recv_nbx(transport.worker(), nullptr, 0, keyTag(peer_, kWatchId), kFullMask, &q);
+    if (UCS_PTR_IS_PTR(got)) watchRecv_ = got;
   }
 }
 
@@ -83,6 +127,28 @@ void UcxConnection::throwStatus(ucs_status_t s, const char* what) const {
 void UcxConnection::throwIfFailed() const {
   if (failure_ != UCS_OK) throwStatus(failure_, "the connection to");
   if (!ep_) throw ConnectionError(gyreRemoteError, peer_, "ucx: the connection to " + peerName_ + " is closed");
+}
+
+// Without UCX's error handling on the endpoint that carries the messages,
+// the watching endpoint says that a peer died (its connection broke), or,
+// where there is none, the bootstrap's watch of the peer's process (a peer
+// on this host), looked at every kDeathLookNs while a receive waits. Either
+// is believed once kDeathGraceNs have passed with nothing more from the
+// peer: what it sent before it exited may still be on its way in over the
+// other connection (a peer that finished its calls and left is no failure).
+void UcxConnection::throwIfPeerGone() {
+  throwIfFailed();
+  if (transport_.peerErrors()) return;
+  const int64_t now = nowNs();
+  if (watchFailure_ == UCS_OK) {
+    if (now - lastDeathLookNs_ < kDeathLookNs) return;
+    lastDeathLookNs_ = now;
+    if (!transport_.peerExited(peer_)) return;
+  }
+  if (goneSinceNs_ < 0) goneSinceNs_ = now;
+  if (now - goneSinceNs_ < kDeathGraceNs) return;
+  if (watchFailure_ != UCS_OK) throwStatus(watchFailure_, "the connection to");
+  throw ConnectionError(gyreRemoteError, peer_, "ucx: " + peerName_ + " exited");
 }
 
 uint64_t UcxConnection::tagFor(int sender, uint64_t seq) const {
@@ -175,7 +241,9 @@ void UcxConnection::sendCommit(size_t bytes, const MessageTag& tag) {
 bool UcxConnection::trySendFrom(const void* src, size_t bytes, const MessageTag& tag) {
   throwIfFailed();
   if (!direct_.busy) post(direct_, src, bytes, tag);
-  return finished(direct_);
+  if (finished(direct_)) return true;
+  throwIfPeerGone();  // a rendezvous a dead peer will never take
+  return false;
 }
 
 // Receiving a message: arrival (probe the next sequence number's first
@@ -372,12 +440,13 @@ bool UcxConnection::receive(Recv& r, void* dst, size_t bytes, const MessageTag& 
     transport_.progressWorker();
   }
   if (!ep_ || !arrive(r, recvSeq_)) {
-    throwIfFailed();
+    throwIfPeerGone();
     return false;
   }
+  goneSinceNs_ = -1;  // it came: a peer seen gone gets its grace again
   if (!r.placed) place(r, dst, bytes);
   if (!advance(r)) {
-    throwIfFailed();
+    throwIfPeerGone();
     return false;
   }
   check(r, bytes, tag);
@@ -402,7 +471,7 @@ bool UcxConnection::tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) 
   return true;
 }
 
-ProgressResult UcxConnection::progress(bool readAhead) {
+ProgressResult UcxConnection::progress(ReadAhead readAhead) {
   ProgressResult res;
   // The worker is looked at once per round of the connections' progress
   // (or by a receive since): a look for each connection was an epoll_wait
@@ -413,7 +482,12 @@ ProgressResult UcxConnection::progress(bool readAhead) {
   // A rendezvous holds a message at its sender until we post its receive:
   // when some send of ours is stuck, take the next ones into staging, so
   // that ranks each waiting on their own sends cannot stall each other.
-  if (readAhead && ep_ && failure_ == UCS_OK) {
+  // Only for ReadAhead::All: an eager message lies in UCX's own buffers
+  // without holding up its sender, and a rendezvous taken early lands in
+  // staging where the plan's posted receive has it land in place (a 4-rank
+  // AllToAll of 16-64 MiB over UCX's tcp spent 1.3-1.4x the time reading
+  // ahead).
+  if (readAhead == ReadAhead::All && ep_ && failure_ == UCS_OK) {
     for (size_t i = 0; i < kReadAhead; ++i) {
       if (queue_.size() <= i) queue_.emplace_back(std::make_unique<Recv>());
       Recv& r = *queue_[i];
@@ -469,6 +543,18 @@ void UcxConnection::close(bool force) {
   if (force || failure_ != UCS_OK) {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  }
+  if (watchRecv_) {
+    ucp_request_cancel(w, watchRecv_);
+    pending.push_back(std::exchange(watchRecv_, nullptr));
+  }
+  if (watchSend_) pending.push_back(std::exchange(watchSend_, nullptr));
+  if (watch_) {
+    ucp_request_param_t f{};
+    f.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    f.flags = UCP_EP_CLOSE_FLAG_FORCE;  // it carries nothing to flush
+    void* wr = ucp_ep_close_nbx(std::exchange(watch_, nullptr), &f);
+    if (UCS_PTR_IS_PTR(wr)) pending.push_back(wr);
   }
   void* r = ucp_ep_close_nbx(ep_, &p);
   ep_ = nullptr;

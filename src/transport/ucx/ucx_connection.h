@@ -34,7 +34,7 @@ class UcxConnection final : public Connection {
   const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
-  ProgressResult progress(bool readAhead) override;
+  ProgressResult progress(ReadAhead readAhead) override;
 
   // The memory layer (ucx_memory.cc): a registration maps the range with
   // UCX and sends its packed rkey to the peer in a message of its own; the
@@ -52,6 +52,9 @@ class UcxConnection final : public Connection {
   void close(bool force = true);
   // UCX's error handler: the peer is gone or the wire broke.
   void failed(ucs_status_t status) { failure_ = status; }
+  // The watching endpoint's (without UCX's error handling on ep_): the
+  // peer's process ended or the wire broke; believed after a grace.
+  void watchFailed(ucs_status_t status) { watchFailure_ = status; }
 
  protected:
   void getImpl(void* dst, const RemoteKey& key, uint64_t address, size_t bytes) override;
@@ -115,6 +118,9 @@ class UcxConnection final : public Connection {
   };
 
   void throwIfFailed() const;
+  // Without UCX's error handling: throws once the bootstrap has seen the
+  // peer's process gone for a grace in which nothing more came from it.
+  void throwIfPeerGone();
   [[noreturn]] void throwStatus(ucs_status_t s, const char* what) const;
   uint64_t tagFor(int sender, uint64_t seq) const;
   uint64_t keyTag(int sender, uint64_t id) const;  // a registration's packed rkey
@@ -144,6 +150,12 @@ class UcxConnection final : public Connection {
   std::string peerName_;
   ucp_ep_h ep_;
   ucs_status_t failure_ = UCS_OK;
+  ucp_ep_h watch_ = nullptr;  // without UCX's error handling on ep_: an endpoint with it, to see the peer die
+  ucs_status_t watchFailure_ = UCS_OK;
+  void* watchSend_ = nullptr;  // its one message each way (released at close)
+  void* watchRecv_ = nullptr;
+  int64_t lastDeathLookNs_ = 0;  // throwIfPeerGone's last look at the bootstrap's watch
+  int64_t goneSinceNs_ = -1;     // when it first saw the peer gone (-1: not yet)
   uint64_t sendSeq_ = 0, recvSeq_ = 0;
   uint64_t lastLook_ = ~uint64_t{0};  // the transport's workerLooks() after this connection's progress()
   Send direct_;               // a caller-memory send (trySendFrom), resumed

@@ -28,6 +28,7 @@ constexpr int64_t kFlushMs = 10000;
 struct Started {
   uint64_t addressBytes = 0;
   uint64_t overSockets = 0;  // no RDMA for UCX on this rank's host
+  uint64_t largeInPlace = 0;  // its large messages land in place (ucx_wires::largeMessagesInPlace)
   char why[120] = {};
 };
 
@@ -63,6 +64,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   const bool noRdma = !ucx_wires::mayUseRdma(std::getenv("UCX_TLS"), rdmaDevices());
+  t->peerErrors_ = ucx_wires::peerErrorHandling(options.errorMode, !noRdma);
   // Without RDMA, UCX's rendezvous buys nothing and costs a round trip per
   // message: pieces go eager unless the user says otherwise.
   if (s == UCS_OK && !std::getenv("UCX_RNDV_THRESH") && noRdma) {
@@ -120,15 +122,18 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   Started& mine = started[static_cast<size_t>(bs.rank())];
   mine.addressBytes = why.empty() ? addressBytes : 0;
   mine.overSockets = noRdma;
+  mine.largeInPlace = ucx_wires::largeMessagesInPlace(options.errorMode, !noRdma);
   std::snprintf(mine.why, sizeof(mine.why), "%s", why.c_str());
   bs.allGather(started.data(), sizeof(Started), deadline);
   size_t longest = 0;
   // Over sockets (kMessageSyscalls, which the tuner reads) only where every
   // rank's UCX is: the ranks' plans must agree, and hosts may differ.
   t->overSockets_ = true;
+  t->largeInPlace_ = true;
   for (int r = 0; r < bs.nranks(); ++r) {
     const Started& x = started[static_cast<size_t>(r)];
     t->overSockets_ = t->overSockets_ && x.overSockets;
+    t->largeInPlace_ = t->largeInPlace_ && x.largeInPlace;
     if (x.addressBytes == 0 && t->unusable_.empty())
       t->unusable_ = bs.describe(r) + ": " + std::string(x.why, strnlen(x.why, sizeof(x.why)));
     longest = std::max<size_t>(longest, x.addressBytes);
@@ -150,7 +155,9 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   }
   t->connections_.resize(static_cast<size_t>(bs.nranks()));
   t->describe_ = [&bs](int peer) { return bs.describe(peer); };
-  GYRE_INFO("rank %d: ucx worker ready (%zu-byte address)", bs.rank(), addressBytes);
+  t->liveness_ = &bs.liveness();
+  GYRE_INFO("rank %d: ucx worker ready (%zu-byte address; %s)", bs.rank(), addressBytes,
+            t->peerErrors_ ? "UCX reports dead peers" : "no UCX error handling: gyre's own failure detection");
   return t;
 }
 

@@ -23,6 +23,7 @@
 #include "bootstrap/bootstrap.h"
 #include "transport/memory_copy.h"
 #include "transport/transport.h"
+#include "transport/ucx/ucx_wires.h"
 
 namespace gyre::transport {
 
@@ -47,6 +48,9 @@ class UcxTransport final : public Transport {
     size_t socketBufferBytes = 0;
     int64_t spinNs = 20'000;
     MemoryCopy memoryCopy;
+    // Whether endpoints ask for peer failure handling (GYRE_UCX_ERROR_MODE;
+    // ucx_wires.h).
+    ucx_wires::ErrorMode errorMode = ucx_wires::ErrorMode::Auto;
   };
 
   // Collective over every rank of the bootstrap. A rank where UCX cannot
@@ -57,7 +61,9 @@ class UcxTransport final : public Transport {
 
   const char* name() const override { return "ucx"; }
   Capabilities capabilities() const override {
-    return kDirectIO | kNeedsProgress | kPeerRead | kPeerWrite | (overSockets_ ? Capabilities{kMessageSyscalls} : Capabilities{0});
+    return kDirectIO | kNeedsProgress | kPeerRead | kPeerWrite |
+           (overSockets_ ? Capabilities{kMessageSyscalls} : Capabilities{0}) |
+           (largeInPlace_ ? Capabilities{kLargeInPlace} : Capabilities{0});
   }
   bool canConnect(int peer, std::string* whyNot) const override;
   void connect(std::span<const int> peers, Deadline deadline) override;
@@ -84,6 +90,11 @@ class UcxTransport final : public Transport {
   void deferFree(std::function<void()> f) { deferredFrees_.push_back(std::move(f)); }
   int rank() const { return rank_; }
   const Options& options() const { return options_; }
+  // Whether this rank's endpoints ask UCX for peer failure handling.
+  bool peerErrors() const { return peerErrors_; }
+  // Whether the bootstrap has seen peer's process exit (a peer on this
+  // host; false where it cannot tell).
+  bool peerExited(int peer) const { return liveness_ && liveness_->isDead(peer); }
   // Where a receive posted before its message came puts what is past the
   // caller's buffer (a longer message, which is then refused): room for the
   // largest one-part message any rank sends. Made on first use; it lives
@@ -102,9 +113,12 @@ class UcxTransport final : public Transport {
   int eventFd_ = -1;
   uint64_t workerLooks_ = 0;
   bool overSockets_ = false;  // UCX may not use RDMA here: its wire is tcp
+  bool peerErrors_ = true;    // endpoints with UCP_ERR_HANDLING_MODE_PEER
+  bool largeInPlace_ = false;  // every rank's large messages land in place (kLargeInPlace)
   std::vector<std::vector<uint8_t>> addresses_;             // every rank's worker address
   std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
   std::function<std::string(int)> describe_;                 // a peer, for messages
+  const bootstrap::PeerLiveness* liveness_ = nullptr;        // the bootstrap's watch of peers' processes
   std::vector<std::function<void()>> deferredFrees_;
   std::unique_ptr<uint8_t[]> overflow_;
 };

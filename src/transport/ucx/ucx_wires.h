@@ -37,6 +37,25 @@ inline bool mayUseRdma(const char* tls, int rdmaDevices) {
   return false;
 }
 
+// Whether gyre's endpoints ask UCX for peer failure handling
+// (UCP_ERR_HANDLING_MODE_PEER; GYRE_UCX_ERROR_MODE). With it, UCX 1.13 gives
+// its tcp and shared-memory transports no zero-copy lanes: a large
+// message's rendezvous then goes through UCX's own buffers, a copy more on
+// each side, and UCX_TLS naming only shared memory reaches nobody. Without
+// it (none, as Open MPI and UCC run UCX) large messages go zero-copy, but
+// UCX says nothing of a dead peer: gyre sees one on its own host through
+// the bootstrap's watch of its process, and one on another host only when
+// its wait's deadline (GYRE_TIMEOUT_MS) ends, after stall reports naming it.
+// So peer handling is the default (auto: peer).
+enum class ErrorMode { Auto, Peer, None };
+inline bool peerErrorHandling(ErrorMode mode, bool /*mayUseRdma*/) { return mode != ErrorMode::None; }
+// And whether a large message then lands in its receiver's buffer straight
+// from the wire (a zero-copy rendezvous: tcp's put, shared memory's cma,
+// RDMA's read), once its receive is posted.
+inline bool largeMessagesInPlace(ErrorMode mode, bool mayUseRdma) {
+  return mayUseRdma || !peerErrorHandling(mode, mayUseRdma);
+}
+
 // The rendezvous threshold gyre gives UCX where it may not use RDMA and the
 // user set none: a shared-memory piece (256 KiB) or a TCP piece goes eager.
 inline constexpr const char* kTcpRendezvousThreshold = "1m";

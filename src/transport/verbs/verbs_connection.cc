@@ -638,10 +638,10 @@ void VerbsConnection::recvRelease(size_t) {
   }
 }
 
-ProgressResult VerbsConnection::progress(bool readAhead) {
+ProgressResult VerbsConnection::progress(ReadAhead readAhead) {
   ProgressResult res;
   res.moved = transport_.poll();
-  if (readAhead && failure_.empty() && !holdingSlot_) {
+  if (readAhead != ReadAhead::None && failure_.empty() && !holdingSlot_) {
     bool took = false;
     while (queue_.size() < kReadAhead && ringHasMessage()) {
       const Header& h = ringHeader();
@@ -655,6 +655,9 @@ ProgressResult VerbsConnection::progress(bool readAhead) {
         in.posted = true;  // nothing to read
         queue_.push_back(std::move(in));
       } else {
+        // A rendezvous waits at its sender until its read is posted: only
+        // All takes it, into staging (in order: nothing after it either).
+        if (readAhead != ReadAhead::All) break;
         if (h.bytes > maxMessageBytes()) break;  // not ours to stage: the caller's check names it
         queue_.push_back(takeRendezvous(h, nullptr));
       }

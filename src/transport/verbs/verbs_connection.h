@@ -14,10 +14,11 @@
 // - Credits: the sender has as many messages in flight as the peer has ring
 //   slots; the receiver hands released slots back in an immediate once half
 //   the ring is free again (or at once when it reads ahead).
-// - Read-ahead (progress(true)), for a sender stuck on a peer that is itself
-//   stuck sending: up to four of the next messages are taken out of the ring
-//   into staging (rendezvous ones read into it), so their slots and FINs go
-//   back.
+// - Read-ahead (progress(ReadAhead::All)), for a sender stuck on a peer
+//   that is itself stuck sending: up to four of the next messages are taken
+//   out of the ring into staging (rendezvous ones read into it), so their
+//   slots and FINs go back; ReadAhead::Arrived takes the eager ones before
+//   the first rendezvous.
 //
 // Every send and read is signalled; a completion with an error fails the
 // connection (ibv_wc_status_str names it) and the queue pair goes to the
@@ -93,7 +94,7 @@ class VerbsConnection final : public Connection {
   const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
   bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) override;
-  ProgressResult progress(bool readAhead) override;
+  ProgressResult progress(ReadAhead readAhead) override;
   bool hasQueuedOutput() const;
 
   RemoteKey registerMemory(const void* p, size_t bytes, MemoryType type) override;
