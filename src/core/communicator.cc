@@ -480,21 +480,21 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
                                                           : transport::ReadAhead::All;
   };
   // Busy-poll first: most waits end within microseconds.
-  while (nowNs() - start < spinNs) {
+  for (int64_t now = start; now - start < spinNs; now = nowNs()) {
     for (int i = 0; i < 8; ++i) {
       if (ready()) return;
       _mm_pause();
     }
-    progressAll(readAhead(nowNs()));
+    progressAll(readAhead(now));
     if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
   }
   // With more ranks than cores, hand the core to a rank that can use it
   // (likely the one we wait for, or one of its neighbours) before sleeping:
   // a yield costs no wake-up latency when we are needed again.
-  while (nowNs() - start < spinNs + yieldNs_) {
+  for (int64_t now = nowNs(); now - start < spinNs + yieldNs_; now = nowNs()) {
     if (ready()) return;
     sched_yield();
-    progressAll(readAhead(nowNs()));
+    progressAll(readAhead(now));
     if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
   }
   // Then sleep in slices, checking peers' health between them.
