@@ -49,10 +49,9 @@ TEST(UcxWires, PeerFailureHandlingUnlessNoneIsAsked) {
   using gyre::transport::ucx_wires::ErrorMode;
   using gyre::transport::ucx_wires::largeMessagesInPlace;
   using gyre::transport::ucx_wires::peerErrorHandling;
-  EXPECT_TRUE(peerErrorHandling(ErrorMode::Auto, false));
-  EXPECT_TRUE(peerErrorHandling(ErrorMode::Auto, true));
-  EXPECT_TRUE(peerErrorHandling(ErrorMode::Peer, false));
-  EXPECT_FALSE(peerErrorHandling(ErrorMode::None, true));
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Auto));
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Peer));
+  EXPECT_FALSE(peerErrorHandling(ErrorMode::None));
   EXPECT_FALSE(largeMessagesInPlace(ErrorMode::Auto, false));
   EXPECT_TRUE(largeMessagesInPlace(ErrorMode::Auto, true));
   EXPECT_TRUE(largeMessagesInPlace(ErrorMode::None, false));

@@ -344,9 +344,7 @@ void Communicator::setUpTransports(Deadline deadline) {
     uo.memoryCopy = kernelsCopy;
     uo.socketBufferBytes = config_.tcpSocketBufferBytes;
     uo.spinNs = spin(20'000);
-    uo.errorMode = config_.ucxErrorMode == UcxErrorMode::Peer   ? transport::ucx_wires::ErrorMode::Peer
-                   : config_.ucxErrorMode == UcxErrorMode::None ? transport::ucx_wires::ErrorMode::None
-                                                                : transport::ucx_wires::ErrorMode::Auto;
+    uo.errorMode = config_.ucxErrorMode;
     connections_->add(transport::UcxTransport::create(*bootstrap_, uo, deadline), ucxPriority);
 #else
     throwError(gyreInvalidArgument, (net == TransportChoice::Ucx ? netForced : forced) +
@@ -475,9 +473,9 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
     spinNs = std::max(spinNs, w.conn->transport().spinNs());
     forData |= w.what == Waiting::ForData;
   }
+  auto holdingRendezvous = [&](int64_t now) { return forData && now - start < kHeldReadAheadAfterNs; };
   auto readAhead = [&](int64_t now) {
-    return forData && now - start < kHeldReadAheadAfterNs ? transport::ReadAhead::Arrived
-                                                          : transport::ReadAhead::All;
+    return holdingRendezvous(now) ? transport::ReadAhead::Arrived : transport::ReadAhead::All;
   };
   // Busy-poll first: most waits end within microseconds.
   for (int64_t now = start; now - start < spinNs; now = nowNs()) {
@@ -526,7 +524,7 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
       slice = std::min(slice, left);
     }
     slice = std::min(slice, kHealthEveryNs);
-    if (forData && now - start < kHeldReadAheadAfterNs) slice = std::min(slice, kHeldReadAheadAfterNs - (now - start));
+    if (holdingRendezvous(now)) slice = std::min(slice, kHeldReadAheadAfterNs - (now - start));
     progressAll(readAhead(now));
     if (connections_->block(t, mixed, slice, ready)) return;
   }

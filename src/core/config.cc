@@ -114,13 +114,14 @@ const Param kParams[] = {
       "UCX; a dead peer on another host is then not always seen before GYRE_TIMEOUT_MS ends); auto: peer. Set it alike "
       "on every rank"},
      [](Config& c, const std::string& v, const char* n) {
+       using transport::ucx_wires::ErrorMode;
        const std::string m = lower(v);
        if (m == "auto" || m.empty())
-         c.ucxErrorMode = UcxErrorMode::Auto;
+         c.ucxErrorMode = ErrorMode::Auto;
        else if (m == "peer")
-         c.ucxErrorMode = UcxErrorMode::Peer;
+         c.ucxErrorMode = ErrorMode::Peer;
        else if (m == "none")
-         c.ucxErrorMode = UcxErrorMode::None;
+         c.ucxErrorMode = ErrorMode::None;
        else
          throwError(gyreInvalidArgument, std::string(n) + "=" + v + " is not auto, peer or none");
      }},

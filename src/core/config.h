@@ -9,13 +9,11 @@
 #include <string>
 
 #include "gyre/gyre.h"
+#include "transport/ucx/ucx_wires.h"
 
 namespace gyre::core {
 
 enum class TransportChoice { Auto, Shm, Tcp, Ucx, Net, Verbs };
-// GYRE_UCX_ERROR_MODE: whether UCX endpoints ask for peer failure handling
-// (transport/ucx/ucx_wires.h, peerErrorHandling).
-enum class UcxErrorMode { Auto, Peer, None };
 
 struct Config {
   int64_t timeoutMs = 600000;  // 0: wait forever
@@ -39,7 +37,9 @@ struct Config {
   std::string ibHca;   // GYRE_IB_HCA: RDMA devices and ports, NCCL_IB_HCA's syntax
   int ibGidIndex = -1;  // GYRE_IB_GID_INDEX; -1: the port's RoCE v2 IPv4 GID
   int ibQpsPerConnection = 1;  // GYRE_IB_QPS_PER_CONNECTION: queue pairs that share each peer's reads
-  UcxErrorMode ucxErrorMode = UcxErrorMode::Auto;  // GYRE_UCX_ERROR_MODE
+  // GYRE_UCX_ERROR_MODE: whether UCX endpoints ask for peer failure handling
+  // (ucx_wires.h, peerErrorHandling).
+  transport::ucx_wires::ErrorMode ucxErrorMode = transport::ucx_wires::ErrorMode::Auto;
   size_t shmSlotBytes = 256 * 1024;
   int shmSlots = 8;
   size_t tcpChunkBytes = 256 * 1024;  // measured: keeps the kernel's socket pages cache-hot

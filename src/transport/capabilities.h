@@ -47,7 +47,7 @@ enum Capability : Capabilities {
   // A large message lands in the receiver's buffer straight from the wire
   // once its receive is posted (UCX's zero-copy rendezvous), where a smaller
   // one passes through the transport's own buffers: one-way exchanges send
-  // fewer, larger pieces (PlanEnv::inPlacePieceBytes). Agreed by every
+  // fewer, larger pieces (PlanEnv::inPlaceMessageBytes). Agreed by every
   // rank, so both ends of a connection cut alike.
   kLargeInPlace = 1u << 9,
 };

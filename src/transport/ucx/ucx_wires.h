@@ -49,12 +49,12 @@ inline bool mayUseRdma(const char* tls, int rdmaDevices) {
 // not always see it (then the wait's deadline, GYRE_TIMEOUT_MS, ends it).
 // So peer handling is the default (auto: peer).
 enum class ErrorMode { Auto, Peer, None };
-inline bool peerErrorHandling(ErrorMode mode, bool /*mayUseRdma*/) { return mode != ErrorMode::None; }
+inline bool peerErrorHandling(ErrorMode mode) { return mode != ErrorMode::None; }
 // And whether a large message then lands in its receiver's buffer straight
 // from the wire (a zero-copy rendezvous: tcp's put, shared memory's cma,
 // RDMA's read), once its receive is posted.
 inline bool largeMessagesInPlace(ErrorMode mode, bool mayUseRdma) {
-  return mayUseRdma || !peerErrorHandling(mode, mayUseRdma);
+  return mayUseRdma || !peerErrorHandling(mode);
 }
 
 // UCX's keepalive round where gyre's endpoints go without UCX's error
