@@ -4,6 +4,7 @@
 #include "bootstrap/bootstrap.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -415,6 +416,29 @@ TEST(DataListener, StaysOnTheBootstrapListenerWhenItShould) {
     c->openDataListener(nic, Deadline::afterMs(5000));
     EXPECT_EQ(c->dataInterface(), other + " " + chooseInterface("", AF_INET).addr.host()) << nic;
   }
+}
+
+// watchPeer: a peer on another host has no pidfd here; the connection made
+// to its listener (which it files and holds) says when it has gone, once
+// closed for PeerLiveness::kClosedGraceNs. Its end of the connection ends
+// with its bootstrap (a process's, with the process).
+TEST(PeerWatch, APeerOnAnotherHostIsSeenGoneOnceItsEndCloses) {
+  if (chooseInterface("", AF_INET).loopback)
+    GTEST_SKIP() << "the bootstrap needs an interface other than loopback here";
+  auto b = twoRanks({"", ""});
+  ASSERT_TRUE(b[0] && b[1]);
+  EXPECT_FALSE(b[0]->liveness().watches(1)) << "another host: no pidfd";
+  b[0]->watchPeer(1, Deadline::afterMs(5000));
+  b[0]->watchPeer(1, Deadline::afterMs(5000));  // once is enough: a no-op
+  EXPECT_TRUE(b[0]->liveness().watches(1));
+  b[1]->checkPeers();  // rank 1 takes the connection in and files it
+  EXPECT_FALSE(b[0]->liveness().isDead(1));
+  EXPECT_FALSE(b[0]->liveness().isStopped(1));
+  b[1].reset();
+  const Deadline d = Deadline::afterMs(10000);
+  while (!b[0]->liveness().isDead(1) && !d.expired()) ::poll(nullptr, 0, 1);
+  EXPECT_TRUE(b[0]->liveness().isDead(1)) << "not seen gone within 10 s";
+  EXPECT_EQ(b[0]->liveness().dead(), std::vector<int>{1});
 }
 
 }  // namespace

@@ -110,12 +110,11 @@ INSTANTIATE_TEST_SUITE_P(Transports, KilledRank,
 #ifdef GYRE_HAVE_UCX
 // Shared memory within two hosts and UCX between them (GYRE_NET_TRANSPORT):
 // the victim, rank 1, alone on its host with 3 ranks, beside a peer with 4.
-INSTANTIATE_TEST_SUITE_P(Hosts, KilledRank, testing::Combine(testing::Values("shm_ucx"), testing::Values(3, 4)),
+// Without UCX's error handling ("shm_ucx_none") only the bootstrap's watch
+// connection to the victim (another host: no pidfd) sees it die.
+INSTANTIATE_TEST_SUITE_P(Hosts, KilledRank,
+                         testing::Combine(testing::Values("shm_ucx", "shm_ucx_none"), testing::Values(3, 4)),
                          killedRankName);
-// (Without UCX's error handling a dead rank on another host is seen only by
-// the endpoint that watches it, ucx_connection.cc, and that missed 1 run in
-// 5-8 here ("shm_ucx_none": docs/design.md); it is no test until it is
-// always seen.)
 // UCX's two error modes (GYRE_UCX_ERROR_MODE): over tcp without UCX's error
 // handling (a victim dies mid-rendezvous: its pieces go zero-copy), and
 // with it.

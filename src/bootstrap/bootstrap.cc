@@ -53,6 +53,8 @@ const char* kindName(uint32_t kind) {
       return "shrink";
     case ConnKind::Status:
       return "status";
+    case ConnKind::Watch:
+      return "watch";
   }
   return "unknown";
 }
@@ -317,6 +319,13 @@ Socket Bootstrap::connectTo(int peer, ConnKind kind, uint32_t tag, Deadline dead
              "destroyed");
   }
   return s;
+}
+
+void Bootstrap::watchPeer(int peer, Deadline deadline) {
+  if (peer == rank_ || liveness_.watches(peer)) return;
+  Socket s = connectTo(peer, ConnKind::Watch, 0, deadline);
+  s.setKeepAlive(kWatchKeepIdleSec, kWatchKeepIntervalSec, kWatchKeepProbes);
+  liveness_.watchConnection(peer, std::move(s));
 }
 
 void Bootstrap::sendHello(Socket& s, int peer, ConnKind kind, uint32_t tag, Deadline deadline) {

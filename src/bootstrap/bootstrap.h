@@ -145,6 +145,13 @@ class Bootstrap {
   void waitForArrivals(std::vector<pollfd> extra, Deadline deadline, int capMs);
   // Whether a peer on this host is known to have exited (pidfd).
   bool knownDead(int peer) const { return liveness_.isDead(peer); }
+  // For a transport that cannot see a peer die (UCX without its error
+  // handling): lets liveness() watch `peer` where it does not yet, through a
+  // connection to the peer's listener that nothing is sent on (the peer
+  // files it and holds it; it ends with the peer's process or communicator).
+  // TCP keepalive on it notices a host that went down without closing it.
+  void watchPeer(int peer, Deadline deadline);
+  static constexpr int kWatchKeepIdleSec = 10, kWatchKeepIntervalSec = 5, kWatchKeepProbes = 6;
 
   // Best effort, bounded: tell every peer this communicator failed.
   // waitingOn: for a timeout, the rank this rank's wait was stuck on.

@@ -2,6 +2,8 @@
 // connection opens with a ConnHello; an abort notice follows its hello with
 // an AbortNoticeHeader and the message, and so does a status (the message
 // is then the layer above's, opaque here: a stall report's query or answer).
+// A watch carries nothing after its hello: its end is the news (a peer on
+// another host whose process ended, PeerLiveness::watchConnection).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@ namespace gyre::bootstrap {
 
 constexpr uint32_t kConnMagic = 0x4759434e;  // "GYCN"
 
-enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3, Shrink = 4, Status = 5 };
+enum class ConnKind : uint32_t { Ring = 1, Data = 2, AbortNotice = 3, Shrink = 4, Status = 5, Watch = 6 };
 
 // Kinds whose hello is followed by an AbortNoticeHeader and its message.
 inline bool carriesMessage(uint32_t kind) {

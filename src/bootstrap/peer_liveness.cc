@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 namespace gyre::bootstrap {
@@ -23,7 +24,7 @@ void PeerLiveness::watch(int rank, int pid) {
   int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (fd < 0) {
     if (errno == ESRCH) {  // it announced itself in the rendezvous and is gone now
-      watched_.push_back({rank, pid, -1});
+      watched_.push_back({rank, pid, -1, Socket(), -1});
       return;
     }
     // Another PID namespace, or an old kernel: fall back to connection
@@ -31,7 +32,12 @@ void PeerLiveness::watch(int rank, int pid) {
     GYRE_INFO("cannot watch rank %d (pid %d) for exit; relying on timeouts", rank, pid);
     return;
   }
-  watched_.push_back({rank, pid, fd});
+  watched_.push_back({rank, pid, fd, Socket(), -1});
+}
+
+void PeerLiveness::watchConnection(int rank, Socket connection) {
+  if (watches(rank)) return;
+  watched_.push_back({rank, 0, -1, std::move(connection), -1});
 }
 
 bool PeerLiveness::watches(int rank) const {
@@ -43,6 +49,11 @@ bool PeerLiveness::watches(int rank) const {
 bool PeerLiveness::isDead(int rank) const {
   for (const Watched& w : watched_) {
     if (w.rank != rank) continue;
+    if (w.connection.valid()) {
+      // Nothing is ever sent on it: readable means closed or reset.
+      if (w.closedSinceNs < 0 && w.connection.peerClosed()) w.closedSinceNs = nowNs();
+      return w.closedSinceNs >= 0 && nowNs() - w.closedSinceNs >= kClosedGraceNs;
+    }
     if (w.fd < 0) return true;
     pollfd p{w.fd, POLLIN, 0};
     return ::poll(&p, 1, 0) > 0;
@@ -59,7 +70,7 @@ std::vector<int> PeerLiveness::dead() const {
 
 bool PeerLiveness::isStopped(int rank) const {
   for (const Watched& w : watched_) {
-    if (w.rank != rank || w.fd < 0) continue;
+    if (w.rank != rank || w.fd < 0) continue;  // (a peer on another host: unknown)
     // /proc/<pid>/stat: "pid (comm) S ...": the state follows the last ')'
     // (comm may itself hold parentheses).
     char path[64], buf[512];

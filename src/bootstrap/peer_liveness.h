@@ -1,9 +1,15 @@
-// Notices when a rank on this host exits or is stopped: a pidfd per local
-// peer, opened as soon as its pid is known (the rendezvous table), readable
-// once it exits; /proc for whether it is stopped (SIGSTOP, a debugger).
+// Notices when a rank exits or is stopped. On this host: a pidfd per peer,
+// opened as soon as its pid is known (the rendezvous table), readable once
+// it exits; /proc for whether it is stopped (SIGSTOP, a debugger). On
+// another host, where a transport has no other way to see it (UCX without
+// its error handling): a connection to the peer's listener that carries
+// nothing, which ends when the peer's process does.
 #pragma once
 
+#include <cstdint>
 #include <vector>
+
+#include "bootstrap/socket.h"
 
 namespace gyre::bootstrap {
 
@@ -15,6 +21,12 @@ class PeerLiveness {
   PeerLiveness& operator=(const PeerLiveness&) = delete;
 
   void watch(int rank, int pid);
+  // A rank on another host, through `connection` (made to its listener):
+  // dead once the connection has been seen closed for kClosedGraceNs (what
+  // the peer sent on other connections before it ended may still be on its
+  // way; a peer whose communicator was destroyed closes it too).
+  void watchConnection(int rank, Socket connection);
+  static constexpr int64_t kClosedGraceNs = 250'000'000;
   // True once a watched rank has exited (does not block); false for ranks
   // not watched. A pid that was already gone when watched counts as exited.
   bool isDead(int rank) const;
@@ -28,8 +40,10 @@ class PeerLiveness {
  private:
   struct Watched {
     int rank;
-    int pid;
-    int fd;  // -1: the pid was gone already
+    int pid;  // 0: watched through `connection`
+    int fd;   // the pidfd; -1: the pid was gone already
+    Socket connection;
+    mutable int64_t closedSinceNs = -1;  // when `connection` was first seen closed
   };
   std::vector<Watched> watched_;
 };

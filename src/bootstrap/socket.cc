@@ -252,6 +252,14 @@ void Socket::setNoDelay() {
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void Socket::setKeepAlive(int idleSec, int intervalSec, int probes) {
+  int one = 1;
+  setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idleSec, sizeof(idleSec));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &intervalSec, sizeof(intervalSec));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+}
+
 void Socket::setBufferBytes(size_t bytes) {
   // The kernel takes an int (and caps it at net.core.[rw]mem_max): a larger
   // GYRE_TCP_BUFFER_BYTES asks for the most, never a truncated number.

@@ -85,6 +85,10 @@ class Socket {
   void setNonBlocking(bool on);
   void setNoDelay();
   void setBufferBytes(size_t bytes);
+  // TCP keepalive: probes after idleSec without traffic, every intervalSec,
+  // the connection reset after `probes` unanswered (a host that went down
+  // without closing it).
+  void setKeepAlive(int idleSec, int intervalSec, int probes);
 
   // Complete transfers bounded by the deadline. A closed peer is
   // Error(gyreRemoteError) naming `who`; an expired deadline Error(gyreTimeout).

@@ -32,12 +32,8 @@ constexpr size_t kReadAhead = 4;
 // still deliver.
 constexpr int64_t kDeathLookNs = 1'000'000;
 constexpr int64_t kDeathGraceNs = 250'000'000;
-// The watching endpoint's one message each way: a key tag (ucx_memory.cc
-// numbers its keys from the bottom) no key reaches.
-constexpr uint64_t kWatchId = kSeqMask;
 
 void onError(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxConnection*>(arg)->failed(status); }
-void onWatchError(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxConnection*>(arg)->watchFailed(status); }
 
 }  // namespace
 
@@ -60,11 +56,8 @@ UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peer
     p.err_handler.arg = this;
   } else {
     // No handler: UCX reports nothing on this endpoint, and its requests
-    // end when it is closed by force. A second endpoint that carries nothing
-    // but asks for peer failure handling watches the peer (its connection
-    // breaks when the peer's process ends); where none can be made (UCX_TLS
-    // names only shared memory: the peer is on this host), the bootstrap's
-    // watch of the peer's process serves (throwIfPeerGone).
+    // end when it is closed by force. The bootstrap's watch of the peer
+    // says when it has gone (throwIfPeerGone).
     p.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
   }
   if (ucs_status_t s = ucp_ep_create(transport.worker(), &p, &ep_); s != UCS_OK) {
@@ -89,26 +82,6 @@ UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peer
     }
     throwStatus(s, "connect to");
   }
-  if (!transport.peerErrors()) {
-    ucp_ep_params_t w{};
-    w.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                   UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    w.address = static_cast<const ucp_address_t*>(address);
-    w.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    w.err_handler.cb = onWatchError;
-    w.err_handler.arg = this;
-    if (ucp_ep_create(transport.worker(), &w, &watch_) != UCS_OK) watch_ = nullptr;
-  }
-  if (watch_) {
-    // One empty message each way on it, so that its connection is made now
-    // (UCX's tcp connects on a first send) and breaks when the peer ends:
-    // never used, it was not always there to break.
-    ucp_request_param_t q{};
-    void* sent = ucp_tag_send_nbx(watch_, nullptr, 0, keyTag(transport.rank(), kWatchId), &q);
-    if (UCS_PTR_IS_PTR(sent)) watchSend_ = sent;
-    void* got = ucp_tag_recv_nbx(transport.worker(), nullptr, 0, keyTag(peer_, kWatchId), kFullMask, &q);
-    if (UCS_PTR_IS_PTR(got)) watchRecv_ = got;
-  }
 }
 
 UcxConnection::~UcxConnection() { close(); }
@@ -129,25 +102,23 @@ void UcxConnection::throwIfFailed() const {
   if (!ep_) throw ConnectionError(gyreRemoteError, peer_, "ucx: the connection to " + peerName_ + " is closed");
 }
 
-// Without UCX's error handling on the endpoint that carries the messages,
-// the watching endpoint says that a peer died (its connection broke), or,
-// where there is none, the bootstrap's watch of the peer's process (a peer
-// on this host), looked at every kDeathLookNs while a receive waits. Either
-// is believed once kDeathGraceNs have passed with nothing more from the
-// peer: what it sent before it exited may still be on its way in over the
-// other connection (a peer that finished its calls and left is no failure).
+// Without UCX's error handling on the endpoint, the bootstrap's watch of the
+// peer (its process on this host, a connection on another) says that it
+// has gone, looked at every kDeathLookNs while a receive or a send waits.
+// Believed once kDeathGraceNs have passed with nothing more from the peer:
+// what it sent before it exited may still be on its way in (a peer that
+// finished its calls and left is no failure).
 void UcxConnection::throwIfPeerGone() {
   throwIfFailed();
   if (transport_.peerErrors()) return;
   const int64_t now = nowNs();
-  if (watchFailure_ == UCS_OK) {
+  if (goneSinceNs_ < 0) {
     if (now - lastDeathLookNs_ < kDeathLookNs) return;
     lastDeathLookNs_ = now;
     if (!transport_.peerExited(peer_)) return;
+    goneSinceNs_ = now;
   }
-  if (goneSinceNs_ < 0) goneSinceNs_ = now;
   if (now - goneSinceNs_ < kDeathGraceNs) return;
-  if (watchFailure_ != UCS_OK) throwStatus(watchFailure_, "the connection to");
   throw ConnectionError(gyreRemoteError, peer_, "ucx: " + peerName_ + " exited");
 }
 
@@ -229,6 +200,7 @@ void* UcxConnection::trySendBuffer(size_t bytes) {
       reserved_ = static_cast<int>(i);
       return sendStaging_[i].get();
     }
+  throwIfPeerGone();  // every slot holds a send a dead peer will never take
   return nullptr;
 }
 
@@ -443,12 +415,15 @@ bool UcxConnection::receive(Recv& r, void* dst, size_t bytes, const MessageTag& 
     throwIfPeerGone();
     return false;
   }
-  goneSinceNs_ = -1;  // it came: a peer seen gone gets its grace again
   if (!r.placed) place(r, dst, bytes);
   if (!advance(r)) {
     throwIfPeerGone();
     return false;
   }
+  // It came whole: a peer seen gone gets its grace again for the next. (Not
+  // on arrival: a receive posted before its message came has "arrived" at
+  // once, and a grace begun anew at each look never ended.)
+  goneSinceNs_ = -1;
   check(r, bytes, tag);
   return true;
 }
@@ -509,6 +484,16 @@ ProgressResult UcxConnection::progress(ReadAhead readAhead) {
   return res;
 }
 
+// Whether the next message has come (or a receive posted for it waits, whose
+// wait looks at the peer itself: throwIfPeerGone), so that a peer that sent
+// it and left is not taken for one that died with it unsent.
+bool UcxConnection::hasUnreadData() const {
+  if (!ep_) return false;
+  if (!queue_.empty() && queue_.front()->posted) return true;
+  ucp_tag_recv_info_t info{};
+  return ucp_tag_probe_nb(transport_.worker(), tagFor(peer_, recvSeq_), kFullMask, 0, &info) != nullptr;
+}
+
 bool UcxConnection::hasQueuedOutput() const {
   if (direct_.busy) return true;
   for (const Send& s : staged_)
@@ -543,18 +528,6 @@ void UcxConnection::close(bool force) {
   if (force || failure_ != UCS_OK) {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  }
-  if (watchRecv_) {
-    ucp_request_cancel(w, watchRecv_);
-    pending.push_back(std::exchange(watchRecv_, nullptr));
-  }
-  if (watchSend_) pending.push_back(std::exchange(watchSend_, nullptr));
-  if (watch_) {
-    ucp_request_param_t f{};
-    f.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    f.flags = UCP_EP_CLOSE_FLAG_FORCE;  // it carries nothing to flush
-    void* wr = ucp_ep_close_nbx(std::exchange(watch_, nullptr), &f);
-    if (UCS_PTR_IS_PTR(wr)) pending.push_back(wr);
   }
   void* r = ucp_ep_close_nbx(ep_, &p);
   ep_ = nullptr;

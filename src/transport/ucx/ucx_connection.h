@@ -43,6 +43,7 @@ class UcxConnection final : public Connection {
   void deregisterMemory(const RemoteKey& key) override;
   void releaseRemoteKey(const RemoteKey& key) noexcept override;
 
+  bool hasUnreadData() const override;
   bool hasQueuedOutput() const;
   // Releases the sends that completed; true while some are still in flight.
   // Never throws (a failed send is the failure the next call reports).
@@ -52,9 +53,6 @@ class UcxConnection final : public Connection {
   void close(bool force = true);
   // UCX's error handler: the peer is gone or the wire broke.
   void failed(ucs_status_t status) { failure_ = status; }
-  // The watching endpoint's (without UCX's error handling on ep_): the
-  // peer's process ended or the wire broke; believed after a grace.
-  void watchFailed(ucs_status_t status) { watchFailure_ = status; }
 
  protected:
   void getImpl(void* dst, const RemoteKey& key, uint64_t address, size_t bytes) override;
@@ -150,10 +148,6 @@ class UcxConnection final : public Connection {
   std::string peerName_;
   ucp_ep_h ep_;
   ucs_status_t failure_ = UCS_OK;
-  ucp_ep_h watch_ = nullptr;  // without UCX's error handling on ep_: an endpoint with it, to see the peer die
-  ucs_status_t watchFailure_ = UCS_OK;
-  void* watchSend_ = nullptr;  // its one message each way (released at close)
-  void* watchRecv_ = nullptr;
   int64_t lastDeathLookNs_ = 0;  // throwIfPeerGone's last look at the bootstrap's watch
   int64_t goneSinceNs_ = -1;     // when it first saw the peer gone (-1: not yet)
   uint64_t sendSeq_ = 0, recvSeq_ = 0;

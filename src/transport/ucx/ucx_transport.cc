@@ -98,13 +98,6 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
     s = ucp_config_modify(config, "SNDBUF", buffer.c_str());
     if (s == UCS_OK) s = ucp_config_modify(config, "RCVBUF", buffer.c_str());
   }
-  // Without UCX's error handling on the message endpoints, the endpoints
-  // that watch the peers (ucx_connection.cc) learn of a death from UCX's
-  // keepalive: a watching connection that carried one message is not always
-  // read again, and a peer killed on another host went unseen until the
-  // deadline in 1 run of 4 (6 of 6 seen within a second with the round).
-  if (s == UCS_OK && !t->peerErrors_ && !std::getenv("UCX_KEEPALIVE_INTERVAL"))
-    s = ucp_config_modify(config, "KEEPALIVE_INTERVAL", ucx_wires::kWatchKeepalive);
   if (s == UCS_OK) {
     ucp_params_t p{};
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -162,7 +155,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   }
   t->connections_.resize(static_cast<size_t>(bs.nranks()));
   t->describe_ = [&bs](int peer) { return bs.describe(peer); };
-  t->liveness_ = &bs.liveness();
+  t->bootstrap_ = &bs;
   GYRE_INFO("rank %d: ucx worker ready (%zu-byte address; %s)", bs.rank(), addressBytes,
             t->peerErrors_ ? "UCX reports dead peers" : "no UCX error handling: gyre's own failure detection");
   return t;
@@ -194,11 +187,18 @@ bool UcxTransport::canConnect(int peer, std::string* whyNot) const {
   return reachable(unusable_, rank_, nranks_, peer, whyNot);
 }
 
-void UcxTransport::connect(std::span<const int> peers, Deadline) {
+void UcxTransport::connect(std::span<const int> peers, Deadline deadline) {
   for (int p : peers) {
     std::string why;
     if (p == rank_ || connections_[static_cast<size_t>(p)]) continue;
     if (!canConnect(p, &why)) throwError(gyreInternalError, "ucx: cannot connect rank " + std::to_string(p) + ": " + why);
+    // Without UCX's error handling its endpoints say nothing of a dead peer:
+    // the bootstrap watches it (its process on this host, a connection of
+    // its own to a peer on another). An endpoint of UCX's that asked for
+    // peer failure handling and carried one message each way, as the watch,
+    // missed a peer killed on another host in 1 run of 5-8 (more under
+    // load), also with UCX's keepalive every 200 ms.
+    if (!peerErrors_) bootstrap_->watchPeer(p, deadline);
     connections_[static_cast<size_t>(p)] =
         std::make_unique<UcxConnection>(*this, p, describe_(p), addresses_[static_cast<size_t>(p)].data());
   }

@@ -92,9 +92,10 @@ class UcxTransport final : public Transport {
   const Options& options() const { return options_; }
   // Whether this rank's endpoints ask UCX for peer failure handling.
   bool peerErrors() const { return peerErrors_; }
-  // Whether the bootstrap has seen peer's process exit (a peer on this
-  // host; false where it cannot tell).
-  bool peerExited(int peer) const { return liveness_ && liveness_->isDead(peer); }
+  // Whether the bootstrap has seen peer's process exit (its pidfd on this
+  // host, the connection that watches it on another: connect() asks for it
+  // where UCX reports nothing).
+  bool peerExited(int peer) const { return bootstrap_ && bootstrap_->liveness().isDead(peer); }
   // Where a receive posted before its message came puts what is past the
   // caller's buffer (a longer message, which is then refused): room for the
   // largest one-part message any rank sends. Made on first use; it lives
@@ -118,7 +119,7 @@ class UcxTransport final : public Transport {
   std::vector<std::vector<uint8_t>> addresses_;             // every rank's worker address
   std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
   std::function<std::string(int)> describe_;                 // a peer, for messages
-  const bootstrap::PeerLiveness* liveness_ = nullptr;        // the bootstrap's watch of peers' processes
+  bootstrap::Bootstrap* bootstrap_ = nullptr;                // its watch of peers' processes
   std::vector<std::function<void()>> deferredFrees_;
   std::unique_ptr<uint8_t[]> overflow_;
 };

@@ -43,11 +43,10 @@ inline bool mayUseRdma(const char* tls, int rdmaDevices) {
 // message's rendezvous then goes through UCX's own buffers, a copy more on
 // each side, and UCX_TLS naming only shared memory reaches nobody. Without
 // it (none, as Open MPI and UCC run UCX) large messages go zero-copy, but
-// UCX says nothing of a dead peer on those endpoints: gyre sees one on its
-// own host through the bootstrap's watch of its process, and one on another
-// host through an endpoint that watches it (ucx_connection.cc), which does
-// not always see it (then the wait's deadline, GYRE_TIMEOUT_MS, ends it).
-// So peer handling is the default (auto: peer).
+// UCX says nothing of a dead peer on those endpoints: the bootstrap watches
+// each peer instead (Bootstrap::watchPeer: its process on this host, a
+// connection of its own on another). Peer handling is the default (auto:
+// peer).
 enum class ErrorMode { Auto, Peer, None };
 inline bool peerErrorHandling(ErrorMode mode) { return mode != ErrorMode::None; }
 // And whether a large message then lands in its receiver's buffer straight
@@ -56,11 +55,6 @@ inline bool peerErrorHandling(ErrorMode mode) { return mode != ErrorMode::None; 
 inline bool largeMessagesInPlace(ErrorMode mode, bool mayUseRdma) {
   return mayUseRdma || !peerErrorHandling(mode);
 }
-
-// UCX's keepalive round where gyre's endpoints go without UCX's error
-// handling (GYRE_UCX_ERROR_MODE=none) and the user set none
-// (UCX_KEEPALIVE_INTERVAL): how soon the watching endpoints see a peer die.
-inline constexpr const char* kWatchKeepalive = "200ms";
 
 // The rendezvous threshold gyre gives UCX where it may not use RDMA and the
 // user set none: a shared-memory piece (256 KiB) or a TCP piece goes eager.
