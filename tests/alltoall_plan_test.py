@@ -6,18 +6,19 @@ trace (GYRE_TRACE_STEPS=1) of gyre-bench's calls as the tuner chose them:
   rank), pairwise over shared memory (the messages' latencies overlap).
 - 1 MiB blocks (4 MiB calls): pairwise, in pieces of the shared-memory
   FIFO budget over shared memory (128 KiB), of the communicator's chunk
-  over TCP (GYRE_TCP_CHUNK_BYTES) and UCX (256 KiB, eager through UCX's
-  buffers), and whole over UCX without its error handling
-  (GYRE_UCX_ERROR_MODE=none, "ucx-none"), whose large messages land in
-  place (transport::kLargeInPlace: 1 MiB pieces by zero-copy
-  rendezvous). UCX once got the
+  over TCP (GYRE_TCP_CHUNK_BYTES) and UCX with its peer failure handling
+  (GYRE_UCX_ERROR_MODE=peer, "ucx-peer": 256 KiB, eager through UCX's
+  buffers), and whole over UCX without it (its default here, "ucx", and
+  over its tcp alone, "ucx-none"), whose large messages land in place
+  (transport::kLargeInPlace: 1 MiB pieces by zero-copy rendezvous). UCX
+  once got the
   shared-memory cut, for FIFOs it does not have, and so did TCP within a
   host where GYRE_TRANSPORT=auto and GYRE_SHM_DISABLE=1 (the cut was
   decided from the setting, not from the transports chosen).
 
 Usage: alltoall_plan_test.py GYRERUN GYRE_BENCH TRANSPORT
-(TRANSPORT: shm, tcp, ucx, ucx-none, or auto-noshm: auto with shared memory
-disabled)
+(TRANSPORT: shm, tcp, ucx, ucx-peer, ucx-none, or auto-noshm: auto with
+shared memory disabled)
 """
 import json
 import os
@@ -27,11 +28,12 @@ import tempfile
 
 gyrerun, bench, transport = sys.argv[1:4]
 ranks = 4
-piece = {"shm": 128 << 10, "tcp": 256 << 10, "ucx": 256 << 10, "ucx-none": 1 << 20,
+piece = {"shm": 128 << 10, "tcp": 256 << 10, "ucx": 1 << 20, "ucx-peer": 256 << 10, "ucx-none": 1 << 20,
          "auto-noshm": 256 << 10}[transport]
-env = ["-x", "GYRE_TRANSPORT=auto", "-x", "GYRE_SHM_DISABLE=1"] if transport == "auto-noshm" \
-    else ["-x", "GYRE_TRANSPORT=ucx", "-x", "GYRE_UCX_ERROR_MODE=none", "-x", "UCX_TLS=tcp,self"] \
-    if transport == "ucx-none" else ["-x", "GYRE_TRANSPORT=" + transport]
+env = {"auto-noshm": ["-x", "GYRE_TRANSPORT=auto", "-x", "GYRE_SHM_DISABLE=1"],
+       "ucx-none": ["-x", "GYRE_TRANSPORT=ucx", "-x", "GYRE_UCX_ERROR_MODE=none", "-x", "UCX_TLS=tcp,self"],
+       "ucx-peer": ["-x", "GYRE_TRANSPORT=ucx", "-x", "GYRE_UCX_ERROR_MODE=peer"]}.get(
+           transport, ["-x", "GYRE_TRANSPORT=" + transport])
 small_algo = "pairwise" if transport == "shm" else "bruck"
 
 
@@ -51,7 +53,7 @@ def calls_of(size):
             calls = [e for e in events if e.get("cat") == "gyre" and e["name"] == "alltoall"]
             assert calls, (r, "no AllToAll traced")
             for call in calls:
-                used = {"auto-noshm": "tcp", "ucx-none": "ucx"}.get(transport, transport)
+                used = {"auto-noshm": "tcp", "ucx-none": "ucx", "ucx-peer": "ucx"}.get(transport, transport)
                 assert call["args"]["transports"] == used, (r, transport, call["args"]["transports"])
                 end = call["ts"] + call["dur"] + 0.002
                 sends = [s["args"]["bytes"] for s in events if s.get("cat") == "step" and s["name"] == "send"

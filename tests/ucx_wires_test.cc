@@ -42,17 +42,21 @@ TEST(UcxWires, SocketBuffersAreGyresUnlessTheUserSetUcxs) {
 }  // namespace
 }  // namespace gyre::transport::ucx_wires
 
-// GYRE_UCX_ERROR_MODE: auto asks UCX for peer failure handling (none would
-// leave a dead peer on another host to the deadline); without it, or with
+// GYRE_UCX_ERROR_MODE: auto asks UCX for peer failure handling only where
+// it may use RDMA (its tcp and shared memory would lose their zero-copy
+// lanes; the bootstrap watches the peers instead); without it, or with
 // RDMA, large messages land in place.
-TEST(UcxWires, PeerFailureHandlingUnlessNoneIsAsked) {
+TEST(UcxWires, PeerFailureHandlingWithRdmaOrWhenAsked) {
   using gyre::transport::ucx_wires::ErrorMode;
   using gyre::transport::ucx_wires::largeMessagesInPlace;
   using gyre::transport::ucx_wires::peerErrorHandling;
-  EXPECT_TRUE(peerErrorHandling(ErrorMode::Auto));
-  EXPECT_TRUE(peerErrorHandling(ErrorMode::Peer));
-  EXPECT_FALSE(peerErrorHandling(ErrorMode::None));
-  EXPECT_FALSE(largeMessagesInPlace(ErrorMode::Auto, false));
+  EXPECT_FALSE(peerErrorHandling(ErrorMode::Auto, false));
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Auto, true));
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Peer, false));
+  EXPECT_TRUE(peerErrorHandling(ErrorMode::Peer, true));
+  EXPECT_FALSE(peerErrorHandling(ErrorMode::None, false));
+  EXPECT_FALSE(peerErrorHandling(ErrorMode::None, true));
+  EXPECT_TRUE(largeMessagesInPlace(ErrorMode::Auto, false));
   EXPECT_TRUE(largeMessagesInPlace(ErrorMode::Auto, true));
   EXPECT_TRUE(largeMessagesInPlace(ErrorMode::None, false));
   EXPECT_TRUE(largeMessagesInPlace(ErrorMode::Peer, true));

@@ -111,8 +111,8 @@ const Param kParams[] = {
     {{"GYRE_UCX_ERROR_MODE", "auto",
       "ucx: peer (UCX reports a dead peer; over tcp and shared memory its large messages then take a copy more "
       "each side), or none (zero-copy rendezvous everywhere, UCX's shared memory alone usable, as Open MPI runs "
-      "UCX; a dead peer on another host is then not always seen before GYRE_TIMEOUT_MS ends); auto: peer. Set it alike "
-      "on every rank"},
+      "UCX; gyre's bootstrap watches the peers); auto: none, or peer where UCX may use RDMA. Set it alike on "
+      "every rank"},
      [](Config& c, const std::string& v, const char* n) {
        using transport::ucx_wires::ErrorMode;
        const std::string m = lower(v);

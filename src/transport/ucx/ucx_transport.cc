@@ -64,7 +64,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   const bool noRdma = !ucx_wires::mayUseRdma(std::getenv("UCX_TLS"), rdmaDevices());
-  t->peerErrors_ = ucx_wires::peerErrorHandling(options.errorMode);
+  t->peerErrors_ = ucx_wires::peerErrorHandling(options.errorMode, !noRdma);
   // Without RDMA, UCX's rendezvous buys nothing and costs a round trip per
   // message: pieces go eager unless the user says otherwise.
   if (s == UCS_OK && !std::getenv("UCX_RNDV_THRESH") && noRdma) {

@@ -45,15 +45,18 @@ inline bool mayUseRdma(const char* tls, int rdmaDevices) {
 // it (none, as Open MPI and UCC run UCX) large messages go zero-copy, but
 // UCX says nothing of a dead peer on those endpoints: the bootstrap watches
 // each peer instead (Bootstrap::watchPeer: its process on this host, a
-// connection of its own on another). Peer handling is the default (auto:
-// peer).
+// connection of its own on another). auto: none where UCX may not use RDMA,
+// peer where it may (RDMA's lanes are zero-copy either way, and UCX then
+// reports a dead peer itself, a host that went down included).
 enum class ErrorMode { Auto, Peer, None };
-inline bool peerErrorHandling(ErrorMode mode) { return mode != ErrorMode::None; }
+inline bool peerErrorHandling(ErrorMode mode, bool mayUseRdma) {
+  return mode == ErrorMode::Peer || (mode == ErrorMode::Auto && mayUseRdma);
+}
 // And whether a large message then lands in its receiver's buffer straight
 // from the wire (a zero-copy rendezvous: tcp's put, shared memory's cma,
 // RDMA's read), once its receive is posted.
 inline bool largeMessagesInPlace(ErrorMode mode, bool mayUseRdma) {
-  return mayUseRdma || !peerErrorHandling(mode);
+  return mayUseRdma || !peerErrorHandling(mode, mayUseRdma);
 }
 
 // The rendezvous threshold gyre gives UCX where it may not use RDMA and the
