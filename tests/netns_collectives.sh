@@ -28,9 +28,12 @@ netns_star 10.79.0 "$rate"
 # that selects it. A third transport is one more line, e.g.
 #   transports+=("plugin GYRE_NET_PLUGIN=/path/to/libgyre-net-socket.so")
 transports=("auto GYRE_TRANSPORT=auto")
+# UCX over its tcp: to UCX the namespaces are one machine, and without its
+# peer error handling (GYRE_UCX_ERROR_MODE's default here) its shared
+# memory would join ranks of different "hosts".
 if [ "$have_ucx" = 1 ]; then
-  transports+=("ucx GYRE_TRANSPORT=ucx")
-  transports+=("shm_ucx GYRE_NET_TRANSPORT=ucx")
+  transports+=("ucx GYRE_TRANSPORT=ucx UCX_TLS=tcp,self")
+  transports+=("shm_ucx GYRE_NET_TRANSPORT=ucx UCX_TLS=tcp,self")
 fi
 if [ -n "$net_plugin" ]; then transports+=("plugin GYRE_NET_PLUGIN=$net_plugin"); fi
 collectives=(allreduce allgather reducescatter alltoall alltoallv broadcast reduce gather scatter sendrecv)

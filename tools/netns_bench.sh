@@ -43,8 +43,8 @@ netns_star 10.79.0 none
 # share 2 CPUs, and its busy polling halved its busbw on 4 hosts.
 all_variants=(
   "gyre-tcp gyre GYRE_TRANSPORT=auto GYRE_ALGO=allreduce:ring"
-  "gyre-ucx gyre GYRE_TRANSPORT=ucx GYRE_ALGO=allreduce:ring"
-  "gyre-shm-ucx gyre GYRE_TRANSPORT=auto GYRE_NET_TRANSPORT=ucx GYRE_ALGO=allreduce:ring"
+  "gyre-ucx gyre GYRE_TRANSPORT=ucx UCX_TLS=tcp,self GYRE_ALGO=allreduce:ring"
+  "gyre-shm-ucx gyre GYRE_TRANSPORT=auto GYRE_NET_TRANSPORT=ucx UCX_TLS=tcp,self GYRE_ALGO=allreduce:ring"
   "ompi-ring ompi --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4 --mca mpi_yield_when_idle 1"
   "gloo-ring gloo --algo ring_chunked"
   "gyre-fp16 gyre GYRE_TRANSPORT=auto --codec fp16"

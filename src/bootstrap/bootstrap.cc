@@ -326,6 +326,7 @@ void Bootstrap::watchPeer(int peer, Deadline deadline) {
   Socket s = connectTo(peer, ConnKind::Watch, 0, deadline);
   s.setKeepAlive(kWatchKeepIdleSec, kWatchKeepIntervalSec, kWatchKeepProbes);
   liveness_.watchConnection(peer, std::move(s));
+  GYRE_INFO("rank %d: watches %s through a connection to its listener", rank_, describe(peer).c_str());
 }
 
 void Bootstrap::sendHello(Socket& s, int peer, ConnKind kind, uint32_t tag, Deadline deadline) {
