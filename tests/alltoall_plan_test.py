@@ -3,7 +3,8 @@ trace (GYRE_TRACE_STEPS=1) of gyre-bench's calls as the tuner chose them:
 
 - 64 B blocks: Bruck where each message is system calls on both sides
   (TCP, UCX over tcp: its log2 n rounds beat pairwise's n-1 messages a
-  rank), pairwise over shared memory (the messages' latencies overlap).
+  rank), pairwise over shared memory, gyre's or UCX's (the messages'
+  latencies overlap).
 - 1 MiB blocks (4 MiB calls): pairwise, in pieces of the shared-memory
   FIFO budget over shared memory (128 KiB), of the communicator's chunk
   over TCP (GYRE_TCP_CHUNK_BYTES) and UCX with its peer failure handling
@@ -34,7 +35,10 @@ env = {"auto-noshm": ["-x", "GYRE_TRANSPORT=auto", "-x", "GYRE_SHM_DISABLE=1"],
        "ucx-none": ["-x", "GYRE_TRANSPORT=ucx", "-x", "GYRE_UCX_ERROR_MODE=none", "-x", "UCX_TLS=tcp,self"],
        "ucx-peer": ["-x", "GYRE_TRANSPORT=ucx", "-x", "GYRE_UCX_ERROR_MODE=peer"]}.get(
            transport, ["-x", "GYRE_TRANSPORT=" + transport])
-small_algo = "pairwise" if transport == "shm" else "bruck"
+# UCX by default reaches its host's peers through its shared memory (no
+# system calls: pairwise), with its peer error handling or UCX_TLS=tcp,self
+# through its tcp.
+small_algo = "pairwise" if transport in ("shm", "ucx") else "bruck"
 
 
 def calls_of(size):

@@ -30,6 +30,21 @@ TEST(UcxWires, AListMayUseRdmaWhenItNamesAnythingButPlainWires) {
   EXPECT_TRUE(mayUseRdma("ib", 1));
 }
 
+// Whether UCX may carry messages to this host's peers through its shared
+// memory (then they are no system calls, for the tuner).
+TEST(UcxWires, SharedMemoryUnlessTheListNamesNone) {
+  EXPECT_TRUE(mayUseSharedMemory(nullptr));
+  EXPECT_TRUE(mayUseSharedMemory(""));
+  EXPECT_TRUE(mayUseSharedMemory("^tcp"));
+  EXPECT_TRUE(mayUseSharedMemory("all"));
+  EXPECT_TRUE(mayUseSharedMemory("sm,self"));
+  EXPECT_TRUE(mayUseSharedMemory("tcp,posix"));
+  EXPECT_TRUE(mayUseSharedMemory("self,cma,"));
+  EXPECT_FALSE(mayUseSharedMemory("tcp,self"));
+  EXPECT_FALSE(mayUseSharedMemory("rc,ud,self"));
+  EXPECT_FALSE(mayUseSharedMemory("smx,posixx"));
+}
+
 // gyre's TCP buffer size goes to UCX's tcp, unless it is the kernel's
 // autotuning (0) or the user set either of UCX's own.
 TEST(UcxWires, SocketBuffersAreGyresUnlessTheUserSetUcxs) {

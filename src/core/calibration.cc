@@ -187,7 +187,7 @@ void Communicator::setUpTuner(Deadline deadline, const collectives::CostModel* i
   bool local = nranks_ > 1, network = tuning_.hosts > 1, fifos = tuning_.perHost > 1;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
-    const transport::Capabilities caps = connections_->transportOf(p).capabilities();
+    const transport::Capabilities caps = connections_->transportOf(p).capabilitiesToward(p);
     const bool syscalls = caps & transport::kMessageSyscalls;
     if (hostIndex_[p] == hostIndex_[rank_]) {
       local &= syscalls;

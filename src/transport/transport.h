@@ -242,6 +242,10 @@ class Transport {
   virtual const char* name() const = 0;
   // What its connections can do (the same for each of them).
   virtual Capabilities capabilities() const = 0;
+  // What a message to `peer` costs, where that differs by peer: UCX's
+  // messages are stores through its shared memory to a peer on this host
+  // and system calls on its tcp to one on another (kMessageSyscalls).
+  virtual Capabilities capabilitiesToward(int /*peer*/) const { return capabilities(); }
   // Whether it can connect this rank to peer (shared memory: the same host
   // and a segment mapped at creation), and if not, why, for the message that
   // names a peer no transport reaches.

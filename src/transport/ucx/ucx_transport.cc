@@ -29,6 +29,7 @@ struct Started {
   uint64_t addressBytes = 0;
   uint64_t overSockets = 0;  // no RDMA for UCX on this rank's host
   uint64_t largeInPlace = 0;  // its large messages land in place (ucx_wires::largeMessagesInPlace)
+  uint64_t sharedMemory = 0;  // UCX may reach this host's peers through shared memory
   char why[120] = {};
 };
 
@@ -123,6 +124,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   mine.addressBytes = why.empty() ? addressBytes : 0;
   mine.overSockets = noRdma;
   mine.largeInPlace = ucx_wires::largeMessagesInPlace(options.errorMode, !noRdma);
+  mine.sharedMemory = !t->peerErrors_ && ucx_wires::mayUseSharedMemory(std::getenv("UCX_TLS"));
   std::snprintf(mine.why, sizeof(mine.why), "%s", why.c_str());
   bs.allGather(started.data(), sizeof(Started), deadline);
   size_t longest = 0;
@@ -130,10 +132,12 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   // rank's UCX is: the ranks' plans must agree, and hosts may differ.
   t->overSockets_ = true;
   t->largeInPlace_ = true;
+  t->localSharedMemory_ = true;
   for (int r = 0; r < bs.nranks(); ++r) {
     const Started& x = started[static_cast<size_t>(r)];
     t->overSockets_ = t->overSockets_ && x.overSockets;
     t->largeInPlace_ = t->largeInPlace_ && x.largeInPlace;
+    t->localSharedMemory_ = t->localSharedMemory_ && x.sharedMemory;
     if (x.addressBytes == 0 && t->unusable_.empty())
       t->unusable_ = bs.describe(r) + ": " + std::string(x.why, strnlen(x.why, sizeof(x.why)));
     longest = std::max<size_t>(longest, x.addressBytes);
@@ -181,6 +185,15 @@ UcxTransport::~UcxTransport() {
 uint8_t* UcxTransport::overflow() {
   if (!overflow_) overflow_.reset(new uint8_t[ucx_wires::kTcpOnePartBytes]);
   return overflow_.get();
+}
+
+Capabilities UcxTransport::capabilitiesToward(int peer) const {
+  Capabilities caps = capabilities();
+  // (Ranks that only pretend to be on other hosts, GYRE_HOSTID or network
+  // namespaces, are one machine to UCX: its shared memory joins them where
+  // gyre counts system calls. The plans still agree, which is what matters.)
+  if (localSharedMemory_ && bootstrap_ && bootstrap_->sameHost(peer)) caps &= ~Capabilities{kMessageSyscalls};
+  return caps;
 }
 
 bool UcxTransport::canConnect(int peer, std::string* whyNot) const {

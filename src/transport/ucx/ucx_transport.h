@@ -65,6 +65,9 @@ class UcxTransport final : public Transport {
            (overSockets_ ? Capabilities{kMessageSyscalls} : Capabilities{0}) |
            (largeInPlace_ ? Capabilities{kLargeInPlace} : Capabilities{0});
   }
+  // A peer on this host over UCX's shared memory: its messages are no
+  // system calls.
+  Capabilities capabilitiesToward(int peer) const override;
   bool canConnect(int peer, std::string* whyNot) const override;
   void connect(std::span<const int> peers, Deadline deadline) override;
   Connection* connection(int peer) override;
@@ -116,6 +119,7 @@ class UcxTransport final : public Transport {
   bool overSockets_ = false;  // UCX may not use RDMA here: its wire is tcp
   bool peerErrors_ = true;    // endpoints with UCP_ERR_HANDLING_MODE_PEER
   bool largeInPlace_ = false;  // every rank's large messages land in place (kLargeInPlace)
+  bool localSharedMemory_ = false;  // every rank's UCX may reach its host's peers through shared memory
   std::vector<std::vector<uint8_t>> addresses_;             // every rank's worker address
   std::vector<std::unique_ptr<UcxConnection>> connections_;  // by peer; null until made
   std::function<std::string(int)> describe_;                 // a peer, for messages

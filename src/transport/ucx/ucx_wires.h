@@ -37,6 +37,24 @@ inline bool mayUseRdma(const char* tls, int rdmaDevices) {
   return false;
 }
 
+// Whether UCX may reach a peer on this host through shared memory (tls: as
+// mayUseRdma's), without its peer error handling (with it, UCX 1.13's
+// shared memory reaches nobody).
+inline bool mayUseSharedMemory(const char* tls) {
+  if (!tls || !*tls || tls[0] == '^') return true;  // all, or all but some
+  static constexpr std::string_view kShared[] = {"all", "sm", "shm", "mm", "posix", "sysv", "cma", "knem", "xpmem"};
+  std::string_view rest(tls);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view name = rest.substr(0, comma);
+    for (std::string_view n : kShared)
+      if (name == n) return true;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 // Whether gyre's endpoints ask UCX for peer failure handling
 // (UCP_ERR_HANDLING_MODE_PEER; GYRE_UCX_ERROR_MODE). With it, UCX 1.13 gives
 // its tcp and shared-memory transports no zero-copy lanes: a large
