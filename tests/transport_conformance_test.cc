@@ -667,6 +667,9 @@ TEST_P(Conformance, DeviceMemoryKeysReachAPeersGpuOrAreRefused) {
         c.deregisterMemory(key);
         c.releaseRemoteKey(theirs);
       }
+      // Neither closes before both have connected (UCX over its shared
+      // memory cannot connect to a worker that is gone).
+      e.bs->barrier(Deadline::afterMs(kStepMs));
       failures = check.failures();
     }  // the transport closes what it opened while the backend is still there
     device::setBackendForTesting(nullptr);

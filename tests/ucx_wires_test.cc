@@ -30,6 +30,18 @@ TEST(UcxWires, AListMayUseRdmaWhenItNamesAnythingButPlainWires) {
   EXPECT_TRUE(mayUseRdma("ib", 1));
 }
 
+// Eager below 1 MiB, or 512 KiB where UCX's rendezvous is zero-copy; a
+// message and its header as one UCP message below that; the receivers'
+// overflow covers the larger.
+TEST(UcxWires, RendezvousFromHalfAMebibyteWhereItCopiesNothing) {
+  EXPECT_STREQ(rendezvousThreshold(false), "1m");
+  EXPECT_STREQ(rendezvousThreshold(true), "512k");
+  EXPECT_EQ(onePartBytes(false), (size_t{1} << 20) - 64);
+  EXPECT_EQ(onePartBytes(true), (size_t{512} << 10) - 64);
+  EXPECT_GE(kTcpOnePartBytes, onePartBytes(false));
+  EXPECT_GE(kTcpOnePartBytes, onePartBytes(true));
+}
+
 // Whether UCX may carry messages to this host's peers through its shared
 // memory (then they are no system calls, for the tuner).
 TEST(UcxWires, SharedMemoryUnlessTheListNamesNone) {

@@ -80,6 +80,10 @@ UcxConnection::UcxConnection(UcxTransport& transport, int peer, std::string peer
                             "ucx: no UCX transport reaches " + peerName_ + " (" + settings +
                                 "): let UCX_TLS and UCX_NET_DEVICES allow one that does");
     }
+    // Over UCX's shared memory a peer whose worker is gone cannot be
+    // reached at all ("Shared memory error"): say what that means.
+    if (transport.peerExited(peer_))
+      throw ConnectionError(gyreRemoteError, peer_, "ucx: " + peerName_ + " exited before a connection to it was made");
     throwStatus(s, "connect to");
   }
 }

@@ -66,17 +66,19 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   const bool noRdma = !ucx_wires::mayUseRdma(std::getenv("UCX_TLS"), rdmaDevices());
   t->peerErrors_ = ucx_wires::peerErrorHandling(options.errorMode, !noRdma);
-  // Without RDMA, UCX's rendezvous buys nothing and costs a round trip per
-  // message: pieces go eager unless the user says otherwise.
+  // Without RDMA, UCX's rendezvous costs a round trip per message and, with
+  // peer error handling, saves no copy: pieces go eager unless the user
+  // says otherwise (up to 512 KiB where it is zero-copy: ucx_wires.h).
   if (s == UCS_OK && !std::getenv("UCX_RNDV_THRESH") && noRdma) {
-    s = ucp_config_modify(config, "RNDV_THRESH", ucx_wires::kTcpRendezvousThreshold);
+    const bool zeroCopy = !t->peerErrors_;
+    s = ucp_config_modify(config, "RNDV_THRESH", ucx_wires::rendezvousThreshold(zeroCopy));
     if (s == UCS_OK) {
       GYRE_INFO("rank %d: ucx: no RDMA here, messages up to %s eager (UCX_RNDV_THRESH sets it)", bs.rank(),
-                ucx_wires::kTcpRendezvousThreshold);
+                ucx_wires::rendezvousThreshold(zeroCopy));
       // All eager, then: a piece goes as one message with its header (two
       // parts were a message, a probe and a receive more per piece: 2 ranks,
       // 32-256 KiB 1.1-1.6x faster as one).
-      t->options_.onePartBytes = ucx_wires::kTcpOnePartBytes;
+      t->options_.onePartBytes = ucx_wires::onePartBytes(zeroCopy);
     }
   }
   // UCX's tcp reads a socket into a 64 KiB segment per look: with both
