@@ -10,6 +10,7 @@
 // mid-message, and one that sends garbage. Every run has a hard deadline (runRanks); no test waits on
 // a timer for a peer.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -137,18 +138,24 @@ std::unique_ptr<transport::Transport> makeTransport(const std::string& kind, boo
   return std::make_unique<transport::TcpTransport>(bs, o);
 }
 
-Endpoint open(const std::string& kind, int rank, int n, const gyreUniqueId& id, bool tightBuffers = false,
-              int lanes = 1) {
-  Endpoint e;
-  e.bs = rendezvous(rank, n, id);
-  e.t = makeTransport(kind, *e.bs, tightBuffers, nullptr, lanes);
-  e.peer = 1 - rank;
+// Connects e's transport to its peer.
+void connectPeer(Endpoint& e) {
   std::string why;
   if (!e.t->canConnect(e.peer, &why)) throw Error(gyreInternalError, "cannot connect: " + why);
   const int peers[] = {e.peer};
   e.t->connect(peers, Deadline::afterMs(kStepMs));
   e.conn = e.t->connection(e.peer);
   if (!e.conn) throw Error(gyreInternalError, "connect() made no connection");
+}
+
+// connect false: the transport only, connectPeer to follow.
+Endpoint open(const std::string& kind, int rank, int n, const gyreUniqueId& id, bool tightBuffers = false,
+              int lanes = 1, bool connect = true) {
+  Endpoint e;
+  e.bs = rendezvous(rank, n, id);
+  e.t = makeTransport(kind, *e.bs, tightBuffers, nullptr, lanes);
+  e.peer = 1 - rank;
+  if (connect) connectPeer(e);
   return e;
 }
 
@@ -667,9 +674,6 @@ TEST_P(Conformance, DeviceMemoryKeysReachAPeersGpuOrAreRefused) {
         c.deregisterMemory(key);
         c.releaseRemoteKey(theirs);
       }
-      // Neither closes before both have connected (UCX over its shared
-      // memory cannot connect to a worker that is gone).
-      e.bs->barrier(Deadline::afterMs(kStepMs));
       failures = check.failures();
     }  // the transport closes what it opened while the backend is still there
     device::setBackendForTesting(nullptr);
@@ -855,6 +859,44 @@ void peerDies(const std::string& kind, bool midMessage) {
   });
   EXPECT_FALSE(out.timedOut) << out.describe();
   EXPECT_EQ(out.ranks[0].exitCode, 0) << out.describe();
+}
+
+// A peer that sent its last messages and left (a rank that finished its
+// calls and exited is no failure): what it sent is still received, in
+// each send form and two receive forms. Over UCX's shared memory an endpoint cannot be made once the
+// peer's worker is gone, so the transport connects its host's peers when it
+// is made (ucx_transport.cc), before any of them can leave.
+TEST_P(Conformance, WhatAPeerSentBeforeItLeftIsStillReceived) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    constexpr uint64_t kMessages = 4;  // within shared memory's 4 FIFO slots: nobody reads before it leaves
+    auto bytesOf = [](uint64_t m) { return m % 2 ? size_t{4096} : size_t{64}; };
+    // Over UCX the receiver looks at the peer only after it has left (a
+    // UCX message needs no connection of the receiver's: its worker takes
+    // it); the others' connections are made by both sides together.
+    const bool late = rank == 0 && kind == "ucx";
+    Endpoint e = open(kind, rank, n, id, false, 1, !late);
+    if (rank == 1) {
+      Sender s{e, rank, {}, false, {}};
+      for (uint64_t m = 0; m < kMessages; ++m)
+        check.expect(until(e, [&] { return s.trySend(m, bytesOf(m)); }), "send " + std::to_string(m));
+      return check.failures();  // the transport closes (flushing), the process exits
+    }
+    const Deadline d = Deadline::afterMs(kStepMs);
+    while (!e.bs->liveness().isDead(1) && !d.expired()) ::poll(nullptr, 0, 1);
+    check.expect(e.bs->liveness().isDead(1), "rank 1 exited");
+    if (late) connectPeer(e);
+    Receiver r{e, e.peer, {}, false, {}};
+    std::string wrong;
+    for (uint64_t m = 0; m < kMessages && wrong.empty(); ++m) {
+      const bool got = until(e, [&] { return r.tryRecv(m, bytesOf(m), &wrong) || !wrong.empty(); });
+      check.expect(got && wrong.empty(), "message " + std::to_string(m) + " from the rank that left: " + wrong);
+    }
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
 TEST_P(Conformance, APeerThatDiesIsSeen) { peerDies(kind(), false); }

@@ -162,6 +162,20 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   t->connections_.resize(static_cast<size_t>(bs.nranks()));
   t->describe_ = [&bs](int peer) { return bs.describe(peer); };
   t->bootstrap_ = &bs;
+  // Over UCX's shared memory an endpoint attaches the peer's segment as it
+  // is made, which fails once the peer's worker is gone: a peer that sent
+  // its last messages and left before this rank's first look at it (made
+  // on first use) would leave those messages unreadable behind a failed
+  // connection. The peers of this host are connected now, and nobody goes
+  // on before all have been (over tcp and RDMA an endpoint connects later,
+  // on its first send, and a gone peer's messages are still received).
+  if (t->localSharedMemory_) {
+    std::vector<int> local;
+    for (int r = 0; r < bs.nranks(); ++r)
+      if (r != bs.rank() && bs.sameHost(r)) local.push_back(r);
+    t->connect(local, deadline);
+    bs.barrier(deadline);
+  }
   GYRE_INFO("rank %d: ucx worker ready (%zu-byte address; %s)", bs.rank(), addressBytes,
             t->peerErrors_ ? "UCX reports dead peers" : "no UCX error handling: gyre's own failure detection");
   return t;
