@@ -172,8 +172,8 @@ gyreComm_t initRank(int rank, int nranks, const gyreUniqueId& id, const char* tr
   }
   // "ucx_tcp": UCX over its tcp only, without UCX's error handling
   // (GYRE_UCX_ERROR_MODE=none: its large messages go by zero-copy
-  // rendezvous); "ucx_peer": UCX reporting dead peers (GYRE_UCX_ERROR_MODE=
-  // peer, the default, which keeps UCX off its shared memory).
+  // rendezvous, as by default without RDMA); "ucx_peer": UCX reporting dead
+  // peers (GYRE_UCX_ERROR_MODE=peer, which keeps UCX off its shared memory).
   if (transport && (std::string(transport) == "ucx_tcp" || std::string(transport) == "ucx_peer")) {
     cfg.transport = "ucx";
     if (std::string(transport) == "ucx_tcp") {
