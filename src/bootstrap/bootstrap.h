@@ -143,7 +143,8 @@ class Bootstrap {
   std::optional<Socket> takeArrived(int peer, ConnKind kind, uint32_t tag);
   // Waits at most capMs (or the deadline) for the listeners or `extra`.
   void waitForArrivals(std::vector<pollfd> extra, Deadline deadline, int capMs);
-  // Whether a peer on this host is known to have exited (pidfd).
+  // Whether a peer is known to have exited (liveness(): a pidfd on this host,
+  // a watchPeer connection on another).
   bool knownDead(int peer) const { return liveness_.isDead(peer); }
   // For a transport that cannot see a peer die (UCX without its error
   // handling): lets liveness() watch `peer` where it does not yet, through a

@@ -13,46 +13,47 @@
 
 namespace gyre::transport::ucx_wires {
 
-// tls: UCX_TLS as the user set it (null: unset, every transport UCX has);
-// rdmaDevices: RDMA devices on this host (/sys/class/infiniband's entries).
-inline bool mayUseRdma(const char* tls, int rdmaDevices) {
-  if (rdmaDevices <= 0) return false;
+// Whether UCX_TLS as the user set it (tls; null: unset) lets UCX use a
+// transport that `pick` accepts: unset, empty or an exclusion ("^...") lets
+// it use all; a list, those it names.
+template <typename Pick>
+bool tlsAllowsAny(const char* tls, Pick pick) {
   if (!tls || !*tls || tls[0] == '^') return true;  // all, or all but some
-  // A list: RDMA unless every name is one of UCX's wires without it.
-  static constexpr std::string_view kNoRdma[] = {"tcp",  "self", "sm",  "shm",       "posix",    "sysv",
-                                                 "cma",  "mm",   "knem", "xpmem",    "cuda_copy", "cuda_ipc",
-                                                 "rocm_copy", "rocm_ipc"};
   std::string_view rest(tls);
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
-    std::string_view name = rest.substr(0, comma);
-    if (!name.empty()) {
-      bool plain = false;
-      for (std::string_view n : kNoRdma) plain |= name == n;
-      if (!plain) return true;
-    }
+    const std::string_view name = rest.substr(0, comma);
+    if (!name.empty() && pick(name)) return true;
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
   return false;
 }
 
+template <size_t N>
+bool isOneOf(std::string_view name, const std::string_view (&names)[N]) {
+  for (std::string_view n : names)
+    if (name == n) return true;
+  return false;
+}
+
+// tls: as tlsAllowsAny's; rdmaDevices: RDMA devices on this host
+// (/sys/class/infiniband's entries). A list may use RDMA unless every name
+// is one of UCX's wires without it.
+inline bool mayUseRdma(const char* tls, int rdmaDevices) {
+  if (rdmaDevices <= 0) return false;
+  static constexpr std::string_view kNoRdma[] = {"tcp",  "self", "sm",  "shm",       "posix",    "sysv",
+                                                 "cma",  "mm",   "knem", "xpmem",    "cuda_copy", "cuda_ipc",
+                                                 "rocm_copy", "rocm_ipc"};
+  return tlsAllowsAny(tls, [](std::string_view name) { return !isOneOf(name, kNoRdma); });
+}
+
 // Whether UCX may reach a peer on this host through shared memory (tls: as
-// mayUseRdma's), without its peer error handling (with it, UCX 1.13's
+// tlsAllowsAny's), without its peer error handling (with it, UCX 1.13's
 // shared memory reaches nobody).
 inline bool mayUseSharedMemory(const char* tls) {
-  if (!tls || !*tls || tls[0] == '^') return true;  // all, or all but some
   static constexpr std::string_view kShared[] = {"all", "sm", "shm", "mm", "posix", "sysv", "cma", "knem", "xpmem"};
-  std::string_view rest(tls);
-  while (!rest.empty()) {
-    const size_t comma = rest.find(',');
-    const std::string_view name = rest.substr(0, comma);
-    for (std::string_view n : kShared)
-      if (name == n) return true;
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return false;
+  return tlsAllowsAny(tls, [](std::string_view name) { return isOneOf(name, kShared); });
 }
 
 // Whether gyre's endpoints ask UCX for peer failure handling
@@ -86,9 +87,9 @@ inline bool largeMessagesInPlace(ErrorMode mode, bool mayUseRdma) {
 inline const char* rendezvousThreshold(bool zeroCopy) { return zeroCopy ? "512k" : "1m"; }
 // With that threshold, the largest message gyre sends as one UCP message
 // (its payload and a 32-byte header, below the threshold).
-inline size_t onePartBytes(bool zeroCopy) { return (zeroCopy ? size_t{512} << 10 : size_t{1} << 20) - 64; }
+constexpr size_t onePartBytes(bool zeroCopy) { return (zeroCopy ? size_t{512} << 10 : size_t{1} << 20) - 64; }
 // The largest of them, whatever each rank's mode.
-inline constexpr size_t kTcpOnePartBytes = (size_t{1} << 20) - 64;
+inline constexpr size_t kTcpOnePartBytes = onePartBytes(false);
 
 // The segment UCX's tcp reads a socket into (UCX's default 64 KiB), unless
 // the user set UCX_TCP_RX_SEG_SIZE or UCX_TCP_TX_SEG_SIZE.
