@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "base/parse.h"
 #include "bootstrap/interfaces.h"
 #include "bootstrap/launch_env.h"
+#include "bootstrap/peer_liveness.h"
 #include "bootstrap/rendezvous_protocol.h"
 #include "bootstrap/root_server.h"
 #include "bootstrap/unique_id.h"
@@ -431,6 +433,7 @@ TEST(PeerWatch, APeerOnAnotherHostIsSeenGoneOnceItsEndCloses) {
   b[0]->watchPeer(1, Deadline::afterMs(5000));
   b[0]->watchPeer(1, Deadline::afterMs(5000));  // once is enough: a no-op
   EXPECT_TRUE(b[0]->liveness().watches(1));
+  EXPECT_TRUE(b[0]->liveness().deathHasGrace(1)) << "a closed connection is believed after a grace";
   b[1]->checkPeers();  // rank 1 takes the connection in and files it
   EXPECT_FALSE(b[0]->liveness().isDead(1));
   EXPECT_FALSE(b[0]->liveness().isStopped(1));
@@ -439,6 +442,17 @@ TEST(PeerWatch, APeerOnAnotherHostIsSeenGoneOnceItsEndCloses) {
   while (!b[0]->liveness().isDead(1) && !d.expired()) ::poll(nullptr, 0, 1);
   EXPECT_TRUE(b[0]->liveness().isDead(1)) << "not seen gone within 10 s";
   EXPECT_EQ(b[0]->liveness().dead(), std::vector<int>{1});
+}
+
+// A peer on this host is watched through its pidfd: its exit is believed at
+// once (a transport adds its own grace for what is still on its way).
+TEST(PeerWatch, AnExitSeenThroughAPidfdHasNoGrace) {
+  PeerLiveness l;
+  l.watch(3, static_cast<int>(::getpid()));
+  EXPECT_TRUE(l.watches(3));
+  EXPECT_FALSE(l.isDead(3));
+  EXPECT_FALSE(l.deathHasGrace(3));
+  EXPECT_FALSE(l.deathHasGrace(4)) << "not watched";
 }
 
 }  // namespace

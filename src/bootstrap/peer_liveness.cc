@@ -61,6 +61,12 @@ bool PeerLiveness::isDead(int rank) const {
   return false;
 }
 
+bool PeerLiveness::deathHasGrace(int rank) const {
+  for (const Watched& w : watched_)
+    if (w.rank == rank) return w.connection.valid();
+  return false;
+}
+
 std::vector<int> PeerLiveness::dead() const {
   std::vector<int> out;
   for (const Watched& w : watched_)

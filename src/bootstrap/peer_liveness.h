@@ -30,6 +30,10 @@ class PeerLiveness {
   // True once a watched rank has exited (does not block); false for ranks
   // not watched. A pid that was already gone when watched counts as exited.
   bool isDead(int rank) const;
+  // Whether isDead waits kClosedGraceNs after rank is seen gone (a rank
+  // watched through a connection): a caller with a grace of its own need
+  // not wait out a second one.
+  bool deathHasGrace(int rank) const;
   // Every watched rank that has exited, in rank order.
   std::vector<int> dead() const;
   // True while a watched rank is stopped (state T or t in /proc): it will

@@ -111,7 +111,9 @@ void UcxConnection::throwIfFailed() const {
 // has gone, looked at every kDeathLookNs while a receive or a send waits.
 // Believed once kDeathGraceNs have passed with nothing more from the peer:
 // what it sent before it exited may still be on its way in (a peer that
-// finished its calls and left is no failure).
+// finished its calls and left is no failure). Where the watch waited out a
+// grace before it said so (a peer on another host), that one counts: the
+// next look believes it unless a message has come whole since.
 void UcxConnection::throwIfPeerGone() {
   throwIfFailed();
   if (transport_.peerErrors()) return;
@@ -120,7 +122,7 @@ void UcxConnection::throwIfPeerGone() {
     if (now - lastDeathLookNs_ < kDeathLookNs) return;
     lastDeathLookNs_ = now;
     if (!transport_.peerExited(peer_)) return;
-    goneSinceNs_ = now;
+    goneSinceNs_ = transport_.peerExitHasGrace(peer_) ? now - kDeathGraceNs : now;
   }
   if (now - goneSinceNs_ < kDeathGraceNs) return;
   throw ConnectionError(gyreRemoteError, peer_, "ucx: " + peerName_ + " exited");

@@ -99,6 +99,9 @@ class UcxTransport final : public Transport {
   // host, the connection that watches it on another: connect() asks for it
   // where UCX reports nothing).
   bool peerExited(int peer) const { return bootstrap_ && bootstrap_->liveness().isDead(peer); }
+  // Whether peerExited says so only after a grace of its own (a peer on
+  // another host, seen through a connection that closed).
+  bool peerExitHasGrace(int peer) const { return bootstrap_ && bootstrap_->liveness().deathHasGrace(peer); }
   // Where a receive posted before its message came puts what is past the
   // caller's buffer (a longer message, which is then refused): room for the
   // largest one-part message any rank sends. Made on first use; it lives
