@@ -35,9 +35,16 @@
 # costs, TCP's own behaviour beyond its measured rate. Every calibration and
 # measurement waits until the host runs the two CPUs near each other
 # (settle, below).
-# Writes OUT/measured-<coll>-<config>.txt, OUT/calibration.txt, OUT/placement.txt,
-# OUT/simulated-<coll>-<config>.txt and OUT/table.md (predicted against
-# measured per size, the median absolute error above 64 KiB, the worst size).
+# Writes OUT/measured-<coll>-<config>.txt, OUT/calls-<coll>-<config>.txt,
+# OUT/calibration.txt, OUT/placement.txt, OUT/simulated-<coll>-<config>.txt
+# and OUT/table.md (predicted against measured per size, the median absolute
+# error above 64 KiB, the worst size). Each size is measured two ways:
+# gyre-bench's time (the mean of a run's calls; the run whose mean is the
+# median of REPEATS), and the median call of the quietest run (each run's
+# oop-p50 from --percentiles, the lowest of the REPEATS: on one host the
+# same command's calls run at one speed or another from one process to the
+# next, minutes apart, e.g. a 2-rank AllGather of 256 KiB at 10-12 or 17-20
+# us, and the simulation describes the faster).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${BUILD:-$root/build}" && pwd)
@@ -91,10 +98,14 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
   # calib SIZE RUN-ARGS...: the median of three runs' time for SIZE. One
   # run of a calibration swung 2-3x on this host (a 64 MiB one-way copy
   # 1.7 to 9.9 GB/s), and the one-host simulation follows it.
+  # Each of the three waits for the CPUs to be near (settle, below): a
+  # slow spell that began after one settle took all three runs of a 64 MiB
+  # sendrecv (34.8 ms against 12.3 quiet) and with them the whole one-host
+  # simulation (47-52% off where it was 19-27%).
   calib() {
     local size=$1
     shift
-    for _ in 1 2 3; do run "$@" | time_of "$size"; done | sort -g | sed -n 2p
+    for _ in 1 2 3; do settle; run "$@" | time_of "$size"; done | sort -g | sed -n 2p
   }
   # Where the host runs our two CPUs. For minutes at a time what crosses
   # from one CPU to the other slows 3-8x while each CPU's own work keeps
@@ -108,7 +119,9 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
   # a probe is good again), until it is within twice the lowest seen, and
   # leaves it in probe_us (on stderr what it waited for; nothing on stdout,
   # which may be a file).
-  probe() { run 1 2 "" sendrecv -b 2M -e 2M -n 20 -w 3 | time_of 2097152; }
+  # (Without what a calibration's run sets for itself: both ranks on one
+  # CPU, a forced algorithm.)
+  probe() { (unset one_cpu GYRE_ALGO; run 1 2 "" sendrecv -b 2M -e 2M -n 20 -w 3 | time_of 2097152); }
   near_us="" probe_us="" patience=12
   settle() {
     local k
@@ -186,7 +199,7 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
         settle
         echo "$c on $cfg, run $k: a 2 MiB sendrecv between the CPUs in $probe_us us" >>"$out/placement.txt"
         run "${cfg%x*}" "${cfg#*x}" "$([ $k = 1 ] && echo "$out/trace-$c-$cfg.json")" "$c" -b 8 -e "$maxsize" -f 8 \
-          >"$logs/measured.$k" || echo "$c on $cfg: failed" >&2
+          --percentiles >"$logs/measured.$k" || echo "$c on $cfg: failed" >&2
       done
       /usr/bin/python3 - "$logs" "$repeats" >"$out/measured-$c-$cfg.txt" <<'EOF2'
 import sys
@@ -204,6 +217,21 @@ for l in runs[0]:
 for size in sorted(rows):
     r = sorted(rows[size])
     print(r[len(r) // 2][1], end="")
+EOF2
+      # The other measure: each run's median call (oop-p50), the quietest
+      # run's (the lowest of the REPEATS), per size.
+      /usr/bin/python3 - "$logs" "$repeats" >"$out/calls-$c-$cfg.txt" <<'EOF2'
+import sys
+logs, k = sys.argv[1], int(sys.argv[2])
+p50 = {}
+for i in range(1, k + 1):
+    for l in open(f"{logs}/measured.{i}"):
+        f = l.split()
+        if l.startswith("#") or len(f) < 14: continue
+        try: p50.setdefault(int(f[0]), []).append(float(f[13]))
+        except ValueError: pass
+for size in sorted(p50):
+    print(size, min(p50[size]), " ".join(str(x) for x in p50[size]))
 EOF2
       echo "measured $c on $cfg (hosts x ranks), $repeats runs"
     done
@@ -319,41 +347,57 @@ def rows(path, tcol):
     for line in open(path):
         f = line.split()
         if not f or line.startswith("#"): continue
-        try: r[int(float(f[0]))] = (float(f[tcol]), f[-3] if tcol == 5 and len(f) > 10 else None)
+        try: r[int(float(f[0]))] = float(f[tcol])
         except (ValueError, IndexError): pass
     return r
-print("| collective | hosts x ranks | size | algorithm | measured (µs) | simulated (µs) | error |")
-print("|---|---|---|---|---|---|---|")
+# Two measures of a size's time: gyre-bench's (the mean over a run's calls,
+# the run whose mean is the median of REPEATS), and the median call of the
+# quietest run (the lowest of the runs' p50s; where measured). A slow spell
+# of the host, or a call in the run that waited on one, moves the first;
+# the simulation describes a host without them.
+print("| collective | hosts x ranks | size | algorithm | measured: mean (µs) | median call, quietest run (µs) | simulated (µs) | error: mean | error: median call |")
+print("|---|---|---|---|---|---|---|---|---|")
 summary = []
+def err(s, m): return (s - m) / m if m else None
 for cfg in configs:
     for c in colls:
         meas = rows(f"{out}/measured-{c}-{cfg}.txt", 5)
+        calls = rows(f"{out}/calls-{c}-{cfg}.txt", 1)
         sim = {}
         p = f"{out}/simulated-{c}-{cfg}.txt"
         if os.path.exists(p):
             for line in open(p):
                 f = line.split()
                 if len(f) >= 10: sim[int(float(f[0]))] = (float(f[5]), f[8])
-        errs = []
+        errs, cerrs = [], []
         for size in sorted(meas):
             if size not in sim: continue
-            m, s = meas[size][0], sim[size][0]
-            e = (s - m) / m
-            if size > 64 * 1024: errs.append((abs(e), size))
-            print(f"| {c} | {cfg.replace('x', ' x ')} | {size} | {sim[size][1]} | {m:.1f} | {s:.1f} | {100 * e:+.0f}% |")
+            m, s = meas[size], sim[size][0]
+            e = err(s, m)
+            ce = err(s, calls[size]) if size in calls else None
+            if size > 64 * 1024:
+                errs.append((abs(e), size))
+                if ce is not None: cerrs.append((abs(ce), size))
+            cm = f"{calls[size]:.1f}" if size in calls else "n/a"
+            cs = f"{100 * ce:+.0f}%" if ce is not None else "n/a"
+            print(f"| {c} | {cfg.replace('x', ' x ')} | {size} | {sim[size][1]} | {m:.1f} | {cm} | {s:.1f} | {100 * e:+.0f}% | {cs} |")
         if errs:
-            worst = max(errs)
-            summary.append((c, cfg, statistics.median(e for e, _ in errs), worst[1], worst[0], len(errs)))
+            worst, cworst = max(errs), max(cerrs) if cerrs else None
+            summary.append((c, cfg, statistics.median(e for e, _ in errs), worst, statistics.median(e for e, _ in cerrs) if cerrs else None, cworst, len(errs)))
+def pct(x): return "n/a" if x is None else f"{100 * x:.0f}%"
 print()
-print("| collective | hosts x ranks | median abs error above 64 KiB | worst size | its error | sizes |")
-print("|---|---|---|---|---|---|")
-for c, cfg, med, ws, we, k in summary:
-    print(f"| {c} | {cfg.replace('x', ' x ')} | {100 * med:.0f}% | {ws} | {100 * we:.0f}% | {k} |")
+print("| collective | hosts x ranks | median abs error above 64 KiB: mean | worst size | median abs error: median call | worst size | sizes |")
+print("|---|---|---|---|---|---|---|")
+for c, cfg, med, w, cmed, cw, k in summary:
+    print(f"| {c} | {cfg.replace('x', ' x ')} | {pct(med)} | {w[1]} ({pct(w[0])}) | {pct(cmed)} | {cw[1] if cw else 'n/a'} ({pct(cw[0] if cw else None)}) | {k} |")
 if summary:
     print()
-    print(f"All: median abs error above 64 KiB {100 * statistics.median(s[2] for s in summary):.0f}% (median of the per-collective medians)")
+    def overall(i, sel=lambda s: True):
+        v = [s[i] for s in summary if sel(s) and s[i] is not None]
+        return pct(statistics.median(v)) if v else "n/a"
+    print(f"All: median abs error above 64 KiB {overall(2)} against the mean, {overall(4)} against the median call (medians of the per-collective medians)")
     for cfg in configs:
-        sel = [s[2] for s in summary if s[1] == cfg]
-        if sel: print(f"- {cfg.replace('x', ' x ')}: {100 * statistics.median(sel):.0f}%")
+        if any(s[1] == cfg for s in summary):
+            print(f"- {cfg.replace('x', ' x ')}: {overall(2, lambda s: s[1] == cfg)} / {overall(4, lambda s: s[1] == cfg)}")
 EOF
 cat "$out/table.md"
