@@ -49,6 +49,8 @@ class PeerLiveness {
     Socket connection;
     mutable int64_t closedSinceNs = -1;  // when `connection` was first seen closed
   };
+  const Watched* find(int rank) const;  // null: not watched
+  bool exited(const Watched& w) const;  // isDead's look at one watch
   std::vector<Watched> watched_;
 };
 
