@@ -44,6 +44,7 @@ void ClusterSpec::validate() const {
   nonNegative(coreReadBytesPerSecond, "the core read rate");
   nonNegative(coreSwitchSeconds, "the core switch cost");
   nonNegative(peerReadBytesPerSecond, "the peer read rate");
+  nonNegative(secondWriteCost, "the second write cost");
   if (fifoSlots < 2 || fifoSlots > 64) throwError(gyreInvalidArgument, "cluster: the FIFO slots must be 2 to 64");
 }
 

@@ -88,6 +88,13 @@ struct ClusterSpec {
   // are not mapped), bytes per second; 0: the core's rate. The kernel's copy
   // pins each page and copies it with rep movsb, slower than a FIFO copy.
   double peerReadBytesPerSecond = 0;
+  // Where cores are modelled: what a copy or reduction that writes two
+  // destinations in one pass (its output and the next rank's FIFO slot: a
+  // ring's first step, a chain's root, a ring AllReduce's reduce-and-pass
+  // on) pays for the second, as a fraction of a FIFO copy's cost; 0: the
+  // second is free. gyre's copy2 of a 256 KiB piece takes 1.5x a memcpy of
+  // it on the dev VM (kernels_bench), so 0.5 there.
+  double secondWriteCost = 0;
 
   int nranks() const { return hosts * ranksPerHost; }
   double coreRate() const { return coreBytesPerSecond > 0 ? coreBytesPerSecond : copyBytesPerSecond; }
@@ -120,6 +127,7 @@ class Cluster final : public Fabric {
   int coreOf(int rank) const override;
   double fifoReadCost(int) const override { return spec_.coreRate() / spec_.coreReadRate(); }
   double peerReadCost(int) const override { return spec_.coreRate() / spec_.peerReadRate(); }
+  double secondWriteCost(int) const override { return spec_.secondWriteCost; }
   double coreSwitchSeconds(int) const override {
     return coresUsed() > 0 && coresUsed() < spec_.ranksPerHost ? spec_.coreSwitchSeconds : 0;
   }

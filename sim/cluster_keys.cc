@@ -60,6 +60,8 @@ const KeyInfo kKeys[] = {
      [](ClusterSpec& s, double v) { s.coreSwitchSeconds = v * kMicro; }},
     {"host", "peer_read_gbytes", Kind::Number, "GB/s", nullptr, "the peer read rate", nullptr,
      [](ClusterSpec& s, double v) { s.peerReadBytesPerSecond = v * kGiga; }},
+    {"host", "second_write_cost", Kind::Number, "", nullptr, "the second write cost", nullptr,
+     [](ClusterSpec& s, double v) { s.secondWriteCost = v; }},
     {"host", "peer_reads", Kind::Boolean, "", nullptr, "", nullptr,
      [](ClusterSpec& s, double v) { s.peerReads = v != 0; }},
     {"network", "hosts_per_leaf", Kind::Integer, "", nullptr, "hosts per leaf switch", nullptr,

@@ -84,6 +84,14 @@ bool localOnly(Prim p) {
 // socket read the copy.
 bool copiesLocally(Prim p, bool sendsWithinHost) { return p == Prim::Copy || (p == Prim::CopySend && !sendsWithinHost); }
 
+// Whether a step writes two destinations in one pass where it sends into a
+// FIFO: its output and the next rank's slot (the executor's CopySend,
+// RecvCopySend and RecvReduceCopySend, into a transport without direct I/O).
+bool writesTwo(Prim p) { return p == Prim::CopySend || p == Prim::RecvCopySend || p == Prim::RecvReduceCopySend; }
+
+// A receive's flags in a mail box, where cores are modelled.
+constexpr char kReduces = 1, kWritesTwo = 2;
+
 class Runner {
  public:
   Runner(const std::vector<SimPlan>& plans, size_t elemSize, const Fabric& fabric, FlowNetwork& net,
@@ -128,7 +136,9 @@ class Runner {
       }
       if (fabric_.coreOf(r) >= 0)
         for (const SimStep& s : p.steps)
-          if (receives(s.prim)) mailbox(s.recvPeer, r).reducing.push_back(reduces(s.prim));
+          if (receives(s.prim))
+            mailbox(s.recvPeer, r).recvFlags.push_back(static_cast<char>((reduces(s.prim) ? kReduces : 0) |
+                                                                         (secondWrite(r, s) > 0 ? kWritesTwo : 0)));
       loop_.at(0, [this, r] { startPhase(r, 0); });
     }
     RunResult out;
@@ -170,8 +180,10 @@ class Runner {
     size_t head = 0;
     long waiting = -1;
     // Where cores are modelled: whether each receive of these messages
-    // reduces (by the receiver's steps, in order), and how many were sent.
-    std::vector<char> reducing;
+    // reduces and whether it writes two destinations (kReduces,
+    // kWritesTwo; by the receiver's steps, in order), and how many were
+    // sent.
+    std::vector<char> recvFlags;
     size_t sent = 0;
   };
   // A flow from one rank to another: its path, with a symmetry the
@@ -270,6 +282,15 @@ class Runner {
   double coreRate(int core) const { return net_.link(core).bytesPerSecond; }
   // What a byte reduced costs rank r's core, in FIFO-copy bytes.
   double reduceCost(int r) const { return coreRate(fabric_.coreOf(r)) / fabric_.reduceBytesPerSecond(r); }
+  // What step s's second destination costs rank r's core a byte, in
+  // FIFO-copy bytes: where it writes its output and a FIFO slot in one
+  // pass (a CopySend into a FIFO, or a receive from one that passes it on
+  // into another), else 0.
+  double secondWrite(int r, const SimStep& s) const {
+    if (!writesTwo(s.prim) || fabric_.fifoSlot(r, s.sendPeer) <= 0) return 0;
+    if (s.prim != Prim::CopySend && fabric_.fifoSlot(s.recvPeer, r) <= 0) return 0;
+    return fabric_.secondWriteCost(r);
+  }
   // Work on rank r's core, counted in FIFO-copy bytes, then `then`.
   void onCore(int r, double bytes, Callback then) {
     const int core = fabric_.coreOf(r);
@@ -285,7 +306,8 @@ class Runner {
   double coreWork(int r, const SimStep& s, double local) const {
     if (receives(s.prim)) {
       if (!fabric_.sameHost(s.recvPeer, r)) return reduces(s.prim) ? local * reduceCost(r) : 0;
-      return std::min(local, fabric_.fifoSlot(s.recvPeer, r)) * (reduces(s.prim) ? reduceCost(r) : fabric_.fifoReadCost(r));
+      return std::min(local, fabric_.fifoSlot(s.recvPeer, r)) *
+             ((reduces(s.prim) ? reduceCost(r) : fabric_.fifoReadCost(r)) + secondWrite(r, s));
     }
     if (reduces(s.prim)) return local * reduceCost(r);
     if (copiesLocally(s.prim, s.prim == Prim::CopySend && fabric_.sameHost(r, s.sendPeer)))
@@ -438,7 +460,8 @@ class Runner {
       // after thousands of other ranks' events, its cache line is gone.
       const double out = s.prim == Prim::SendAddresses ? kAddressBytes : bytes;
       const bool chained = receives(s.prim);
-      loop_.after(t, [this, r, li, to = s.sendPeer, out, chained] { send(r, li, to, out, chained); },
+      const double second = s.prim == Prim::CopySend ? secondWrite(r, s) : 0;
+      loop_.after(t, [this, r, li, to = s.sendPeer, out, chained, second] { send(r, li, to, out, chained, second); },
                   &ranks_[static_cast<size_t>(r)]);
       return;
     }
@@ -447,7 +470,9 @@ class Runner {
 
   // chained: the step received what it sends (its receive's copy or
   // reduction wrote the FIFO slot, in the same pass as its output).
-  void send(int r, size_t li, int to, double out, bool chained = false) {
+  // second: what the sender's copy in pays for writing its output too
+  // (secondWrite), a byte.
+  void send(int r, size_t li, int to, double out, bool chained = false, double second = 0) {
     const Outbox& ob = outbox(r, to);
     const double lat = ob.route.latency;
     ++messages_;
@@ -466,13 +491,14 @@ class Runner {
     // the last slot out as they come, that slot after the message is in
     // (its receive's coreWork).
     Route rt = ob.route;
-    if (!chained) addLink(rt, ob.coreFrom, 1.0);
+    if (!chained) addLink(rt, ob.coreFrom, 1.0 + second);
     Mailbox& box = *ob.box;
-    const bool reducing = box.sent < box.reducing.size() && box.reducing[box.sent];
+    const char flags = box.sent < box.recvFlags.size() ? box.recvFlags[box.sent] : 0;
     ++box.sent;
     const double early = out > 0 ? std::max(0.0, out - fabric_.fifoSlot(r, to)) / out : 0;
     if (early > 0) {
-      const double w = reducing ? reduceCost(to) : fabric_.fifoReadCost(to);
+      const double w = ((flags & kReduces) ? reduceCost(to) : fabric_.fifoReadCost(to)) +
+                       ((flags & kWritesTwo) ? fabric_.secondWriteCost(to) : 0);
       addLink(rt, ob.coreTo, early * w);
     }
     net_.start(rt.path, out, std::move(done), rt.weights);

@@ -101,6 +101,11 @@ class Fabric {
   // What rank's core pays to run it again after all its lanes waited for
   // messages, where the core runs other ranks too (0: it has its own).
   virtual double coreSwitchSeconds(int) const { return 0; }
+  // What the second destination of a copy or reduction that writes two in
+  // one pass (its output and the next rank's FIFO slot: the executor's
+  // CopySend, RecvCopySend and RecvReduceCopySend within a host) costs
+  // rank's core, against a FIFO copy's byte.
+  virtual double secondWriteCost(int) const { return 0; }
   // For symmetries (sim/symmetry.h): a rank the link belongs to (its port,
   // its NIC's, its leaf's; -1: links are not mapped, no symmetry is used),
   // and the link of the same kind that belongs to `rank`.

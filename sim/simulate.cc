@@ -134,17 +134,26 @@ bool plansKeep(const Symmetry& sym, Plans& plans) {
   return true;
 }
 
-// A host's working set in a call: each of its ranks' input and output.
+// A host's working set in a call: what each of its ranks reads and writes
+// of its own buffers. In place, the smaller buffer lies within the larger.
+// A Broadcast's ranks but its root only write their output, and a Reduce's
+// only read their input: the root's other buffer counts where host 0 (which
+// stands for every host) has it. Counting both buffers of every rank there
+// gave an 8-rank Broadcast of 16 MiB 256 MiB where its ranks touch 144.
 double hostWorkingSet(const ClusterSpec& spec, const collectives::CallRequest& req) {
   const double n = spec.nranks(), count = static_cast<double>(req.desc.count);
-  double in = count, out = count;
+  const double rootHere = req.desc.root >= 0 && req.desc.root < spec.ranksPerHost ? count : 0;
+  double in = count, out = count, extra = 0;
   switch (req.desc.kind) {
     case collectives::OpKind::AllGather: out = n * count; break;
     case collectives::OpKind::ReduceScatter: in = n * count; break;
     case collectives::OpKind::AllToAll: in = out = n * count; break;
+    case collectives::OpKind::Broadcast: in = 0, extra = req.inPlace ? 0 : rootHere; break;
+    case collectives::OpKind::Reduce: out = 0, extra = req.inPlace ? 0 : rootHere; break;
     default: break;
   }
-  return spec.ranksPerHost * (in + out) * static_cast<double>(req.elemSize);
+  const double perRank = req.inPlace ? std::max(in, out) : in + out;
+  return (spec.ranksPerHost * perRank + extra) * static_cast<double>(req.elemSize);
 }
 
 // The FIFO slots a host's ranks write in a call, where the cache is

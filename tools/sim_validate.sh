@@ -186,6 +186,15 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
         --benchmark_filter='^reduce_sum_float32/[a-z0-9]+/67108864$' --benchmark_min_time=0.2 \
         --benchmark_format=csv 2>/dev/null | awk -F, '/^"reduce_sum/ { t = $3 / 1000 } END { print t }'; done | sort -g | sed -n 2p)"
     fi
+    # A copy that writes two destinations in one pass (copy2: a ring's own
+    # block to its output and the next rank's FIFO slot, in the widest ISA)
+    # against memcpy, a 256 KiB piece (the slot) in cache, one CPU: 1.5x.
+    if [ -x "$build/bench/micro/kernels_bench" ]; then
+      kernel_us() { for _ in 1 2 3; do taskset -c 0 "$build/bench/micro/kernels_bench" --benchmark_filter="$1" \
+        --benchmark_min_time=0.2 --benchmark_format=csv 2>/dev/null | awk -F, 'NR > 1 && /^"/ { t = $3 / 1000 } END { print t }'; done | sort -g | sed -n 2p; }
+      echo "copy2_us_256K $(kernel_us '^copy2/[a-z0-9]+/262144$')"
+      echo "memcpy_us_256K $(kernel_us '^memcpy/262144$')"
+    fi
     # A rank's own copy: one rank's AllGather is its input copied to its
     # output (out of the caches at 64 MiB), nothing else.
     echo "copy_us_64M $(calib 67108864 1 1 "" allgather -b 64M -e 64M)"
@@ -241,7 +250,7 @@ fi
 # The cluster from the calibration. A sendrecv of S bytes between two ranks
 # takes latency + S / rate on the path: the 8-byte time is the latency
 # (split over the path's ends), the 64 MiB time gives the rate.
-read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup core_gbytes core_read_gbytes switch_us peer_read_gbytes < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup core_gbytes core_read_gbytes switch_us peer_read_gbytes second_write < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
 import sys
 v = {}
 for line in open(sys.argv[1]):
@@ -301,10 +310,13 @@ cache_mb, speedup = 0, 1
 if "intra_us_2M" in v and v.get("cache_kbytes", 0) > 0:
     in_cache = rate(2 * 2**20, v["intra_us_2M"])
     cache_mb, speedup = v["cache_kbytes"] / 1024, max(1.0, in_cache / rate(S, v["intra_us_64M"]))
-print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f} {core / 1e9:.3f} {core_read / 1e9:.3f} {switch:.2f} {peer_read / 1e9:.3f}")
+# A second destination written in the same pass (copy2 against memcpy; 0
+# where not measured).
+second = max(0.0, v["copy2_us_256K"] / v["memcpy_us_256K"] - 1) if v.get("memcpy_us_256K", 0) > 0 and v.get("copy2_us_256K", 0) > 0 else 0
+print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f} {core / 1e9:.3f} {core_read / 1e9:.3f} {switch:.2f} {peer_read / 1e9:.3f} {second:.3f}")
 EOF
 )
-echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x, one host: $cores cores, ${core_gbytes} GB/s into a FIFO and ${core_read_gbytes} out, ${switch_us} us a switch, peer reads ${peer_read_gbytes} GB/s"
+echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x, one host: $cores cores, ${core_gbytes} GB/s into a FIFO and ${core_read_gbytes} out, ${switch_us} us a switch, peer reads ${peer_read_gbytes} GB/s, a second write ${second_write} of a copy"
 
 for cfg in $configs; do
   h=${cfg%x*} per_host=${cfg#*x}
@@ -313,7 +325,7 @@ for cfg in $configs; do
   # Broadcast that measured them are two cores' copies).
   host=(--host-memory-gbytes "$memory_gbytes" --intra-gbytes "$intra_gbytes")
   [ "$h" = 1 ] && [ "$cores" -gt 0 ] &&
-    host=(--cores-per-host "$cores" --core-gbytes "$core_gbytes" --core-read-gbytes "$core_read_gbytes" --core-switch-us "$switch_us" --peer-read-gbytes "$peer_read_gbytes" --intra-gbytes 1000)
+    host=(--cores-per-host "$cores" --core-gbytes "$core_gbytes" --core-read-gbytes "$core_read_gbytes" --core-switch-us "$switch_us" --peer-read-gbytes "$peer_read_gbytes" --second-write-cost "$second_write" --intra-gbytes 1000)
   for c in $colls; do
     m=$out/measured-$c-$cfg.txt
     [ -s "$m" ] || continue

@@ -107,6 +107,25 @@ TEST(HostCores, AReductionWritesTheSlotItSends) {
   EXPECT_NEAR(three.run.seconds, t, t * 1e-9);
 }
 
+// A copy that fills a FIFO slot and writes its output in the same pass pays
+// for the second destination (ClusterSpec::secondWriteCost): the chain
+// Broadcast's root (a CopySend: its input to its output and the slot) and
+// its middle rank (a RecvCopySend: the slot it receives to its output and
+// the next rank's slot); the last rank writes its output only. Without
+// FIFOs nothing writes two.
+TEST(HostCores, ASecondDestinationCostsItsShare) {
+  auto seconds = [&](int ranks, double second, double slot) {
+    ClusterSpec s = onCores(1, ranks, ranks);
+    s.fifoSlotBytes = slot;
+    s.secondWriteCost = second;
+    return secondsOf(s, OpKind::Broadcast, "broadcast:chain");
+  };
+  const double two = seconds(2, 0.5, b);
+  EXPECT_NEAR(two, 1.5 * b / kCore + kLatency + b / kCore, two * 1e-9);
+  EXPECT_NEAR(seconds(3, 0.5, b) - seconds(3, 0, b), 2 * 0.5 * b / kCore, two * 1e-9);
+  EXPECT_DOUBLE_EQ(seconds(3, 0.5, 0), seconds(3, 0, 0));
+}
+
 // Where ranks share a core, a rank that slept (every lane waiting for a
 // message) costs its core a switch to run again; with a core of its own it
 // costs nothing. The 2-rank chain's receiver sleeps twice, for the root's
@@ -224,6 +243,9 @@ TEST(HostCores, OutOfRangeIsNamed) {
   EXPECT_THROW(s.validate(), Error);
   s = onCores(1, 2, 2);
   s.peerReadBytesPerSecond = -1;
+  EXPECT_THROW(s.validate(), Error);
+  s = onCores(1, 2, 2);
+  s.secondWriteCost = -0.5;
   EXPECT_THROW(s.validate(), Error);
 }
 

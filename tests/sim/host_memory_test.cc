@@ -195,6 +195,25 @@ TEST(HostCache, TheFifosSlotsAreInTheWorkingSet) {
   EXPECT_GT(seconds(buffers), 1.01 * seconds(buffers + fifos));
 }
 
+// A rooted call's ranks touch one buffer each, the root two: a 2-rank
+// Broadcast's working set is both outputs and the root's input (3 blocks),
+// a Reduce's both inputs and the root's output. A cache of 3 blocks holds
+// all of it (as fast as a far larger cache); one a little smaller does not.
+TEST(HostCache, ARootedCallTouchesOneBufferARankAndTheRootsOther) {
+  const double touched = 3.0 * kBlock;
+  for (const auto& [kind, algo] : {std::pair{OpKind::Broadcast, "broadcast:chain"}, std::pair{OpKind::Reduce, "reduce:chain"}}) {
+    auto seconds = [&, kind = kind, algo = algo](double cache) {
+      ClusterSpec s = processes(1, 2, 0, 1e9);  // copies that take time: the cache speeds them
+      s.reduceBytesPerSecond = 1e9;
+      s.cacheBytes = cache;
+      s.cacheSpeedup = 2;
+      return secondsOf(s, kind, algo);
+    };
+    EXPECT_DOUBLE_EQ(seconds(touched), seconds(10 * touched)) << algo;
+    EXPECT_GT(seconds(0.9 * touched), 1.01 * seconds(touched)) << algo;
+  }
+}
+
 TEST(HostCache, ASpeedupBelowOneIsRefused) {
   ClusterSpec s = processes(1, 2, 0);
   s.cacheBytes = 1 << 20;

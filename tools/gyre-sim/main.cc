@@ -63,6 +63,9 @@ int usage(FILE* to) {
                "                         Y 0: X)\n"
                "  --peer-read-gbytes X   where cores are modelled, a core's rate reading a peer's memory\n"
                "                         through the kernel (the single-copy algorithms; 0: the core's)\n"
+               "  --second-write-cost X  where cores are modelled, what a copy that also writes its output\n"
+               "                         as it fills a FIFO slot pays for that, per byte, as a fraction of\n"
+               "                         a FIFO copy's (0)\n"
                "  --hosts-per-leaf N     hosts under one leaf switch (32)\n"
                "  --oversubscription X   leaf uplinks' oversubscription (1)\n"
                "  --nic-us X --intra-us X --switch-us X\n"
@@ -221,6 +224,7 @@ int main(int argc, char** argv) {
       else if (a == "--core-read-gbytes") spec.coreReadBytesPerSecond = number(v, "--core-read-gbytes") * 1e9;
       else if (a == "--core-switch-us") spec.coreSwitchSeconds = number(v, "--core-switch-us") * 1e-6;
       else if (a == "--peer-read-gbytes") spec.peerReadBytesPerSecond = number(v, "--peer-read-gbytes") * 1e9;
+      else if (a == "--second-write-cost") spec.secondWriteCost = number(v, "--second-write-cost");
       else if (a == "--host-memory-gbytes") spec.hostMemoryBytesPerSecond = number(v, "--host-memory-gbytes") * 1e9;
       else if (a == "--switch-us") spec.switchLatency = number(v, "--switch-us") * 1e-6;
       else if (a == "--copy-gbytes") spec.copyBytesPerSecond = number(v, "--copy-gbytes") * 1e9;
