@@ -182,16 +182,16 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     # time the AllReduce above leaves beside its copies swung 2x between
     # runs (8.1 to 18.6 ms), the kernel's 6% (9.6 to 10.2 ms).
     if [ -x "$build/bench/micro/kernels_bench" ]; then
-      echo "reduce_kernel_us_64M $(for _ in 1 2 3; do taskset -c 0 "$build/bench/micro/kernels_bench" \
-        --benchmark_filter='^reduce_sum_float32/[a-z0-9]+/67108864$' --benchmark_min_time=0.2 \
-        --benchmark_format=csv 2>/dev/null | awk -F, '/^"reduce_sum/ { t = $3 / 1000 } END { print t }'; done | sort -g | sed -n 2p)"
+      # kernel_us FILTER: the median of three runs' time of the last (the
+      # widest ISA's) benchmark FILTER names, us.
+      kernel_us() { for _ in 1 2 3; do taskset -c 0 "$build/bench/micro/kernels_bench" --benchmark_filter="$1" \
+        --benchmark_min_time=0.2 --benchmark_format=csv 2>/dev/null | awk -F, 'NR > 1 && /^"/ { t = $3 / 1000 } END { print t }'; done | sort -g | sed -n 2p; }
+      echo "reduce_kernel_us_64M $(kernel_us '^reduce_sum_float32/[a-z0-9]+/67108864$')"
     fi
     # A copy that writes two destinations in one pass (copy2: a ring's own
     # block to its output and the next rank's FIFO slot, in the widest ISA)
     # against memcpy, a 256 KiB piece (the slot) in cache, one CPU: 1.5x.
     if [ -x "$build/bench/micro/kernels_bench" ]; then
-      kernel_us() { for _ in 1 2 3; do taskset -c 0 "$build/bench/micro/kernels_bench" --benchmark_filter="$1" \
-        --benchmark_min_time=0.2 --benchmark_format=csv 2>/dev/null | awk -F, 'NR > 1 && /^"/ { t = $3 / 1000 } END { print t }'; done | sort -g | sed -n 2p; }
       echo "copy2_us_256K $(kernel_us '^copy2/[a-z0-9]+/262144$')"
       echo "memcpy_us_256K $(kernel_us '^memcpy/262144$')"
     fi
