@@ -95,9 +95,14 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
   }
   # The out-of-place time (µs) of the row of `size` in a gyre-bench table.
   time_of() { awk -v s="$1" '!/^#/ && $1 == s { print $6 }' | tail -1; }
-  # calib SIZE RUN-ARGS...: the median of three runs' time for SIZE. One
+  # calib SIZE RUN-ARGS...: the lowest of three runs' time for SIZE. One
   # run of a calibration swung 2-3x on this host (a 64 MiB one-way copy
-  # 1.7 to 9.9 GB/s), and the one-host simulation follows it.
+  # 1.7 to 9.9 GB/s), and the one-host simulation follows it. What moves
+  # it is the host's slow spells, which only ever slow a run, so the
+  # quickest run is the host's own rate (as the median call of the
+  # quietest run is the measurement's): with the median of three, a spell
+  # that took two of a 64 MiB sendrecv's runs (28.3 ms against 12.7) put
+  # the whole one-host simulation 43-54% off where it was 12-29%.
   # Each of the three waits for the CPUs to be near (settle, below): a
   # slow spell that began after one settle took all three runs of a 64 MiB
   # sendrecv (34.8 ms against 12.3 quiet) and with them the whole one-host
@@ -105,7 +110,7 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
   calib() {
     local size=$1
     shift
-    for _ in 1 2 3; do settle; run "$@" | time_of "$size"; done | sort -g | sed -n 2p
+    for _ in 1 2 3; do settle; run "$@" | time_of "$size"; done | sort -g | head -1
   }
   # Where the host runs our two CPUs. For minutes at a time what crosses
   # from one CPU to the other slows 3-8x while each CPU's own work keeps
