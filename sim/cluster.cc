@@ -38,6 +38,8 @@ void ClusterSpec::validate() const {
   nonNegative(cacheBytes, "the cache size");
   if (!(cacheSpeedup >= 1) || !std::isfinite(cacheSpeedup))
     throwError(gyreInvalidArgument, "cluster: the cache speedup must be 1 or more");
+  if (sharedCoreCacheSpeedup != 0 && (!(sharedCoreCacheSpeedup >= 1) || !std::isfinite(sharedCoreCacheSpeedup)))
+    throwError(gyreInvalidArgument, "cluster: the shared core's cache speedup must be 1 or more (0: the cache speedup)");
   nonNegative(fifoSlotBytes, "the FIFO slot size");
   if (coresPerHost < 0 || coresPerHost > (1 << 12)) throwError(gyreInvalidArgument, "cluster: the cores per host must be 0 to 4096");
   nonNegative(coreBytesPerSecond, "the core rate");
@@ -61,9 +63,11 @@ int Cluster::coreOf(int rank) const {
 }
 
 ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes) {
-  if (spec.cacheBytes <= 0 || spec.cacheSpeedup == 1 || workingSetBytes <= 0) return spec;
+  const bool sharedCores = spec.coresPerHost > 0 && spec.ranksPerHost > spec.coresPerHost;
+  const double speedup = sharedCores && spec.sharedCoreCacheSpeedup > 0 ? spec.sharedCoreCacheSpeedup : spec.cacheSpeedup;
+  if (spec.cacheBytes <= 0 || speedup == 1 || workingSetBytes <= 0) return spec;
   const double cached = std::min(1.0, spec.cacheBytes / workingSetBytes);
-  const double faster = 1 / (cached / spec.cacheSpeedup + (1 - cached));
+  const double faster = 1 / (cached / speedup + (1 - cached));
   ClusterSpec s = spec;
   s.intraBytesPerSecond *= faster;
   s.hostMemoryBytesPerSecond *= faster;

@@ -46,6 +46,8 @@ const KeyInfo kKeys[] = {
      [](ClusterSpec& s, double v) { s.cacheBytes = v * 1024 * 1024; }},
     {"host", "cache_speedup", Kind::Number, "", nullptr, "the cache speedup", nullptr,
      [](ClusterSpec& s, double v) { s.cacheSpeedup = v; }},
+    {"host", "shared_core_cache_speedup", Kind::Number, "", nullptr, "the shared core's cache speedup", nullptr,
+     [](ClusterSpec& s, double v) { s.sharedCoreCacheSpeedup = v; }},
     {"host", "fifo_slot_kbytes", Kind::Number, "KiB", nullptr, "the FIFO slot size", nullptr,
      [](ClusterSpec& s, double v) { s.fifoSlotBytes = v * 1024; }},
     {"host", "fifo_slots", Kind::Integer, "", nullptr, "the FIFO slots", nullptr,

@@ -168,6 +168,10 @@ if [ "${SIM_ONLY:-0}" != 1 ]; then
     # the last-level cache's size.
     settle
     echo "intra_us_2M $(calib 2097152 1 2 "" sendrecv -b 2M -e 2M)"
+    # The same two with both on one CPU, as ranks that share a core run:
+    # they share its own caches too (2.7x against 3.6x here).
+    echo "onecpu_us_64M $(one_cpu=1 calib 67108864 1 2 "" sendrecv -b 64M -e 64M)"
+    echo "onecpu_us_2M $(one_cpu=1 calib 2097152 1 2 "" sendrecv -b 2M -e 2M)"
     echo "cache_kbytes $(sed 's/K$//' /sys/devices/system/cpu/cpu0/cache/index3/size 2>/dev/null || echo 0)"
     # One way alone: both ranks sending at once (the sendrecv) share the
     # host's memory, so each gets half of what one alone gets.
@@ -255,7 +259,7 @@ fi
 # The cluster from the calibration. A sendrecv of S bytes between two ranks
 # takes latency + S / rate on the path: the 8-byte time is the latency
 # (split over the path's ends), the 64 MiB time gives the rate.
-read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup core_gbytes core_read_gbytes switch_us peer_read_gbytes second_write < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
+read -r net_gbit net_us intra_gbytes intra_us reduce_gbytes copy_gbytes memory_gbytes cache_mbytes cache_speedup core_gbytes core_read_gbytes switch_us peer_read_gbytes second_write shared_speedup < <(/usr/bin/python3 - "$out/calibration.txt" "$slot_kb" <<'EOF'
 import sys
 v = {}
 for line in open(sys.argv[1]):
@@ -318,10 +322,15 @@ if "intra_us_2M" in v and v.get("cache_kbytes", 0) > 0:
 # A second destination written in the same pass (copy2 against memcpy; 0
 # where not measured).
 second = max(0.0, v["copy2_us_256K"] / v["memcpy_us_256K"] - 1) if v.get("memcpy_us_256K", 0) > 0 and v.get("copy2_us_256K", 0) > 0 else 0
-print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f} {core / 1e9:.3f} {core_read / 1e9:.3f} {switch:.2f} {peer_read / 1e9:.3f} {second:.3f}")
+# The caches where ranks share a core: the same sendrecvs with both ranks
+# on one CPU (0: the speed-up above, where not measured).
+shared = 0
+if cache_mb > 0 and v.get("onecpu_us_2M", 0) > 0 and v.get("onecpu_us_64M", 0) > 0:
+    shared = max(1.0, rate(2 * 2**20, v["onecpu_us_2M"]) / rate(S, v["onecpu_us_64M"]))
+print(f"{net * 8 / 1e9:.4f} {v['net_us']:.2f} {intra / 1e9:.3f} {v['intra_us']:.2f} {red / 1e9:.3f} {copy / 1e9:.3f} {memory / 1e9:.3f} {cache_mb:.1f} {speedup:.3f} {core / 1e9:.3f} {core_read / 1e9:.3f} {switch:.2f} {peer_read / 1e9:.3f} {second:.3f} {shared:.3f}")
 EOF
 )
-echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x, one host: $cores cores, ${core_gbytes} GB/s into a FIFO and ${core_read_gbytes} out, ${switch_us} us a switch, peer reads ${peer_read_gbytes} GB/s, a second write ${second_write} of a copy"
+echo "cluster: network ${net_gbit} Gbit/s ${net_us} us, shared memory ${intra_gbytes} GB/s ${intra_us} us (a host's memory ${memory_gbytes} GB/s), reduce ${reduce_gbytes} GB/s, copy ${copy_gbytes} GB/s, cache ${cache_mbytes} MiB ${cache_speedup}x (${shared_speedup}x where ranks share a core), one host: $cores cores, ${core_gbytes} GB/s into a FIFO and ${core_read_gbytes} out, ${switch_us} us a switch, peer reads ${peer_read_gbytes} GB/s, a second write ${second_write} of a copy"
 
 for cfg in $configs; do
   h=${cfg%x*} per_host=${cfg#*x}
@@ -330,7 +339,7 @@ for cfg in $configs; do
   # Broadcast that measured them are two cores' copies).
   host=(--host-memory-gbytes "$memory_gbytes" --intra-gbytes "$intra_gbytes")
   [ "$h" = 1 ] && [ "$cores" -gt 0 ] &&
-    host=(--cores-per-host "$cores" --core-gbytes "$core_gbytes" --core-read-gbytes "$core_read_gbytes" --core-switch-us "$switch_us" --peer-read-gbytes "$peer_read_gbytes" --second-write-cost "$second_write" --intra-gbytes 1000)
+    host=(--cores-per-host "$cores" --core-gbytes "$core_gbytes" --core-read-gbytes "$core_read_gbytes" --core-switch-us "$switch_us" --peer-read-gbytes "$peer_read_gbytes" --second-write-cost "$second_write" --shared-core-cache-speedup "$shared_speedup" --intra-gbytes 1000)
   for c in $colls; do
     m=$out/measured-$c-$cfg.txt
     [ -s "$m" ] || continue

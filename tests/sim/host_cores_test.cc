@@ -126,6 +126,27 @@ TEST(HostCores, ASecondDestinationCostsItsShare) {
   EXPECT_DOUBLE_EQ(seconds(3, 0.5, 0), seconds(3, 0, 0));
 }
 
+// Ranks that take turns on a core get the cache's shared speed-up
+// (sharedCoreCacheSpeedup): 2 ranks on one core exchanging a block that
+// fits move it at that speed-up where set, at cacheSpeedup where not; with
+// a core each they take cacheSpeedup whatever the shared one is.
+TEST(HostCores, RanksSharingACoreGetTheSharedCacheSpeedup) {
+  auto seconds = [&](int cores, double shared) {
+    ClusterSpec s = onCores(1, 2, cores);
+    s.cacheBytes = 1 << 30;
+    s.cacheSpeedup = 4;
+    s.sharedCoreCacheSpeedup = shared;
+    return secondsOf(s, OpKind::AllToAll, "alltoall:pairwise");
+  };
+  // One core: the exchange's four copies one after another (RanksOfOneCoreShareIt).
+  EXPECT_NEAR(seconds(1, 2), 4 * b / (2 * kCore) + kLatency, seconds(1, 2) * 1e-9);
+  EXPECT_NEAR(seconds(1, 0), 4 * b / (4 * kCore) + kLatency, seconds(1, 0) * 1e-9);
+  EXPECT_DOUBLE_EQ(seconds(2, 2), seconds(2, 0));
+  ClusterSpec bad = onCores(1, 2, 1);
+  bad.sharedCoreCacheSpeedup = 0.5;
+  EXPECT_THROW(bad.validate(), Error);
+}
+
 // Where ranks share a core, a rank that slept (every lane waiting for a
 // message) costs its core a switch to run again; with a core of its own it
 // costs nothing. The 2-rank chain's receiver sleeps twice, for the root's

@@ -52,6 +52,9 @@ int usage(FILE* to) {
                "  --cache-mbytes X --cache-speedup K\n"
                "                         a host's cache, MiB, and how much faster a call whose buffers fit\n"
                "                         in it runs within the host (0 and 1: no cache modelled)\n"
+               "  --shared-core-cache-speedup K\n"
+               "                         the cache's speed-up where a core runs more than one rank (0:\n"
+               "                         --cache-speedup)\n"
                "  --fifo-slot-kbytes X --fifo-slots N\n"
                "                         a host's ranks talk through FIFOs of N slots (8) of X KiB, as\n"
                "                         gyre's shared memory does (0: none; GPUs' stores land in place)\n"
@@ -217,6 +220,7 @@ int main(int argc, char** argv) {
       else if (a == "--intra-us") spec.intraLatency = number(v, "--intra-us") * 1e-6;
       else if (a == "--cache-mbytes") spec.cacheBytes = number(v, "--cache-mbytes") * 1024 * 1024;
       else if (a == "--cache-speedup") spec.cacheSpeedup = number(v, "--cache-speedup");
+      else if (a == "--shared-core-cache-speedup") spec.sharedCoreCacheSpeedup = number(v, "--shared-core-cache-speedup");
       else if (a == "--fifo-slot-kbytes") spec.fifoSlotBytes = number(v, "--fifo-slot-kbytes") * 1024;
       else if (a == "--fifo-slots") spec.fifoSlots = int(gyre::parseInt(v, "--fifo-slots", 2, 64));
       else if (a == "--cores-per-host") spec.coresPerHost = int(gyre::parseInt(v, "--cores-per-host", 0, 1 << 12));
