@@ -63,8 +63,8 @@ int Cluster::coreOf(int rank) const {
 }
 
 ClusterSpec inCache(const ClusterSpec& spec, double workingSetBytes) {
-  const bool sharedCores = spec.coresPerHost > 0 && spec.ranksPerHost > spec.coresPerHost;
-  const double speedup = sharedCores && spec.sharedCoreCacheSpeedup > 0 ? spec.sharedCoreCacheSpeedup : spec.cacheSpeedup;
+  const double speedup =
+      spec.ranksShareCores() && spec.sharedCoreCacheSpeedup > 0 ? spec.sharedCoreCacheSpeedup : spec.cacheSpeedup;
   if (spec.cacheBytes <= 0 || speedup == 1 || workingSetBytes <= 0) return spec;
   const double cached = std::min(1.0, spec.cacheBytes / workingSetBytes);
   const double faster = 1 / (cached / speedup + (1 - cached));

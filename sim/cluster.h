@@ -98,11 +98,13 @@ struct ClusterSpec {
   // destinations in one pass (its output and the next rank's FIFO slot: a
   // ring's first step, a chain's root, a ring AllReduce's reduce-and-pass
   // on) pays for the second, as a fraction of a FIFO copy's cost; 0: the
-  // second is free. gyre's copy2 of a 256 KiB piece takes 1.5x a memcpy of
-  // it on the dev VM (kernels_bench), so 0.5 there.
+  // second is free. gyre's copy2 of a 256 KiB piece takes 1.6x a memcpy of
+  // it on the dev VM (kernels_bench), so about 0.6 there.
   double secondWriteCost = 0;
 
   int nranks() const { return hosts * ranksPerHost; }
+  // Where cores are modelled, whether a core runs more than one rank.
+  bool ranksShareCores() const { return coresPerHost > 0 && coresPerHost < ranksPerHost; }
   double coreRate() const { return coreBytesPerSecond > 0 ? coreBytesPerSecond : copyBytesPerSecond; }
   double coreReadRate() const { return coreReadBytesPerSecond > 0 ? coreReadBytesPerSecond : coreRate(); }
   double peerReadRate() const { return peerReadBytesPerSecond > 0 ? peerReadBytesPerSecond : coreRate(); }
@@ -135,7 +137,7 @@ class Cluster final : public Fabric {
   double peerReadCost(int) const override { return spec_.coreRate() / spec_.peerReadRate(); }
   double secondWriteCost(int) const override { return spec_.secondWriteCost; }
   double coreSwitchSeconds(int) const override {
-    return coresUsed() > 0 && coresUsed() < spec_.ranksPerHost ? spec_.coreSwitchSeconds : 0;
+    return spec_.ranksShareCores() ? spec_.coreSwitchSeconds : 0;
   }
   int linkOwner(int link) const override { return owner_[static_cast<size_t>(link)]; }
   int sameLinkOf(int link, int rank) const override;
