@@ -1,13 +1,16 @@
 // Direct device calls (docs/gpu.md, "Direct device calls"), on the
 // host-emulated device: ranks on one host run the single-copy plans on
 // their device buffers, each rank's "GPU" (the proxy's stream) reading its
-// peers' buffers through IPC and reducing with the device's kernel. What
-// is checked: every type and operation gives the host path's bits; ranks
-// whose buffers cannot go direct (pinned host memory) run the same plan
-// staged beside ranks that do; the setting must agree across ranks.
+// peers' buffers through IPC and reducing with the device's kernel, and
+// every other plan (rings, trees, chains, point to point) moving its pieces
+// device to device through the receivers' device slots. What is checked:
+// every type and operation gives the host path's bits; ranks whose buffers
+// cannot go on the device (pinned host memory) run the same plan staged
+// beside ranks that do; the setting must agree across ranks.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -245,8 +248,9 @@ TEST(DirectDeviceCalls, RanksWithHostBuffersRunTheSamePlanStaged) {
 // proxy runs them one after another on its engine): AllReduce, AllGather,
 // ReduceScatter and Broadcast in one group, rank 1 with pinned host
 // buffers (its group staged, the same plans); every result right, and
-// only the device ranks' GPUs reduced. A group with a Send/Recv in
-// it is staged as a whole, and works too.
+// only the device ranks' GPUs reduced. A group with a Send/Recv in it runs
+// on the device too (its messages device to device where both ends are
+// device ranks).
 TEST(DirectDeviceCalls, GroupsOfCollectivesRunDirectAsOneUnit) {
   RunOptions o;
   o.timeoutSec = 120;
@@ -298,7 +302,8 @@ TEST(DirectDeviceCalls, GroupsOfCollectivesRunDirectAsOneUnit) {
         expectAll(part, kCount, [&](size_t i) { return static_cast<float>(2000 + (rank * kCount + i) % 1000); },
                   "reducescatter");
         expectAll(bcast, kCount, [](size_t i) { return static_cast<float>(2000 + i % 1000); }, "broadcast");
-        // A Send/Recv ring shift and an AllReduce in one group: staged.
+        // A Send/Recv ring shift and an AllReduce in one group.
+        const uint64_t d2d = gpu.emu.deviceToDeviceCopies();
         check.expectOk(gyreGroupStart(), "mixed group start");
         gyreSend(in, kCount, gyreFloat32, (rank + 1) % n, comm, s);
         gyreRecv(part, kCount, gyreFloat32, (rank + n - 1) % n, comm, s);
@@ -308,6 +313,8 @@ TEST(DirectDeviceCalls, GroupsOfCollectivesRunDirectAsOneUnit) {
         expectAll(part, kCount, [&](size_t i) { return static_cast<float>(((rank + n - 1) % n) * 1000 + i % 1000); },
                   "send/recv in a group");
         expectAll(sum, kCount, [](size_t i) { return static_cast<float>(i % 1000); }, "allreduce beside it");
+        check.expect((gpu.emu.deviceToDeviceCopies() > d2d) == onDevice,
+                     onDevice ? "the device ranks' group moved device to device" : "the host rank's group was staged");
         check.expectOk(gyreCommDestroy(comm), "destroy");
         gpu.emu.destroyStream(s);
         return check.failures() ? 1 : 0;
@@ -317,14 +324,15 @@ TEST(DirectDeviceCalls, GroupsOfCollectivesRunDirectAsOneUnit) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
-// Point to point on device streams stays staged on one host too (docs/gpu.md,
-// "Direct device calls": a single-copy exchange needs a "done" back, which
-// would share the connection with the peer's own offers, and ranks that
-// group their calls differently would then expect them in different
-// orders). Checked here: ranks group differently (rank 0 makes single
-// calls, the others group theirs), a group carries more messages per peer
-// than a connection's FIFO holds, one rank's buffers are pinned host
-// memory, and a receive of another size than was sent is an error.
+// Point to point on device streams runs on the device within a host
+// (docs/gpu.md, "Device messages"): each message's pieces go through the
+// receiver's device slots, in the connection's one order, however the ranks
+// group their calls. Checked here: ranks group differently (rank 0 makes
+// single calls, the others group theirs), a group carries more messages per
+// peer than a connection's FIFO holds, one rank's buffers are pinned host
+// memory (its calls staged, its messages host ones, which the device ranks
+// take and send through their bounce buffers), and a receive of another
+// size than was sent is an error.
 TEST(DirectDeviceCalls, PointToPointWorksHoweverRanksGroupTheirCalls) {
   RunOptions o;
   o.timeoutSec = 120;
@@ -393,6 +401,8 @@ TEST(DirectDeviceCalls, PointToPointWorksHoweverRanksGroupTheirCalls) {
           }
         }
         check.expect((gpu.emu.reductionsRun() == 0), "point to point reduces nothing");
+        check.expect((gpu.emu.deviceToDeviceCopies() > 0) == onDevice,
+                     onDevice ? "the device ranks' messages went device to device" : "the host rank's calls were staged");
         // Rank 0 receives 10 floats from rank 1, which sends 20: both named.
         if (rank < 2) {
           const gyreResult_t r = rank == 0 ? gyreRecv(recv[1][1], 10, gyreFloat32, 1, comm, s)
@@ -417,6 +427,139 @@ TEST(DirectDeviceCalls, PointToPointWorksHoweverRanksGroupTheirCalls) {
   ASSERT_FALSE(out.timedOut) << out.describe();
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
+
+// Every plan that moves pieces through connections, forced by GYRE_ALGO,
+// on device buffers: rings, trees, chains, Bruck, recursive doubling and
+// halving, pairwise and blockwise exchanges, linear gather and scatter.
+// Each call's result is the same call's on host buffers (NULL stream, the
+// same plan): the same bytes. Round 0 and 2 run every rank on its device;
+// in round 1 rank 1's buffers are pinned host memory (its calls staged,
+// its messages host ones beside the device ranks' device messages). A
+// device rank's pieces went device to device; the host rank's never did.
+class DeviceMessages : public testing::TestWithParam<int> {};
+
+TEST_P(DeviceMessages, EveryPlanThroughConnectionsGivesTheHostPathsBits) {
+  const int round = GetParam();
+  RunOptions o;
+  o.timeoutSec = 240;
+  RunOutcome out = runRanks(
+      3,
+      [round](int rank, int n, const gyreUniqueId& id) {
+        Checker check(rank);
+        Gpu gpu;
+        const char* rounds[] = {
+            "allreduce:ring;broadcast:chain;reduce:chain;allgather:ring;reducescatter:ring;alltoall:pairwise;"
+            "alltoallv:pairwise;gather:linear;scatter:linear",
+            "allreduce:double_binary_tree;broadcast:binomial_tree;reduce:binomial_tree;allgather:bruck;"
+            "reducescatter:recursive_halving;alltoall:bruck;alltoallv:blockwise",
+            "allreduce:rabenseifner;allgather:recursive_doubling;alltoall:pairwise",
+        };
+        device::Stream s = gpu.emu.createStream(0);
+        {
+          setenv("GYRE_ALGO", rounds[round], 1);
+          gyreComm_t comm = initRank(rank, n, id, "shm");
+          if (!comm) return 1;
+          const bool onDevice = !(round == 1 && rank == 1);
+          const std::string where = "round " + std::to_string(round) + ": ";
+          constexpr size_t kCount = 300000;  // several pieces of a slot, and more than a FIFO's slots
+          const size_t bytes = kCount * n * sizeof(float);
+          auto alloc = [&](size_t b) {
+            return static_cast<unsigned char*>(onDevice ? gpu.emu.allocate(b, 0) : gpu.emu.allocateHost(b));
+          };
+          unsigned char* dsend = alloc(bytes);
+          unsigned char* drecv = alloc(bytes);
+          std::vector<float> mine(kCount * n);
+          for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(rank * 1000 + i % 997);
+          gpu.emu.copy(dsend, mine.data(), bytes);
+          std::vector<unsigned char> want(bytes), got(bytes);
+          const uint64_t d2d = gpu.emu.deviceToDeviceCopies();
+          // call(send, recv, stream) makes the call; `outBytes` of recv are compared.
+          auto compare = [&](const std::string& what, size_t outBytes,
+                             const std::function<gyreResult_t(const void*, void*, gyreStream_t)>& call) {
+            // Both outputs start as the same filler: what a call leaves alone
+            // (AllToAllv's gaps) compares equal, what it writes must.
+            std::fill(want.begin(), want.end(), 0xEE);
+            gpu.emu.copy(drecv, want.data(), bytes);
+            check.expectOk(call(mine.data(), want.data(), nullptr), where + "host " + what);
+            check.expectOk(call(dsend, drecv, s), where + "device " + what);
+            gpu.emu.synchronize(s);
+            gpu.emu.copy(got.data(), drecv, outBytes);
+            check.expect(std::memcmp(got.data(), want.data(), outBytes) == 0, where + what + ": the host path's bits");
+          };
+          const size_t block = kCount * sizeof(float);
+          compare("allreduce", block, [&](const void* a, void* b, gyreStream_t st) {
+            return gyreAllReduce(a, b, kCount, gyreFloat32, gyreSum, comm, st);
+          });
+          compare("allgather", block * n, [&](const void* a, void* b, gyreStream_t st) {
+            return gyreAllGather(a, b, kCount, gyreFloat32, comm, st);
+          });
+          compare("reducescatter", block, [&](const void* a, void* b, gyreStream_t st) {
+            return gyreReduceScatter(a, b, kCount, gyreFloat32, gyreMax, comm, st);
+          });
+          compare("alltoall", block * n, [&](const void* a, void* b, gyreStream_t st) {
+            return gyreAllToAll(a, b, kCount, gyreFloat32, comm, st);
+          });
+          // AllToAllv: rank r sends base + r + q elements to rank q.
+          std::vector<size_t> counts(n), displs(n);
+          for (int q = 0, at = 0; q < n; ++q) {
+            counts[q] = 50000 + 1000 * (rank + q);
+            displs[q] = at;
+            at += static_cast<int>(counts[q]) + 7;
+          }
+          compare("alltoallv", bytes, [&](const void* a, void* b, gyreStream_t st) {
+            return gyreAllToAllv(a, counts.data(), displs.data(), b, counts.data(), displs.data(), gyreFloat32, comm,
+                                 st);
+          });
+          for (int root : {0, 1}) {
+            const std::string at = " at rank " + std::to_string(root);
+            compare("broadcast" + at, block, [&](const void* a, void* b, gyreStream_t st) {
+              return gyreBroadcast(a, b, kCount, gyreFloat32, root, comm, st);
+            });
+            compare("reduce" + at, rank == root ? block : 0, [&](const void* a, void* b, gyreStream_t st) {
+              return gyreReduce(a, b, kCount, gyreFloat32, gyreSum, root, comm, st);
+            });
+            compare("gather" + at, rank == root ? block * n : 0, [&](const void* a, void* b, gyreStream_t st) {
+              return gyreGather(a, b, kCount, gyreFloat32, root, comm, st);
+            });
+            compare("scatter" + at, block, [&](const void* a, void* b, gyreStream_t st) {
+              return gyreScatter(a, b, kCount, gyreFloat32, root, comm, st);
+            });
+          }
+          // Every type and operation of the first round's ring AllReduce,
+          // at a count that leaves the kernels unaligned heads and tails.
+          if (round == 0) {
+            constexpr size_t kSmall = 777;
+            for (gyreDataType_t t : kTypes)
+              for (gyreRedOp_t op : kOps) {
+                const std::vector<unsigned char> v = valuesOf(t, kSmall, rank);
+                gpu.emu.copy(dsend, v.data(), v.size());
+                check.expectOk(gyreAllReduce(v.data(), want.data(), kSmall, t, op, comm, nullptr), where + "host ring");
+                check.expectOk(gyreAllReduce(dsend, drecv, kSmall, t, op, comm, s), where + "device ring");
+                gpu.emu.synchronize(s);
+                gpu.emu.copy(got.data(), drecv, v.size());
+                check.expect(std::memcmp(got.data(), want.data(), v.size()) == 0,
+                             where + "ring allreduce bits, type " + std::to_string(t) + ", op " + std::to_string(op));
+              }
+          }
+          check.expect((gpu.emu.deviceToDeviceCopies() > d2d) == onDevice,
+                       where + (onDevice ? "a device rank's pieces went device to device" : "the host rank staged"));
+          check.expectOk(gyreCommDestroy(comm), where + "destroy");
+          if (onDevice) {
+            gpu.emu.free(dsend);
+            gpu.emu.free(drecv);
+          } else {
+            gpu.emu.freeHost(dsend);
+            gpu.emu.freeHost(drecv);
+          }
+        }
+        gpu.emu.destroyStream(s);
+        return check.failures() ? 1 : 0;
+      },
+      o);
+  ASSERT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+INSTANTIATE_TEST_SUITE_P(Rounds, DeviceMessages, testing::Values(0, 1, 2));
 
 // In a rank: init must fail with an error that holds `needle`; 0 if so.
 int initFailsNaming(int rank, int n, const gyreUniqueId& id, const std::string& needle) {

@@ -683,6 +683,119 @@ TEST_P(Conformance, DeviceMemoryKeysReachAPeersGpuOrAreRefused) {
 }
 
 
+// Messages whose payload lies in device memory (kDeviceMessages; on the
+// emulated GPU): before the peer accepts them, a sender's device room is
+// host memory; once it has, every message with bytes goes into the peer's
+// device slot and arrives there (tryRecvMessage: a device pointer), or
+// copied out to host memory (tryRecvBuffer), in the one order with host
+// messages, over more laps than the FIFO has slots. A transport without
+// the capability refuses to accept them, naming the peer, and its device
+// room is its host room.
+TEST_P(Conformance, DeviceMessagesArriveInOrderInDeviceMemoryOrAreRefused) {
+  const std::string kind = this->kind();
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    device::EmulatedBackend gpu;
+    device::setBackendForTesting(&gpu);
+    int failures = 0;
+    {
+      Endpoint e = open(kind, rank, n, id);
+      Connection& c = *e.conn;
+      const bool able = c.can(transport::kDeviceMessages);
+      check.expect(able == (kind == "shm"), kind + (able ? " carries" : " does not carry") + " device messages");
+      const size_t max = c.maxMessageBytes();
+      std::vector<unsigned char> data(max);
+      auto fill = [&](uint64_t msg, size_t bytes) {
+        for (size_t i = 0; i < bytes; ++i) data[i] = pattern(rank, msg, i);
+      };
+      // Sends message msg through the device room; says where it went.
+      auto sendDevice = [&](uint64_t msg, size_t bytes) {
+        fill(msg, bytes);
+        transport::Connection::Room room;
+        if (!until(e, [&] { return (room = c.trySendDeviceBuffer(bytes)).data != nullptr; })) {
+          check.fail("no room for message " + std::to_string(msg));
+          return transport::MemoryType::None;
+        }
+        if (bytes) gpu.copy(room.data, data.data(), bytes);  // (the device's write, complete)
+        c.sendCommit(bytes, tagOf(msg, bytes));
+        return room.type;
+      };
+      auto receive = [&](uint64_t msg, size_t bytes, bool asMessage, transport::MemoryType expect) {
+        std::vector<unsigned char> got(bytes);
+        transport::Connection::Arrival a;
+        const bool came = until(e, [&] {
+          if (asMessage) return (a = c.tryRecvMessage(bytes, tagOf(msg, bytes))).data != nullptr;
+          a.data = c.tryRecvBuffer(bytes, tagOf(msg, bytes));
+          a.type = transport::MemoryType::Host;
+          return a.data != nullptr;
+        });
+        if (!came) return check.fail("message " + std::to_string(msg) + " did not come");
+        check.expect(a.type == expect, "message " + std::to_string(msg) + " arrived in " +
+                                           transport::memoryTypeName(a.type) + " memory, expected " +
+                                           transport::memoryTypeName(expect));
+        if (a.type == transport::MemoryType::Device) {
+          check.expect(gpu.classify(a.data).kind == device::MemoryKind::Device, "a device arrival is device memory");
+          if (bytes) gpu.copy(got.data(), a.data, bytes);
+        } else if (bytes) {
+          std::memcpy(got.data(), a.data, bytes);
+        }
+        if (const auto i = firstWrong(got.data(), bytes, e.peer, msg))
+          check.fail("message " + std::to_string(msg) + " (" + std::to_string(bytes) + " bytes): byte " +
+                     std::to_string(*i) + " is wrong");
+        c.recvRelease(bytes);
+      };
+      // Message 0 leaves before either side accepts: host memory.
+      check.expect(sendDevice(0, 1000) == transport::MemoryType::Host, "before the peer accepts, the room is the host's");
+      receive(0, 1000, true, transport::MemoryType::Host);
+      if (!able) {
+        try {
+          c.acceptDeviceMessages(0);
+          check.fail(kind + " accepted device messages");
+        } catch (const transport::ConnectionError& err) {
+          check.expect(err.peer() == e.peer, std::string("the refusal names the peer: ") + err.what());
+        }
+      } else {
+        c.acceptDeviceMessages(0);
+        c.acceptDeviceMessages(0);  // (idempotent)
+        try {
+          c.acceptDeviceMessages(1);
+          check.fail("device messages accepted on a second GPU");
+        } catch (const transport::ConnectionError& err) {
+          check.expect(std::string(err.what()).find("GPU 1") != std::string::npos,
+                       std::string("the refusal names the GPU: ") + err.what());
+        }
+        // Message 1 says so (host memory); from message 2 on, device rooms
+        // are the peer's slots, beside host messages in the same order.
+        fill(1, 1);
+        check.expect(until(e, [&] { return c.trySendFrom(data.data(), 1, tagOf(1, 1)); }), "send message 1");
+        receive(1, 1, false, transport::MemoryType::Host);
+        const size_t sizes[] = {max, 1, 0, 4097, max - 3, 64};
+        for (uint64_t msg = 2; msg < 40; ++msg) {
+          const size_t bytes = sizes[msg % std::size(sizes)];
+          const bool viaDevice = msg % 3 != 0;
+          if (viaDevice) {
+            const transport::MemoryType t = sendDevice(msg, bytes);
+            check.expect(t == (bytes ? transport::MemoryType::Device : transport::MemoryType::Host),
+                         "message " + std::to_string(msg) + "'s room is in " + transport::memoryTypeName(t) + " memory");
+          } else {
+            fill(msg, bytes);
+            check.expect(until(e, [&] { return c.trySendFrom(data.data(), bytes, tagOf(msg, bytes)); }), "send");
+          }
+          // The peer sent the same kind; every other one is read by the host.
+          const bool asMessage = msg % 2 == 0;
+          const bool inDevice = viaDevice && bytes && asMessage;
+          receive(msg, bytes, asMessage, inDevice ? transport::MemoryType::Device : transport::MemoryType::Host);
+        }
+      }
+    }  // the transport closes what it opened while the backend is still there
+    failures = check.failures();
+    device::setBackendForTesting(nullptr);
+    return failures;
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 // The memory layer: each rank registers a buffer and sends the key; the
 // peer gets and puts within it exactly where the transport offers that
 // (kPeerRead, kPeerWrite), maps a gyreMemAllocHost buffer where it offers

@@ -268,10 +268,16 @@ class Runner {
     if (args_.engine) deviceStepBegins(s);
     const size_t bytes = s.count * args_.elemSize;
     const transport::MessageTag tag = toWire(tagOf(s));
-    if ((s.srcView || s.dstView) && s.count) return tryViewStep(s, l, tag);
+    if ((s.srcView || s.dstView) && s.count) {
+      if (args_.engine)
+        throwError(gyreInternalError, std::string("plan ") + plan_.algorithm +
+                                          " gathers a view, which a call on device buffers cannot");
+      return tryViewStep(s, l, tag);
+    }
     const void* src = pointer(s.src, s.srcOffset);
     void* dst = pointer(s.dst, s.dstOffset);
     const uint32_t divisor = s.finalReduce ? args_.divisor : 1;
+    if (args_.engine && bytes && carriesData(s.prim)) return tryDeviceMessageStep(s, l, tag, src, dst, divisor);
     switch (s.prim) {
       case Prim::Copy:
         if (args_.engine && divisor == 1) {
@@ -584,11 +590,12 @@ class Runner {
     kernels::copyRunsDone(stream);
   }
 
-  // A device call (CallArgs::engine) runs only the single-copy plans' steps:
-  // local copies and reductions, reads, addresses and empty notices. Before
-  // a step sends anything, the device work enqueued so far must have run:
-  // the message tells the peer it may read what that work wrote, or that
-  // our reads of it are over.
+  // A device call (CallArgs::engine) runs local copies and reductions,
+  // single-copy reads, addresses and notices, and messages of data (device
+  // messages, tryDeviceMessageStep); not the codecs' steps. Before a step
+  // sends anything, the device work enqueued so far must have run: the
+  // message tells the peer it may read what that work wrote, or that our
+  // reads of it are over.
   void deviceStepBegins(const Step& s) {
     switch (s.prim) {
       case Prim::Copy:
@@ -597,23 +604,110 @@ class Runner {
       case Prim::ReadReduce:
       case Prim::ReduceFromAll:
       case Prim::RecvAddresses:
+      case Prim::Recv:
+      case Prim::RecvReduce:
         return;
       case Prim::SendAddresses:
         args_.engine->flush();
         return;
       case Prim::Send:
-      case Prim::Recv:
-        if (s.count == 0) {
-          if (s.prim == Prim::Send) args_.engine->flush();
-          return;
-        }
-        break;
+      case Prim::RecvReduceSend:
+      case Prim::RecvReduceCopySend:
+      case Prim::RecvCopySend:
+      case Prim::CopySend:
+        // A notice of no bytes goes on the host path; a device message
+        // flushes what it enqueued itself.
+        if (s.count == 0) args_.engine->flush();
+        return;
       default:
         break;
     }
-    throwError(gyreInternalError, std::string("plan ") + plan_.algorithm +
-                                      " moves data through a connection, which a call on device buffers "
-                                      "cannot (only single-copy plans run on the device)");
+    throwError(gyreInternalError, std::string("plan ") + plan_.algorithm + " has a " + primName(s.prim) +
+                                      " step, which a call on device buffers cannot run");
+  }
+  static bool carriesData(Prim p) {
+    switch (p) {
+      case Prim::Send:
+      case Prim::Recv:
+      case Prim::RecvReduce:
+      case Prim::RecvReduceSend:
+      case Prim::RecvReduceCopySend:
+      case Prim::RecvCopySend:
+      case Prim::CopySend:
+        return true;
+      default:
+        return false;
+    }
+  }
+  // A device call's step that moves data through connections (the ring,
+  // tree, chain and point-to-point plans). Where the connection carries
+  // device messages (transport::kDeviceMessages), our device writes a
+  // message straight into the receiver's device slot and reads one out of
+  // ours, so the pieces go device to device; a peer that does not take them
+  // (yet), or one whose call was staged, gets or sends host messages, which
+  // pass through the pinned bounce buffer (its first half what we read, its
+  // second what we write). What the step enqueued runs before its message
+  // is published (the peer reads it next) and before the message it read
+  // is released (the peer writes that slot again): one flush per step,
+  // which also frees the bounce buffer for the next.
+  Outcome tryDeviceMessageStep(const Step& s, LaneState& l, const transport::MessageTag& tag, const void* src,
+                               void* dst, uint32_t divisor) {
+    const size_t bytes = s.count * args_.elemSize;
+    DeviceEngine& e = *args_.engine;
+    Connection* in = s.prim == Prim::Send || s.prim == Prim::CopySend ? nullptr : &ctx_.connection(s.recvPeer);
+    Connection* out = s.prim == Prim::Recv || s.prim == Prim::RecvReduce ? nullptr : &ctx_.connection(s.sendPeer);
+    if (in && in->can(transport::kDeviceMessages)) in->acceptDeviceMessages(e.device());
+    const void* data = nullptr;
+    transport::MemoryType dataType = transport::MemoryType::Host;
+    if (in) {
+      const Connection::Arrival a = in->tryRecvMessage(bytes, tag);
+      if (!a.data) return blocked(l, *in, Waiting::ForData);
+      data = a.data;
+      dataType = a.type;
+    }
+    Connection::Room room;
+    if (out) {
+      room = out->trySendDeviceBuffer(bytes);
+      if (!room.data) return blocked(l, *out, Waiting::ForRoom);
+    }
+    const bool hostIn = in && dataType != transport::MemoryType::Device;
+    const bool hostOut = out && room.type != transport::MemoryType::Device;
+    char* bounce = hostIn || hostOut ? static_cast<char*>(e.hostBounce(2 * bytes)) : nullptr;
+    if (hostIn) {
+      std::memcpy(bounce, data, bytes);
+      data = bounce;
+    }
+    void* to = hostOut ? bounce + bytes : room.data;
+    switch (s.prim) {
+      case Prim::Send:
+        e.copy(to, src, bytes);
+        break;
+      case Prim::Recv:
+        e.copy(dst, data, bytes);
+        break;
+      case Prim::RecvReduce:
+        reduce(dst, nullptr, data, src, s, divisor, false);
+        break;
+      case Prim::RecvReduceSend:
+        reduce(to, nullptr, data, src, s, divisor, false);
+        break;
+      case Prim::RecvReduceCopySend:  // one pass writes our result and the peer's slot
+        reduce(dst, to, data, src, s, divisor, false);
+        break;
+      case Prim::RecvCopySend:
+        reduce(dst, to, data, nullptr, s, 1, false);
+        break;
+      case Prim::CopySend:
+        reduce(dst, to, src, nullptr, s, 1, false);
+        break;
+      default:
+        throwError(gyreInternalError, "a device message step of no known kind");
+    }
+    e.flush();
+    if (hostOut) std::memcpy(room.data, to, bytes);
+    if (out) out->sendCommit(bytes, tag);
+    if (in) in->recvRelease(bytes);
+    return Outcome::Done;
   }
   // The peer's region mapped for whoever reads it in this call: a device
   // key maps to a device pointer, which only the device (a device call's

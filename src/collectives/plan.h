@@ -228,11 +228,14 @@ class OutputDeparture {
 // enqueued in order on a stream of its own; the executor makes them
 // complete (flush) before any message that tells a peer something, so a
 // peer never reads a slice before its reduction ran, nor returns while our
-// reads of it are still queued. Only the single-copy plans run so (their
-// messages are addresses and empty notices; data never passes through a
-// connection's host FIFO).
+// reads of it are still queued. The single-copy plans' messages are
+// addresses and empty notices; the others' pieces travel as device messages
+// (transport::kDeviceMessages: written into our device slot, read from the
+// peer's), flushed before a message is published or released.
 class DeviceEngine {
  public:
+  // The GPU it runs on (where our device messages' slots are).
+  virtual int device() const = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // t's pointers are device-accessible; streamOut0 is ignored.
   virtual void reduce(const kernels::ReduceTask& t) = 0;

@@ -373,6 +373,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   connections_->choose([&](int peer) { return bootstrap_->describe(peer); });
   canReadPeers_ = connections_->everyPeerCan(transport::kPeerRead);
   localReads_ = canReadPeers_ && connections_->everyPeerCan(transport::kSameHostOnly);
+  deviceMessages_ = connections_->everyPeerCan(transport::kDeviceMessages);
   // Some peer does not report failures through a transport: reports come
   // through the bootstrap's listener, which a call's start must then poll.
   networkReports_ = nranks_ > 1 && !connections_->everyPeerCan(transport::kReportsFailures);

@@ -218,6 +218,17 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // never from its own buffers: whether a rank then runs the plan on its
   // device buffers (ProxyEngine) or on staged host copies is its own affair.
   const collectives::Algorithm* directOnDevice(const Operation& op) const;
+  // A call on a stream that has no single-copy plan here (point to point,
+  // or a collective GYRE_ALGO sends to another algorithm), on a
+  // communicator whose every peer takes device messages (shared memory)
+  // with GYRE_DEVICE_DIRECT=1: its pieces may go device to device
+  // (transport::kDeviceMessages). Whether this rank's do is its own affair
+  // (its buffers); a peer adapts to whichever it gets.
+  bool messagesOnDevice(const Operation& op) const;
+  // Whether this rank runs the call (an operation on a stream) on its
+  // device buffers: a single-copy plan on buffers peers can map, or device
+  // messages on device buffers; else it is staged.
+  bool runsOnDevice(device::Backend& b, const Operation& op) const;
   void logChoice(const collectives::CallRequest& req, const char* algo, bool forced);
   // GYRE_TUNER_ONLINE: after a size class's last trial, every rank's
   // medians become the slowest rank's (an internal AllReduce of maxima, a
@@ -431,6 +442,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
   bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
   bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)
+  bool deviceMessages_ = false;  // every peer's connection carries device messages
   std::unordered_set<unsigned> loggedChoices_;  // (operation, size class) already logged
 
 };

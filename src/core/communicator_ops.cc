@@ -406,6 +406,10 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
     throwError(gyreInvalidUsage, "rank " + std::to_string(rank_) + " sends itself " + std::to_string(selfSends.size()) +
                                      " message(s) but receives " + std::to_string(selfRecvs.size()) +
                                      " from itself in this group");
+  // A point-to-point call (or group) on a stream that runs on the device
+  // (Communicator::messagesOnDevice): its buffers are the GPU's, moved by the
+  // proxy's engine as device messages.
+  collectives::DeviceEngine* engine = ops.front().device ? ops.front().device->engine : nullptr;
   for (size_t i = 0; i < selfSends.size(); ++i) {
     const Operation& s = *selfSends[i];
     const Operation& r = *selfRecvs[i];
@@ -413,7 +417,12 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
       throwError(gyreInvalidUsage, "rank " + std::to_string(rank_) + " sends itself " + std::to_string(s.count) +
                                        " elements of one type but receives " + std::to_string(r.count) +
                                        " elements of another");
-    kernels::copy(r.recvbuff, s.sendbuff, s.count * kernels::dtypeSize(static_cast<kernels::DType>(s.dtype)));
+    const size_t bytes = s.count * kernels::dtypeSize(static_cast<kernels::DType>(s.dtype));
+    if (engine) {
+      engine->copy(r.recvbuff, s.sendbuff, bytes);  // (flushed with the call's last work)
+    } else {
+      kernels::copy(r.recvbuff, s.sendbuff, bytes);
+    }
   }
   if (messages.empty()) return;
   opName_ = "send/recv";
@@ -427,6 +436,7 @@ void Communicator::executePointToPoint(std::span<Operation> ops) {
     args.dtype = kernels::DType::Uint8;
     args.elemSize = 1;
     args.extra = buffers.data();
+    args.engine = engine;
     if (traceSteps_) {
       traceSteps_->beginPlan(args.elemSize);
       args.stepObserver = traceSteps_.get();

@@ -28,6 +28,7 @@
 #include "core/communicator.h"
 #include "core/device_engine.h"
 #include "device/backend.h"
+#include "transport/connection_manager.h"
 
 namespace gyre::core {
 
@@ -282,19 +283,40 @@ const collectives::Algorithm* Communicator::directOnDevice(const Operation& op) 
   return nullptr;  // an operation without a single-copy algorithm
 }
 
+bool Communicator::messagesOnDevice(const Operation& op) const {
+  if (!op.stream || !config_.deviceDirect || !deviceMessages_ || nranks_ < 2 || op.premul || op.codec) return false;
+  switch (op.kind) {
+    case collectives::OpKind::SendRecv:
+    case collectives::OpKind::AllReduce:
+    case collectives::OpKind::AllGather:
+    case collectives::OpKind::ReduceScatter:
+    case collectives::OpKind::Broadcast:
+    case collectives::OpKind::Reduce:
+    case collectives::OpKind::Gather:
+    case collectives::OpKind::Scatter:
+    case collectives::OpKind::AllToAll:
+    case collectives::OpKind::AllToAllv:
+      return true;
+    default:  // (the sequence and expert exchanges' views, the codecs', peer averaging: staged)
+      return false;
+  }
+}
+
 namespace {
 
-// A call that runs direct on the device (directOnDevice) does so on its own
-// buffers where each is device memory of the stream's GPU (as bindStream
-// classified it) that peers can map (CUDA IPC); otherwise (pinned host or
-// managed memory, a pool allocation without IPC) it is staged, and runs the
-// same plan on the host.
-bool buffersGoDirect(device::Backend& b, const Operation& op) {
+// A call that runs on the device does so on its own buffers where each is
+// device memory of the stream's GPU (as bindStream classified it); a
+// single-copy plan's must also be memory that peers can map (CUDA IPC),
+// where device messages need not be (only their slots are shared).
+// Otherwise (pinned host or managed memory, a pool allocation without IPC
+// for a single-copy plan) it is staged, and runs the same plan on the host.
+bool buffersOnDevice(device::Backend& b, const Operation& op, bool shared) {
   const std::tuple<const void*, size_t, bool> buffers[] = {{op.sendbuff, op.sendBytes, op.sendOnDevice},
                                                            {op.recvbuff, op.recvBytes, op.recvOnDevice}};
   for (const auto& [p, bytes, onDevice] : buffers) {
     if (!p || !bytes) continue;
     if (!onDevice) return false;
+    if (!shared) continue;
     try {
       b.exportMemory(p);
     } catch (const Error&) {
@@ -306,14 +328,28 @@ bool buffersGoDirect(device::Backend& b, const Operation& op) {
 
 }  // namespace
 
+bool Communicator::runsOnDevice(device::Backend& b, const Operation& op) const {
+  if (directOnDevice(op)) return buffersOnDevice(b, op, true);
+  return messagesOnDevice(op) && buffersOnDevice(b, op, false);
+}
+
 ProxyEngine& Communicator::engineFor(int device) {
   std::unique_ptr<ProxyEngine>& e = engines_[device];
   if (!e) {
     e = std::make_unique<ProxyEngine>(*device::backend(), device, [this](int64_t start) {
       checkStreamWait(start, "the GPU did not finish the call's copies and reductions");
     });
-    GYRE_INFO("rank %d: calls on streams of GPU %d run the single-copy algorithms on device buffers "
-              "(GYRE_DEVICE_DIRECT=1)", rank_, device);
+    GYRE_INFO("rank %d: calls on streams of GPU %d run on device buffers, single-copy where the "
+              "operation has such a plan, device to device messages otherwise (GYRE_DEVICE_DIRECT=1)",
+              rank_, device);
+    // From now on peers' messages may come into device slots of ours: made
+    // here, at the first call on the device, so that a peer's messages go
+    // device to device from its next call on (the executor also accepts
+    // them on a connection made later, at its first device message).
+    for (int p = 0; p < nranks_; ++p)
+      if (transport::Connection* c = p == rank_ ? nullptr : connections_->connection(p);
+          c && c->can(transport::kDeviceMessages))
+        c->acceptDeviceMessages(device);
   }
   return *e;
 }
@@ -340,14 +376,13 @@ void Communicator::enqueueOnStreams(Operation op) {
   // calls run one after another, each reading all it has), a PreMulSum's
   // (scaled whole before the call) or point to point's.
   const bool pieces = op.members.empty() && !op.premul && op.kind != collectives::OpKind::SendRecv;
-  // A call that runs direct on its device buffers stages nothing; so does
-  // a group of such collectives (FSDP's and coalesced all-gathers and
-  // all-reduces), all on one GPU, run one after another by the proxy.
+  // A call that runs on its device buffers stages nothing; so does a
+  // group of such calls (FSDP's and coalesced all-gathers and all-reduces,
+  // a pipeline stage's sends and receives), all on one GPU, run by the
+  // proxy as host groups run.
   bool direct = !ops.empty();
   const int device = b.streamDevice(ops.front()->stream);
-  for (const Operation* o : ops)
-    direct = direct && o->kind != collectives::OpKind::SendRecv && directOnDevice(*o) &&
-             b.streamDevice(o->stream) == device && buffersGoDirect(b, *o);
+  for (const Operation* o : ops) direct = direct && b.streamDevice(o->stream) == device && runsOnDevice(b, *o);
   if (direct) {
     call->direct = true;
     call->device = device;

@@ -39,7 +39,7 @@ class ProxyEngine final : public collectives::DeviceEngine {
   // call's cleanup: the caller's stream must not go on while work of ours
   // still writes its buffers).
   void drain() noexcept;
-  int device() const { return device_; }
+  int device() const override { return device_; }
 
  private:
   device::Backend& b_;

@@ -74,9 +74,9 @@ struct DeviceCall {
   };
   std::vector<OutPiece> outputPieces;
   // A direct device call (docs/gpu.md, "Direct device calls"): nothing is
-  // staged; the proxy runs the single-copy plan on the device buffers of
-  // GPU `device` with `engine` (the communicator's for that GPU, set by the
-  // worker).
+  // staged; the proxy runs the plan (single-copy, or with device messages)
+  // on the device buffers of GPU `device` with `engine` (the
+  // communicator's for that GPU, set by the worker).
   bool direct = false;
   int device = -1;
   ProxyEngine* engine = nullptr;

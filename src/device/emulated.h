@@ -68,6 +68,10 @@ class EmulatedBackend final : public Backend {
   void setCopyDelay(std::chrono::microseconds d) { copyDelayUs_.store(d.count()); }
   // How many reductions were enqueued (tests: which path a call took).
   uint64_t reductionsRun() const { return reductions_.load(); }
+  // How many copies on a stream went from device memory to device memory
+  // (tests: whether a call's pieces went device to device, or through host
+  // memory).
+  uint64_t deviceToDeviceCopies() const { return deviceCopies_.load(); }
 
  private:
   struct Queue;
@@ -86,6 +90,7 @@ class EmulatedBackend final : public Backend {
   const int devices_;
   std::atomic<int64_t> copyDelayUs_{0};
   std::atomic<uint64_t> reductions_{0};
+  std::atomic<uint64_t> deviceCopies_{0};
   // Gates a stream waits at (or will) that are not open yet. A GPU's
   // cudaFree waits for the whole device, so a thread that opens gates
   // (a proxy) freeing memory while one is held would hang there; the

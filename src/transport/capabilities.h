@@ -50,6 +50,12 @@ enum Capability : Capabilities {
   // fewer, larger pieces (PlanEnv::inPlaceMessageBytes). Agreed by every
   // rank, so both ends of a connection cut alike.
   kLargeInPlace = 1u << 9,
+  // A message's payload may lie in device memory (acceptDeviceMessages,
+  // trySendDeviceBuffer, tryRecvMessage): the receiver's device slots, which
+  // the sender's device writes (shared memory: through CUDA IPC), so a
+  // ring's or a send's pieces go device to device, never through host
+  // memory.
+  kDeviceMessages = 1u << 10,
 };
 
 }  // namespace gyre::transport

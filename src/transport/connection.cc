@@ -17,6 +17,11 @@ RemoteKey Connection::registerMemory(const void* p, size_t bytes, MemoryType typ
   return k;
 }
 
+void Connection::acceptDeviceMessages(int) {
+  throw ConnectionError(gyreInternalError, peer(),
+                        std::string(transport().name()) + " cannot carry messages in device memory");
+}
+
 void Connection::getImpl(void*, const RemoteKey&, uint64_t, size_t) {
   throw ConnectionError(gyreInternalError, peer(),
                         std::string(transport().name()) + " cannot read a peer's memory");

@@ -135,10 +135,42 @@ class Connection {
   // --- receiving, in message order ---
   // The next message once it has fully arrived, else nullptr; throws
   // MessageMismatch when its tag or size differ. Idempotent until release.
+  // Host memory always: a message a peer's device wrote into our device
+  // slot (kDeviceMessages) is copied out by the device first.
   virtual const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) = 0;
   virtual void recvRelease(size_t bytes) = 0;
   // Receives the next message into dst. Resumable like trySendFrom.
   virtual bool tryRecvInto(void* dst, size_t bytes, const MessageTag& tag) = 0;
+
+  // --- messages whose payload lies in device memory (kDeviceMessages) ---
+  // The receiver's side, before its device reads messages (idempotent):
+  // makes device slots on GPU `device` for the messages from this peer and
+  // tells the peer, whose device then writes its messages there. Messages
+  // the peer sends before it sees them, or from host memory (a call of its
+  // that was staged), still come through host memory. An Error when there
+  // is no GPU, or it asks for another GPU than the first time. The default
+  // refuses (a transport without the capability).
+  virtual void acceptDeviceMessages(int device);
+  // Room for the next message, for a sender whose device writes it: the
+  // peer's device slot where the peer accepts device messages (a device
+  // pointer), else the host room trySendBuffer gives; a null `data` while
+  // the peer has no space. What the device enqueued there must have run
+  // before sendCommit publishes it. Idempotent until sendCommit.
+  struct Room {
+    void* data = nullptr;
+    MemoryType type = MemoryType::Host;
+  };
+  virtual Room trySendDeviceBuffer(size_t bytes) { return Room{trySendBuffer(bytes), MemoryType::Host}; }
+  // The next message, wherever its payload lies: host memory (what
+  // tryRecvBuffer gives) or our device slot (a device pointer, which only a
+  // device may read; the reads must have run before recvRelease).
+  struct Arrival {
+    const void* data = nullptr;  // null: not arrived yet
+    MemoryType type = MemoryType::Host;
+  };
+  virtual Arrival tryRecvMessage(size_t bytes, const MessageTag& tag) {
+    return Arrival{tryRecvBuffer(bytes, tag), MemoryType::Host};
+  }
 
   // --- messages in several runs of caller memory (a strided slice) ---
   // The message is the runs' concatenation (`bytes` in all). Resumable like

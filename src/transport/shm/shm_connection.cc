@@ -1,5 +1,6 @@
 #include "transport/shm/shm_connection.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -13,22 +14,41 @@ namespace gyre::transport {
 
 Transport& ShmConnection::transport() { return transport_; }
 
-void* ShmConnection::trySendBuffer(size_t bytes) {
+bool ShmConnection::hasRoom() {
   if (sent_ - knownConsumed_ >= uint64_t(out_.nslots)) {
     // Re-read the peer's progress only when our cached view says full, so the
     // common case touches no line the peer writes.
     knownConsumed_ = out_.control->consumed.load(std::memory_order_acquire);
-    if (sent_ - knownConsumed_ >= uint64_t(out_.nslots)) return nullptr;
+    if (sent_ - knownConsumed_ >= uint64_t(out_.nslots)) return false;
   }
+  return true;
+}
+
+void* ShmConnection::trySendBuffer(size_t bytes) {
+  if (!hasRoom()) return nullptr;
+  sendDevice_ = false;
   return shm::Fifo::payload(out_.slot(sent_), bytes);
+}
+
+Connection::Room ShmConnection::trySendDeviceBuffer(size_t bytes) {
+  if (!hasRoom()) return {};
+  unsigned char* twin = bytes ? peerDeviceSlots_.slot(sent_, out_, peer_) : nullptr;
+  if (!twin) return {trySendBuffer(bytes), MemoryType::Host};  // (a notice, or the peer takes host messages)
+  if (bytes > out_.slotBytes)
+    throw ConnectionError(gyreInternalError, peer_,
+                          "shm: a device message of " + std::to_string(bytes) + " bytes, larger than a slot's " +
+                              std::to_string(out_.slotBytes));
+  sendDevice_ = true;
+  return {twin, MemoryType::Device};
 }
 
 void ShmConnection::sendCommit(size_t bytes, const MessageTag& tag) {
   shm::SlotHeader* s = out_.slot(sent_);
-  s->bytes = bytes;
+  s->bytes = bytes | (sendDevice_ ? shm::kDevicePayload : 0);
   s->tag = tag;
   s->seq.store(sent_ + 1, std::memory_order_release);
   ++sent_;
+  sendDevice_ = false;
   ShmTransport::ringIfSleeping(peerHeader_);
 }
 
@@ -40,7 +60,7 @@ bool ShmConnection::trySendFrom(const void* src, size_t bytes, const MessageTag&
   return true;
 }
 
-const void* ShmConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
+shm::SlotHeader* ShmConnection::arrived(size_t bytes, const MessageTag& tag) {
   shm::SlotHeader* s = in_.slot(received_);
   const uint64_t seq = s->seq.load(std::memory_order_acquire);
   if (seq != received_ + 1) {
@@ -51,8 +71,46 @@ const void* ShmConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
                                 ", which no sender writes there: its shared memory is corrupt");
     return nullptr;
   }
-  shm::checkSlotMessage(s->bytes, s->tag, bytes, tag, peer_);
-  return shm::Fifo::payload(s, bytes);
+  shm::checkSlotMessage(s->bytes & ~shm::kDevicePayload, s->tag, bytes, tag, peer_);
+  return s;
+}
+
+const unsigned char* ShmConnection::deviceSlotOf(uint64_t message) const {
+  const unsigned char* twin = ownDeviceSlots_.slot(message, in_);
+  if (!twin)
+    throw ConnectionError(gyreRemoteError, peer_,
+                          "shm: rank " + std::to_string(peer_) + "'s message " + std::to_string(message) +
+                              " says it lies in our device memory, which we never offered: its shared memory is "
+                              "corrupt");
+  return twin;
+}
+
+const void* ShmConnection::tryRecvBuffer(size_t bytes, const MessageTag& tag) {
+  shm::SlotHeader* s = arrived(bytes, tag);
+  if (!s) return nullptr;
+  if (!(s->bytes & shm::kDevicePayload)) return shm::Fifo::payload(s, bytes);
+  // The peer's device wrote it into our device slot (an earlier call of
+  // ours accepted device messages; this one is the host's): the device
+  // copies it out once, whatever the retries.
+  if (hostCopyOf_ != received_ + 1) {
+    const unsigned char* twin = deviceSlotOf(received_);
+    hostCopy_.resize(std::max(hostCopy_.size(), bytes));
+    try {
+      device::backend()->copy(hostCopy_.data(), twin, bytes);
+    } catch (const Error& err) {
+      throw ConnectionError(err.code(), peer_, "cannot read rank " + std::to_string(peer_) +
+                                                   "'s message out of device memory: " + err.what());
+    }
+    hostCopyOf_ = received_ + 1;
+  }
+  return hostCopy_.data();
+}
+
+Connection::Arrival ShmConnection::tryRecvMessage(size_t bytes, const MessageTag& tag) {
+  shm::SlotHeader* s = arrived(bytes, tag);
+  if (!s) return {};
+  if (!(s->bytes & shm::kDevicePayload)) return {shm::Fifo::payload(s, bytes), MemoryType::Host};
+  return {deviceSlotOf(received_), MemoryType::Device};
 }
 
 bool ShmConnection::hasUnreadData() const {

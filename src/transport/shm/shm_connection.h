@@ -2,6 +2,9 @@
 // in the peer's segment and read the FIFO reserved for the peer in ours.
 #pragma once
 
+#include <vector>
+
+#include "transport/shm/device_slots.h"
 #include "transport/shm/peer_device_mappings.h"
 #include "transport/shm/peer_mappings.h"
 #include "transport/shm/process_reader.h"
@@ -32,6 +35,9 @@ class ShmConnection final : public Connection {
 
   void* trySendBuffer(size_t bytes) override;
   void sendCommit(size_t bytes, const MessageTag& tag) override;
+  void acceptDeviceMessages(int device) override { ownDeviceSlots_.publish(device, in_, peer_); }
+  Room trySendDeviceBuffer(size_t bytes) override;
+  Arrival tryRecvMessage(size_t bytes, const MessageTag& tag) override;
   bool trySendFrom(const void* src, size_t bytes, const MessageTag& tag) override;
   const void* tryRecvBuffer(size_t bytes, const MessageTag& tag) override;
   void recvRelease(size_t bytes) override;
@@ -57,6 +63,19 @@ class ShmConnection final : public Connection {
   uint64_t sent_ = 0;
   uint64_t knownConsumed_ = 0;  // the peer's consumed count, as last read
   uint64_t received_ = 0;
+  bool sendDevice_ = false;  // the room last given is the peer's device slot
+  bool hasRoom();
+  // The next message's slot once published and checked against what the
+  // caller expects, else null.
+  shm::SlotHeader* arrived(size_t bytes, const MessageTag& tag);
+  // Our device slot for a message the header says is there, checked.
+  const unsigned char* deviceSlotOf(uint64_t message) const;
+  shm::OwnDeviceSlots ownDeviceSlots_;    // for the peer's messages
+  shm::PeerDeviceSlots peerDeviceSlots_;  // the peer's, for ours
+  // A device message read by the host (tryRecvBuffer): copied out by the
+  // device, for message hostCopyOf_ - 1.
+  std::vector<unsigned char> hostCopy_;
+  uint64_t hostCopyOf_ = 0;
   RemoteKey registerDeviceMemory(const void* p, size_t bytes);
   unsigned char* deviceAddress(const RemoteKey& key, uint64_t address);
   shm::PeerMappings mappings_;

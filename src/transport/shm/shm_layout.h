@@ -8,7 +8,9 @@
 //
 // A slot is a 64-byte header line followed by the payload. Messages of at
 // most kInlineBytes travel inside the header line itself, so a small message
-// costs the receiver a single cache-line transfer.
+// costs the receiver a single cache-line transfer. A device message's
+// payload is in the receiver's device twin of the slot instead
+// (DeviceSlotsInfo, device_slots.h).
 #pragma once
 
 #include <atomic>
@@ -36,9 +38,27 @@ struct alignas(kLine) SegmentHeader {
 };
 static_assert(sizeof(SegmentHeader) <= 4096);
 
+// Where a receiver's device slots are (kDeviceMessages): slot k of the
+// FIFO has a twin of slotBytes in the receiver's device memory, at offset
+// + k * slotBytes in the allocation the CUDA IPC handle names, which the
+// sender's device writes a device message's payload into. Written by the
+// receiver once, `published` last; the sender reads it once it sees that.
+struct DeviceSlotsInfo {
+  std::atomic<uint32_t> published;
+  uint32_t reserved;
+  unsigned char handle[64];  // device::IpcHandle's bytes
+  uint64_t offset;           // the first slot's offset in the allocation
+  uint64_t allocationBytes;  // the allocation's length, which the slots must lie in
+};
+
 struct alignas(kLine) FifoControl {
   alignas(kLine) std::atomic<uint64_t> consumed;  // messages the receiver has released
+  alignas(kLine) DeviceSlotsInfo deviceSlots;     // the receiver's, once it accepts device messages
 };
+
+// SlotHeader::bytes's top bit: the payload is in the receiver's device slot
+// of the same index (FifoControl::deviceSlots), not in the host slot.
+constexpr uint64_t kDevicePayload = uint64_t{1} << 63;
 
 struct alignas(kLine) SlotHeader {
   std::atomic<uint64_t> seq;  // message number + 1 once the payload is complete

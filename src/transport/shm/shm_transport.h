@@ -41,7 +41,7 @@ class ShmTransport final : public Transport {
   // peer's memory directly and every local peer can read this rank's: all
   // local ranks agree.
   Capabilities capabilities() const override {
-    return kPeerMap | kReportsFailures | kSameHostOnly | (canReadPeers_ ? Capabilities{kPeerRead | kPeerWrite} : 0u);
+    return kPeerMap | kReportsFailures | kSameHostOnly | kDeviceMessages | (canReadPeers_ ? Capabilities{kPeerRead | kPeerWrite} : 0u);
   }
   // The local peers given to create(), whose segments it mapped then.
   bool canConnect(int peer, std::string* whyNot) const override;
