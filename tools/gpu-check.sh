@@ -109,6 +109,33 @@ for c in allreduce alltoall allgather; do
   fi
 done
 
+# Device messages (docs/gpu.md, "Device messages"): the plans that move
+# pieces through connections, forced, on device buffers (Send/Recv above
+# ran so too).
+for spec in allreduce:ring allreduce:double_binary_tree allgather:ring reducescatter:ring broadcast:chain \
+            reduce:binomial_tree alltoall:pairwise; do
+  c=${spec%%:*}
+  log="$out/messages-$c-${spec#*:}.log"
+  if GYRE_ALGO=$spec timeout 90 build-gpu/bench/gyre-bench $c --ranks 3 --device cuda -b 8 -e 4M -f 32 -n 2 -w 1 \
+       -T 60 > "$log" 2>&1; then
+    say "$spec on device messages: ok, $(grep -c '^ ' "$log") rows checked"
+  else
+    status=1
+    say "$spec on device messages: FAILED (tail of $log):"; tail -5 "$log" | tee -a "$summary"
+  fi
+done
+
+say ""
+say "## Send/Recv between two ranks on this GPU: device messages against staged (GYRE_DEVICE_DIRECT=0)"
+for direct in 1 0; do
+  say "### GYRE_DEVICE_DIRECT=$direct"
+  say '```'
+  GYRE_DEVICE_DIRECT=$direct timeout 90 build-gpu/bench/gyre-bench sendrecv --ranks 2 --device cuda \
+    -b 64K -e 256M -f 16 -n 10 -w 3 -T 60 > "$out/sendrecv-$direct.log" 2>&1 || status=1
+  grep -v '^# *$' "$out/sendrecv-$direct.log" | tail -8 | tee -a "$summary"
+  say '```'
+done
+
 say ""
 # Unpinned, as most jobs run; the pinned case follows below.
 say "## AllReduce on device buffers (direct, and staged) against host buffers (gyre-bench, ranks sharing this GPU, unpinned)"
