@@ -36,6 +36,7 @@ void ClusterSpec::validate() const {
   nonNegative(switchLatency, "the switch latency");
   nonNegative(stepOverhead, "the step overhead");
   nonNegative(cacheBytes, "the cache size");
+  nonNegative(cacheBytesPerRank, "the cache footprint per rank");
   if (!(cacheSpeedup >= 1) || !std::isfinite(cacheSpeedup))
     throwError(gyreInvalidArgument, "cluster: the cache speedup must be 1 or more");
   if (sharedCoreCacheSpeedup != 0 && (!(sharedCoreCacheSpeedup >= 1) || !std::isfinite(sharedCoreCacheSpeedup)))

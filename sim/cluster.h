@@ -57,6 +57,11 @@ struct ClusterSpec {
   // less of its data there: a 2 MiB sendrecv against 64 MiB gains 3.6x on
   // two CPUs and 2.7x with both ranks on one (the dev VM).
   double sharedCoreCacheSpeedup = 0;
+  // What each rank of a host keeps in the cache beside the buffers and
+  // FIFOs a call touches (its process's stack, plans, connection state and
+  // the library's own memory), added to a call's working set per rank of
+  // the host (0: none).
+  double cacheBytesPerRank = 0;
   // Where a host's ranks talk through FIFOs of slots (shared memory between
   // processes): the slot's bytes (0: no FIFOs; NVLink's stores land in the
   // receiver's memory) and the slots per FIFO. A message is copied into a

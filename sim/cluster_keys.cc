@@ -46,6 +46,8 @@ const KeyInfo kKeys[] = {
      [](ClusterSpec& s, double v) { s.cacheBytes = v * 1024 * 1024; }},
     {"host", "cache_speedup", Kind::Number, "", nullptr, "the cache speedup", nullptr,
      [](ClusterSpec& s, double v) { s.cacheSpeedup = v; }},
+    {"host", "cache_rank_kbytes", Kind::Number, "KiB", nullptr, "the cache footprint per rank", nullptr,
+     [](ClusterSpec& s, double v) { s.cacheBytesPerRank = v * 1024; }},
     {"host", "shared_core_cache_speedup", Kind::Number, "", nullptr, "the shared core's cache speedup", nullptr,
      [](ClusterSpec& s, double v) { s.sharedCoreCacheSpeedup = v; }},
     {"host", "fifo_slot_kbytes", Kind::Number, "KiB", nullptr, "the FIFO slot size", nullptr,

@@ -246,7 +246,9 @@ CallResult simulateCall(const ClusterSpec& spec, const collectives::CallRequest&
   FlowNetwork net(loop);
   // The tuner prices memory's rates, as gyre's cost model does; the run gets
   // the caches' (ClusterSpec::cacheBytes).
-  Cluster cluster(inCache(spec, hostWorkingSet(spec, req) + hostFifoWorkingSet(spec, plans, kept, req.elemSize)), net);
+  Cluster cluster(inCache(spec, hostWorkingSet(spec, req) + hostFifoWorkingSet(spec, plans, kept, req.elemSize) +
+                                    spec.ranksPerHost * spec.cacheBytesPerRank),
+                  net);
   if (!kept) {
     out.run = runPlans(plans.all(), req.elemSize, cluster, net, loop, record);
     for (size_t l = 0; l < net.links(); ++l) out.linkBytes.push_back(net.link(static_cast<int>(l)).carried);

@@ -60,6 +60,12 @@ step_us=${STEP:-10}
 step_shm_us=${STEP_SHM:-1}
 slot_kb=${SLOT_KB:-256}  # gyre's shared-memory FIFOs (GYRE_SHM_SLOT_BYTES, GYRE_SHM_SLOTS)
 slots=${SLOTS:-8}
+# What each rank keeps in the cache beside a call's buffers and FIFOs
+# (gyre-sim --cache-rank-kbytes): not measured, fitted to six stored runs
+# of this VM (docs/simulator.md, "One host: each rank's footprint in the
+# cache"), where 1.5-2.5 MiB took 8 ranks from 21-30% to 15-21% against
+# the mean and left 2 and 4 ranks where they were.
+rank_footprint_kb=${RANK_FOOTPRINT_KB:-2048}
 cores=${CORES:-$(nproc)}
 nice=(nice -n "${NICE:-0}")
 bench=$build/bench/gyre-bench
@@ -354,7 +360,7 @@ for b in sorted(calls):
     print(b, calls[b].most_common(1)[0][0])
 EOF
       "$sim" "$c" --hosts "$h" --ranks-per-host "$per_host" --nics-per-host 1 --nic-gbit "$net_gbit" \
-        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-us "$intra_us" "${host[@]}" --cache-mbytes "$cache_mbytes" --cache-speedup "$cache_speedup" \
+        --nic-us "$(awk -v u="$net_us" 'BEGIN { print u / 2 }')" --intra-us "$intra_us" "${host[@]}" --cache-mbytes "$cache_mbytes" --cache-speedup "$cache_speedup" --cache-rank-kbytes "$rank_footprint_kb" \
         --fifo-slot-kbytes "$slot_kb" --fifo-slots "$slots" \
         --reduce-gbytes "$reduce_gbytes" --copy-gbytes "$copy_gbytes" --step-us "$([ "$h" = 1 ] && echo "$step_shm_us" || echo "$step_us")" --switch-us 0 \
         --hosts-per-leaf 64 -b "$size" -e "$size" --algo "$c:$algo" | grep -v '^#' >>"$out/simulated-$c-$cfg.txt" || true

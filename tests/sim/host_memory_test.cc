@@ -214,6 +214,29 @@ TEST(HostCache, ARootedCallTouchesOneBufferARankAndTheRootsOther) {
   }
 }
 
+// What each rank keeps in the cache beside a call's buffers counts once a
+// rank of the host: a 2-rank AllToAll whose buffers just fit runs slower
+// with a footprint per rank, exactly as with the cache cut by both ranks'
+// footprints; 4 ranks lose twice as much of it. Across hosts nothing changes.
+TEST(HostCache, EachRanksFootprintTakesItsShareOfTheCache) {
+  auto seconds = [&](int hosts, int ranks, double cache, double perRank) {
+    ClusterSpec s = processes(hosts, ranks, 0);
+    s.cacheBytes = cache;
+    s.cacheSpeedup = 2;
+    s.cacheBytesPerRank = perRank;
+    return secondsOf(s, OpKind::AllToAll, "alltoall:pairwise");
+  };
+  const double two = 2 * 4.0 * kBlock, four = 4 * 8.0 * kBlock;  // the buffers: 2 (4) ranks' in and out
+  EXPECT_DOUBLE_EQ(seconds(1, 2, two, 0), seconds(1, 2, 10 * two, 0));
+  EXPECT_GT(seconds(1, 2, two, kBlock), 1.01 * seconds(1, 2, two, 0));
+  // Half of the working set's worth in the cache either way.
+  EXPECT_DOUBLE_EQ(seconds(1, 2, two, two / 2), seconds(1, 2, two / 2, 0));
+  EXPECT_DOUBLE_EQ(seconds(1, 4, four, four / 4), seconds(1, 4, four / 2, 0));
+  ClusterSpec bad = processes(1, 2, 0);
+  bad.cacheBytesPerRank = -1;
+  EXPECT_THROW(bad.validate(), Error);
+}
+
 TEST(HostCache, ASpeedupBelowOneIsRefused) {
   ClusterSpec s = processes(1, 2, 0);
   s.cacheBytes = 1 << 20;

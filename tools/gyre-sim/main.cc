@@ -55,6 +55,7 @@ int usage(FILE* to) {
                "  --shared-core-cache-speedup K\n"
                "                         the cache's speed-up where a core runs more than one rank (0:\n"
                "                         --cache-speedup)\n"
+               "  --cache-rank-kbytes X  what each rank keeps in the cache beside a call's buffers, KiB\n"
                "  --fifo-slot-kbytes X --fifo-slots N\n"
                "                         a host's ranks talk through FIFOs of N slots (8) of X KiB, as\n"
                "                         gyre's shared memory does (0: none; GPUs' stores land in place)\n"
@@ -221,6 +222,7 @@ int main(int argc, char** argv) {
       else if (a == "--cache-mbytes") spec.cacheBytes = number(v, "--cache-mbytes") * 1024 * 1024;
       else if (a == "--cache-speedup") spec.cacheSpeedup = number(v, "--cache-speedup");
       else if (a == "--shared-core-cache-speedup") spec.sharedCoreCacheSpeedup = number(v, "--shared-core-cache-speedup");
+      else if (a == "--cache-rank-kbytes") spec.cacheBytesPerRank = number(v, "--cache-rank-kbytes") * 1024;
       else if (a == "--fifo-slot-kbytes") spec.fifoSlotBytes = number(v, "--fifo-slot-kbytes") * 1024;
       else if (a == "--fifo-slots") spec.fifoSlots = int(gyre::parseInt(v, "--fifo-slots", 2, 64));
       else if (a == "--cores-per-host") spec.coresPerHost = int(gyre::parseInt(v, "--cores-per-host", 0, 1 << 12));
