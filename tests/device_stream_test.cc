@@ -317,29 +317,34 @@ TEST(DeviceStreams, MemAllocGivesDeviceMemoryAndTheLegacyStreamIsNcclsNull) {
 
 // ---- a dead peer releases the stream, and the error names it ----
 
-TEST(DeviceStreams, APeerKilledWhileACallIsEnqueuedReleasesTheStream) {
+// Three ranks on shared memory make call(comm, stream, rank, n) (which
+// returns its first failure) once, which firstCall's checks may look at;
+// then rank 2 dies and the others make it again: their streams are
+// released, the async error is a remote one, and the next call fails
+// naming rank 2.
+template <class Call, class FirstCall>
+void peerKilledBetweenCalls(Call call, FirstCall firstCall) {
   RunOptions o;
   o.timeoutSec = 60;
   RunOutcome out = runRanks(
       3,
-      [](int rank, int n, const gyreUniqueId& id) {
+      [&](int rank, int n, const gyreUniqueId& id) {
         Checker check(rank);
         Gpu gpu;
         gyreComm_t comm = initRank(rank, n, id, kTransport, 30000);
         if (!comm) return 1;
         device::Stream s = gpu.emu.createStream(0);
-        float* buf = gpu.floats(1 << 16);
-        // One call everybody makes, then rank 2 dies before the second.
-        check.expectOk(gyreAllReduce(buf, buf, 1 << 16, gyreFloat32, gyreSum, comm, s), "first call");
+        check.expectOk(call(gpu, comm, s, rank, n), "first call");
         gpu.emu.synchronize(s);
+        firstCall(check, gpu, s, rank, n);
         if (rank == 2) kill(getpid(), SIGKILL);
-        check.expectOk(gyreAllReduce(buf, buf, 1 << 16, gyreFloat32, gyreSum, comm, s), "enqueue the second");
+        check.expectOk(call(gpu, comm, s, rank, n), "enqueue the second");
         gpu.emu.synchronize(s);  // must return: the stream is released
         gyreResult_t async = gyreSuccess;
         check.expectOk(gyreCommGetAsyncError(comm, &async), "async error query");
         check.expect(async == gyreRemoteError, std::string("async error is a remote error: ") +
                                                    gyreGetErrorString(async));
-        const gyreResult_t next = gyreAllReduce(buf, buf, 1, gyreFloat32, gyreSum, comm, s);
+        const gyreResult_t next = call(gpu, comm, s, rank, n);
         const std::string msg = gyreGetLastError(comm);
         check.expect(next != gyreSuccess, "the next call reports the failure");
         check.expect(contains(msg, "rank 2"), "and names the dead rank: " + msg);
@@ -358,63 +363,42 @@ TEST(DeviceStreams, APeerKilledWhileACallIsEnqueuedReleasesTheStream) {
   }
 }
 
+TEST(DeviceStreams, APeerKilledWhileACallIsEnqueuedReleasesTheStream) {
+  peerKilledBetweenCalls(
+      [](Gpu& gpu, gyreComm_t comm, device::Stream s, int, int) {
+        static float* buf = gpu.floats(1 << 16);  // (one rank's process: one buffer)
+        return gyreAllReduce(buf, buf, 1 << 16, gyreFloat32, gyreSum, comm, s);
+      },
+      [](Checker&, Gpu&, device::Stream, int, int) {});
+}
+
 // The same with the pieces as device messages (docs/gpu.md, "Device
 // messages"): a Send/Recv ring shift of 4 MiB, more than a connection's
 // slots hold, so the survivors wait for room at the dead rank or for its
-// pieces; their streams are released and the error names it.
+// pieces. The shift's group gives its first failure (a call on a failed
+// communicator fails where it is made, inside the group).
 TEST(DeviceStreams, APeerKilledDuringDeviceMessagesReleasesTheStream) {
-  RunOptions o;
-  o.timeoutSec = 60;
-  RunOutcome out = runRanks(
-      3,
-      [](int rank, int n, const gyreUniqueId& id) {
-        Checker check(rank);
-        Gpu gpu;
-        gyreComm_t comm = initRank(rank, n, id, "shm", 30000);
-        if (!comm) return 1;
-        device::Stream s = gpu.emu.createStream(0);
-        constexpr size_t kCount = 1 << 20;
-        float* in = gpu.floats(kCount);
-        float* recv = gpu.floats(kCount);
-        // The first failure of the group's calls (a call on a failed
-        // communicator fails where it is made, inside the group).
-        auto shift = [&] {
-          gyreGroupStart();
-          const gyreResult_t r[] = {gyreSend(in, kCount, gyreFloat32, (rank + 1) % n, comm, s),
-                                    gyreRecv(recv, kCount, gyreFloat32, (rank + n - 1) % n, comm, s), gyreGroupEnd()};
-          for (gyreResult_t x : r)
-            if (x != gyreSuccess) return x;
-          return gyreSuccess;
-        };
-        gpu.fill(s, in, std::vector<float>(kCount, static_cast<float>(rank)));
-        check.expectOk(shift(), "first shift");
+  constexpr size_t kCount = 1 << 20;
+  static float *in = nullptr, *recv = nullptr;  // (one rank's process: its buffers)
+  peerKilledBetweenCalls(
+      [](Gpu& gpu, gyreComm_t comm, device::Stream s, int rank, int n) {
+        if (!in) {
+          in = gpu.floats(kCount);
+          recv = gpu.floats(kCount);
+          gpu.fill(s, in, std::vector<float>(kCount, static_cast<float>(rank)));
+        }
+        gyreGroupStart();
+        const gyreResult_t r[] = {gyreSend(in, kCount, gyreFloat32, (rank + 1) % n, comm, s),
+                                  gyreRecv(recv, kCount, gyreFloat32, (rank + n - 1) % n, comm, s), gyreGroupEnd()};
+        for (gyreResult_t x : r)
+          if (x != gyreSuccess) return x;
+        return gyreSuccess;
+      },
+      [](Checker& check, Gpu& gpu, device::Stream s, int rank, int n) {
         const std::vector<float> got = gpu.read(s, recv, 4);
         check.expect(got[0] == static_cast<float>((rank + n - 1) % n), "the first shift's data");
         check.expect(gpu.emu.deviceToDeviceCopies() > 0, "its pieces went device to device");
-        if (rank == 2) kill(getpid(), SIGKILL);
-        check.expectOk(shift(), "enqueue the second");
-        gpu.emu.synchronize(s);  // must return: the stream is released
-        gyreResult_t async = gyreSuccess;
-        check.expectOk(gyreCommGetAsyncError(comm, &async), "async error query");
-        check.expect(async == gyreRemoteError, std::string("async error is a remote error: ") +
-                                                   gyreGetErrorString(async));
-        const gyreResult_t next = shift();
-        const std::string msg = gyreGetLastError(comm);
-        check.expect(next != gyreSuccess, "the next call reports the failure");
-        check.expect(contains(msg, "rank 2"), "and names the dead rank: " + msg);
-        gyreCommDestroy(comm);
-        gpu.emu.destroyStream(s);
-        return check.failures() ? 1 : 0;
-      },
-      o);
-  ASSERT_FALSE(out.timedOut) << out.describe();
-  for (const RankOutcome& r : out.ranks) {
-    if (r.rank == 2) {
-      EXPECT_EQ(r.signal, SIGKILL) << out.describe();
-    } else {
-      EXPECT_EQ(r.exitCode, 0) << out.describe();
-    }
-  }
+      });
 }
 
 // ---- an abort ends an enqueued call, and releases its stream ----
