@@ -63,8 +63,8 @@ slots=${SLOTS:-8}
 # What each rank keeps in the cache beside a call's buffers and FIFOs
 # (gyre-sim --cache-rank-kbytes): not measured, fitted to six stored runs
 # of this VM (docs/simulator.md, "One host: each rank's footprint in the
-# cache"), where 1.5-2.5 MiB took 8 ranks from 21-30% to 15-21% against
-# the mean and left 2 and 4 ranks where they were.
+# cache"), where 2 MiB took 8 ranks from 21-30% to 16-23% against the
+# mean and left 2 and 4 ranks where they were.
 rank_footprint_kb=${RANK_FOOTPRINT_KB:-2048}
 cores=${CORES:-$(nproc)}
 nice=(nice -n "${NICE:-0}")

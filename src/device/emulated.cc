@@ -283,8 +283,9 @@ void EmulatedBackend::copyOnStream(void* dst, const void* src, size_t bytes, Str
   Queue& q = queueOf(s);
   // The backend's own memory must still be there, whole, when the stream
   // gets to the copy; the caller's host memory is the caller's business.
-  const bool dstOurs = classify(dst).kind != MemoryKind::Host, srcOurs = classify(src).kind != MemoryKind::Host;
-  if (classify(dst).kind == MemoryKind::Device && classify(src).kind == MemoryKind::Device) ++deviceCopies_;
+  const MemoryKind dstKind = classify(dst).kind, srcKind = classify(src).kind;
+  const bool dstOurs = dstKind != MemoryKind::Host, srcOurs = srcKind != MemoryKind::Host;
+  if (dstKind == MemoryKind::Device && srcKind == MemoryKind::Device) ++deviceCopies_;
   q.push([this, &q, dst, src, bytes, dstOurs, srcOurs] {
     if (!q.failed.empty()) return;
     if (const int64_t us = copyDelayUs_.load()) std::this_thread::sleep_for(std::chrono::microseconds(us));

@@ -51,6 +51,9 @@ class PeerDeviceSlots {
   unsigned char* slot(uint64_t message, const Fifo& out, int peer);
 
  private:
+  // A mapping of its own, not the connection's cache of the peer's
+  // buffers: that one closes its least recently used entry past 64, and
+  // the slots, looked up once, must stay open while the connection lives.
   PeerDeviceMappings mappings_;
   unsigned char* base_ = nullptr;  // the first slot, once opened
 };
