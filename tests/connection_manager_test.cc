@@ -42,10 +42,10 @@ class FakeConnection : public transport::Connection {
   bool tryRecvInto(void*, size_t, const transport::MessageTag&) override { return false; }
   transport::ProgressResult progress(transport::ReadAhead readAhead) override {
     (readAhead != transport::ReadAhead::None ? readAheads : progressed)++;
-    return {false, blocked};
+    return {readAhead != transport::ReadAhead::None ? movesReadingAhead : moves, blocked};
   }
   int progressed = 0, readAheads = 0;
-  bool blocked = false;
+  bool blocked = false, moves = false, movesReadingAhead = false;
 
  private:
   FakeTransport& t_;
@@ -190,6 +190,23 @@ TEST(ConnectionManager, ProgressMovesOutputAndReadsAheadEverywhereOnlyWhenASendI
   s.tcp->fake(2).blocked = true;
   s.m.progress();
   for (int p : peers) EXPECT_EQ(s.tcp->fake(p).readAheads, 1) << p;
+}
+
+// The waiter keeps its core while bytes move (Communicator::waitUntil), so
+// progress says whether any connection moved some, in either pass.
+TEST(ConnectionManager, ProgressSaysWhetherAnyConnectionMovedBytes) {
+  Rank0Of4 s("GYRE_TRANSPORT=tcp");
+  s.m.choose(describe);
+  const int peers[] = {1, 2, 3};
+  s.m.connect(peers, Deadline::never());
+  EXPECT_FALSE(s.m.progress());
+  s.tcp->fake(3).moves = true;
+  EXPECT_TRUE(s.m.progress());
+  s.tcp->fake(3).moves = false;
+  s.tcp->fake(1).blocked = true;  // the read-ahead pass runs; only it moves bytes
+  s.tcp->fake(2).movesReadingAhead = true;
+  EXPECT_TRUE(s.m.progress());
+  EXPECT_FALSE(s.m.progress(transport::ReadAhead::None)) << "no read-ahead pass was asked for";
 }
 
 TEST(ConnectionManager, TheWaitHandleCutsSlicesWhenAnotherTransportHasOutputToMove) {

@@ -391,7 +391,7 @@ void Communicator::checkUsable() const {
              "the communicator failed earlier and can only be destroyed: " + failedMessage_);
 }
 
-void Communicator::progressAll(transport::ReadAhead whenBlocked) { connections_->progress(whenBlocked); }
+bool Communicator::progressAll(transport::ReadAhead whenBlocked) { return connections_->progress(whenBlocked); }
 
 void Communicator::checkHealth(std::span<const WaitItem> awaited, bool inWait) {
   if (abortRequested_.load()) throw PeerFailure(gyreInvalidUsage, rank_, stoppedSentence());
@@ -489,11 +489,18 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
   }
   // With more ranks than cores, hand the core to a rank that can use it
   // (likely the one we wait for, or one of its neighbours) before sleeping:
-  // a yield costs no wake-up latency when we are needed again.
+  // a yield costs no wake-up latency when we are needed again. Not while
+  // bytes are coming in, though: a message UCX carries in 8 KiB fragments
+  // is still arriving when the first look finds some of it, and a yield
+  // between looks gave the core away mid-message (4 ranks on 2 cores over
+  // UCX's shared memory, AllReduce 0.65-0.72x the time at 2 MiB, 0.77-0.79x
+  // at 256 KiB, 0.85-0.88x at 32 KiB; shm, whose messages need no
+  // progress, and TCP unchanged; docs/PERFORMANCE-transports.md).
+  bool moved = false;
   for (int64_t now = nowNs(); now - start < spinNs + yieldNs_; now = nowNs()) {
     if (ready()) return;
-    sched_yield();
-    progressAll(readAhead(now));
+    if (!moved) sched_yield();
+    moved = progressAll(readAhead(now));
     if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
   }
   // Then sleep in slices, checking peers' health between them.

@@ -235,7 +235,7 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // collective call of its own that every rank makes at the same point).
   void settleOnline(const collectives::OnlineTuner::Pick& pick, const collectives::CallRequest& call);
   void* scratch(size_t bytes);
-  void progressAll(transport::ReadAhead whenBlocked = transport::ReadAhead::All);
+  bool progressAll(transport::ReadAhead whenBlocked = transport::ReadAhead::All);
   // Throws if this rank was aborted, a peer reported a failure, or a peer
   // we wait on has died.
   // inWait: called by a wait for `awaited` (which then joins a stall that

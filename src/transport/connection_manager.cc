@@ -90,11 +90,16 @@ bool ConnectionManager::everyPeerCan(Capability c) const {
   return any;
 }
 
-void ConnectionManager::progress(ReadAhead whenBlocked) {
-  bool blocked = false;
-  for (Connection* c : needProgress_) blocked |= c->progress(ReadAhead::None).sendBlocked;
-  if (!blocked || whenBlocked == ReadAhead::None) return;
-  for (Connection* c : needProgress_) c->progress(whenBlocked);
+bool ConnectionManager::progress(ReadAhead whenBlocked) {
+  bool blocked = false, moved = false;
+  for (Connection* c : needProgress_) {
+    const ProgressResult r = c->progress(ReadAhead::None);
+    blocked |= r.sendBlocked;
+    moved |= r.moved;
+  }
+  if (!blocked || whenBlocked == ReadAhead::None) return moved;
+  for (Connection* c : needProgress_) moved |= c->progress(whenBlocked).moved;
+  return moved;
 }
 
 bool ConnectionManager::block(Transport& primary, bool spansTransports, int64_t sliceNs,

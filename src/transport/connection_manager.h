@@ -46,7 +46,8 @@ class ConnectionManager {
   // Moves queued output on the connections that need it; when a send is
   // stuck (its peer is not reading), reads ahead on all of them as far as
   // whenBlocked says, so that a cycle of full pipes cannot stall every rank.
-  void progress(ReadAhead whenBlocked = ReadAhead::All);
+  // True when some connection moved bytes.
+  bool progress(ReadAhead whenBlocked = ReadAhead::All);
   // The wait handle: blocks on `primary` (the transport of what the caller
   // waits for) up to sliceNs, cut to 1 ms when the wait spans transports or
   // another transport has output only progress() moves. Returns true when
