@@ -1012,6 +1012,46 @@ TEST_P(Conformance, WhatAPeerSentBeforeItLeftIsStillReceived) {
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
 
+// A waiter with more ranks than cores keeps its core while progress says
+// bytes moved (Communicator::waitUntil). Over UCX the waiter's receive
+// looks at the worker first, so progress counts what such a look took in
+// too: a message that came in through a receive's look alone is reported
+// by the next progress (where it was not, the waiter yielded its core
+// right after the first of a message's fragments came in).
+TEST_P(Conformance, UcxProgressReportsWhatAReceivesLooksTookIn) {
+  if (kind() != "ucx") GTEST_SKIP() << "UCX's worker, which receives and progress both look at";
+  RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
+    Checker check(rank);
+    Endpoint e = open("ucx", rank, n, id);
+    constexpr size_t kBytes = 4096;  // one of UCX's fragments: the receive's look takes it whole
+    std::string wrong;
+    if (rank == 1) {
+      Receiver go{e, e.peer, {}, false, {}};
+      check.expect(until(e, [&] { return go.tryRecv(0, 64, &wrong) || !wrong.empty(); }) && wrong.empty(),
+                   "the go-ahead: " + wrong);
+      Sender s{e, rank, {}, false, {}};
+      check.expect(until(e, [&] { return s.trySend(1, kBytes); }), "send");
+      return check.failures();
+    }
+    // What connecting left for the worker is taken in first.
+    for (int i = 0; i < 1000 && e.conn->progress(transport::ReadAhead::None).moved; ++i) {
+    }
+    Sender go{e, rank, {}, false, {}};
+    check.expect(until(e, [&] { return go.trySend(0, 64); }), "send the go-ahead");
+    // Only receives look at the worker from here on.
+    Receiver r{e, e.peer, {}, false, {}};
+    const Deadline d = Deadline::afterMs(kStepMs);
+    bool got = false;
+    while (!got && wrong.empty() && !d.expired()) got = r.tryRecv(1, kBytes, &wrong);
+    check.expect(got && wrong.empty(), "the message: " + wrong);
+    check.expect(e.conn->progress(transport::ReadAhead::None).moved,
+                 "progress said nothing moved after receives took a message in");
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+}
+
 TEST_P(Conformance, APeerThatDiesIsSeen) { peerDies(kind(), false); }
 TEST_P(Conformance, APeerThatDiesMidMessageDeliversNoPartialMessage) { peerDies(kind(), true); }
 

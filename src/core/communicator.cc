@@ -493,9 +493,9 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
   // bytes are coming in, though: a message UCX carries in 8 KiB fragments
   // is still arriving when the first look finds some of it, and a yield
   // between looks gave the core away mid-message (4 ranks on 2 cores over
-  // UCX's shared memory, AllReduce 0.65-0.72x the time at 2 MiB, 0.77-0.79x
-  // at 256 KiB, 0.85-0.88x at 32 KiB; shm, whose messages need no
-  // progress, and TCP unchanged; docs/PERFORMANCE-transports.md).
+  // UCX's shared memory, AllReduce 0.62-0.75x the time from 64 B to 2 MiB,
+  // AllToAll of 256 KiB 0.71-0.82x; shm, whose messages need no progress,
+  // and TCP unchanged; docs/PERFORMANCE-transports.md).
   bool moved = false;
   for (int64_t now = nowNs(); now - start < spinNs + yieldNs_; now = nowNs()) {
     if (ready()) return;

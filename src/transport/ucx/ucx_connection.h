@@ -152,6 +152,7 @@ class UcxConnection final : public Connection {
   int64_t goneSinceNs_ = -1;     // when it first saw the peer gone (-1: not yet)
   uint64_t sendSeq_ = 0, recvSeq_ = 0;
   uint64_t lastLook_ = ~uint64_t{0};  // the transport's workerLooks() after this connection's progress()
+  uint64_t lastEvents_ = 0;           // and its workerEvents()
   Send direct_;               // a caller-memory send (trySendFrom), resumed
   std::vector<Send> staged_;  // buffer-form sends, one per staging slot
   // Memory from aligned new[] goes back through aligned delete[], also when

@@ -84,9 +84,14 @@ class UcxTransport final : public Transport {
   // round is enough, each was an epoll_wait).
   unsigned progressWorker() {
     ++workerLooks_;
-    return ucp_worker_progress(worker_);
+    const unsigned events = ucp_worker_progress(worker_);
+    workerEvents_ += events;
+    return events;
   }
   uint64_t workerLooks() const { return workerLooks_; }
+  // What the worker's looks have taken in or sent on, counted, whoever
+  // looked (a receive's own look, or progress()).
+  uint64_t workerEvents() const { return workerEvents_; }
   ucp_context_h context() const { return context_; }
   // Frees what UCX may still write into (a buffer of a request that would
   // not end) only once the worker is destroyed.
@@ -119,6 +124,7 @@ class UcxTransport final : public Transport {
   ucp_worker_h worker_ = nullptr;
   int eventFd_ = -1;
   uint64_t workerLooks_ = 0;
+  uint64_t workerEvents_ = 0;
   bool overSockets_ = false;  // UCX may not use RDMA here: its wire is tcp
   bool peerErrors_ = true;    // endpoints with UCP_ERR_HANDLING_MODE_PEER
   bool largeInPlace_ = false;  // every rank's large messages land in place (kLargeInPlace)
