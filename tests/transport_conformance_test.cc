@@ -1018,8 +1018,10 @@ TEST_P(Conformance, WhatAPeerSentBeforeItLeftIsStillReceived) {
 // too: a message that came in through a receive's look alone is reported
 // by the next progress (where it was not, the waiter yielded its core
 // right after the first of a message's fragments came in).
-TEST_P(Conformance, UcxProgressReportsWhatAReceivesLooksTookIn) {
-  if (kind() != "ucx") GTEST_SKIP() << "UCX's worker, which receives and progress both look at";
+// (Not one of the parameterized cases: it is UCX's alone, and the
+// Soft-RoCE guest counts the verbs cases it skips.)
+#ifdef GYRE_HAVE_UCX
+TEST(UcxConnection, ProgressReportsWhatAReceivesLooksTookIn) {
   RunOutcome out = runRanks(2, [&](int rank, int n, const gyreUniqueId& id) {
     Checker check(rank);
     Endpoint e = open("ucx", rank, n, id);
@@ -1051,6 +1053,7 @@ TEST_P(Conformance, UcxProgressReportsWhatAReceivesLooksTookIn) {
   EXPECT_FALSE(out.timedOut) << out.describe();
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
+#endif
 
 TEST_P(Conformance, APeerThatDiesIsSeen) { peerDies(kind(), false); }
 TEST_P(Conformance, APeerThatDiesMidMessageDeliversNoPartialMessage) { peerDies(kind(), true); }
