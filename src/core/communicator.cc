@@ -15,6 +15,7 @@
 #include "collectives/call.h"
 #include "collectives/tuner.h"
 #include "core/group.h"
+#include "core/yield_wait.h"
 #include "kernels/cpu/reduce.h"
 #include "topology/host_identity.h"
 #include "topology/rank_topology.h"
@@ -490,19 +491,14 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
   // With more ranks than cores, hand the core to a rank that can use it
   // (likely the one we wait for, or one of its neighbours) before sleeping:
   // a yield costs no wake-up latency when we are needed again. Not while
-  // bytes are coming in, though: a message UCX carries in 8 KiB fragments
-  // is still arriving when the first look finds some of it, and a yield
-  // between looks gave the core away mid-message (4 ranks on 2 cores over
-  // UCX's shared memory, AllReduce 0.62-0.75x the time from 64 B to 2 MiB,
-  // AllToAll of 256 KiB 0.71-0.82x; shm, whose messages need no progress,
-  // and TCP unchanged; docs/PERFORMANCE-transports.md).
-  bool moved = false;
-  for (int64_t now = nowNs(); now - start < spinNs + yieldNs_; now = nowNs()) {
-    if (ready()) return;
-    if (!moved) sched_yield();
-    moved = progressAll(readAhead(now));
+  // bytes are coming in, though (yield_wait.h).
+  int64_t lookedNs = nowNs();
+  auto goOn = [&] {
+    lookedNs = nowNs();
     if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
-  }
+    return lookedNs - start < spinNs + yieldNs_;
+  };
+  if (yieldUntilReady(ready, [&] { return progressAll(readAhead(lookedNs)); }, [] { sched_yield(); }, goOn)) return;
   // Then sleep in slices, checking peers' health between them.
   for (;;) {
     if (ready()) return;
