@@ -492,7 +492,7 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
   // (likely the one we wait for, or one of its neighbours) before sleeping:
   // a yield costs no wake-up latency when we are needed again. Not while
   // bytes are coming in, though (yield_wait.h).
-  int64_t lookedNs = nowNs();
+  int64_t lookedNs = start;  // goOn() reads the clock before every look
   auto goOn = [&] {
     lookedNs = nowNs();
     if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
