@@ -15,7 +15,8 @@ namespace gyre::core {
 // receive's own look inside ready(), keeps the core; deciding on a look made
 // before the previous ready() (and so before the receive's) gave the core
 // away mid-message (4 ranks on 2 cores over UCX's shared memory, AllReduce
-// of 32 KiB-256 KiB 0.72-0.85x the time; docs/PERFORMANCE-transports.md).
+// of 32 KiB-256 KiB 0.85-0.86x the time in medians, single rounds to 0.73x;
+// docs/PERFORMANCE-transports.md).
 inline bool yieldUntilReady(FunctionRef<bool()> ready, FunctionRef<bool()> progress, FunctionRef<void()> yield,
                             FunctionRef<bool()> goOn) {
   while (goOn()) {
