@@ -404,6 +404,31 @@ TEST(ConnectionManager, UcxOverItsSharedMemoryAloneWorksAndADeadRankIsNamed) {
 #endif
 
 #ifdef GYRE_HAVE_UCX
+// UCX_TLS naming no tcp: gyre gives UCX's tcp its options only where UCX
+// may open tcp. It used to set tcp's receive segment regardless, and every
+// rank's UCX warned at start of an option no transport took.
+TEST(ConnectionManager, UcxWithoutTcpStartsWithoutAWarning) {
+  RunOutcome out = runRanks(2, [](int rank, int nranks, const gyreUniqueId& id) {
+    setenv("GYRE_TRANSPORT", "ucx", 1);
+    setenv("GYRE_UCX_ERROR_MODE", "none", 1);
+    setenv("UCX_TLS", "sm,self", 1);  // UCX's log level: its default, warn
+    Checker check(rank);
+    gyreComm_t comm = initRank(rank, nranks, id, "ucx");
+    if (!comm) return 1;
+    int v = rank + 1;
+    check.expectOk(gyreAllReduce(&v, &v, 1, gyreInt32, gyreSum, comm, nullptr), "allreduce");
+    check.expect(v == 3, "1 + 2");
+    gyreCommDestroy(comm);
+    return check.failures();
+  });
+  EXPECT_FALSE(out.timedOut) << out.describe();
+  EXPECT_TRUE(out.allSucceeded()) << out.describe();
+  for (const RankOutcome& r : out.ranks)
+    EXPECT_EQ(r.output.find("WARN"), std::string::npos) << "rank " << r.rank << " said:\n" << r.output;
+}
+#endif
+
+#ifdef GYRE_HAVE_UCX
 // GYRE_NET_TRANSPORT=ucx: shared memory within each host, UCX between the
 // hosts (two GYRE_HOSTIDs), as NCCL's shared memory and NET: the sum is
 // exact, and each peer is reached by the transport its host calls for.

@@ -66,6 +66,23 @@ TEST(UcxWires, SocketBuffersAreGyresUnlessTheUserSetUcxs) {
   EXPECT_EQ(tcpSocketBuffer(4 << 20, nullptr, "auto"), "");
 }
 
+// tcp's options go to UCX only where it may open tcp: UCX warns of an
+// option no transport took, at every start.
+TEST(UcxWires, TcpUnlessTheListLeavesItOut) {
+  EXPECT_TRUE(mayUseTcp(nullptr));
+  EXPECT_TRUE(mayUseTcp(""));
+  EXPECT_TRUE(mayUseTcp("all"));
+  EXPECT_TRUE(mayUseTcp("tcp,self"));
+  EXPECT_TRUE(mayUseTcp("sm,tcp"));
+  EXPECT_TRUE(mayUseTcp("^sm"));
+  EXPECT_TRUE(mayUseTcp("^"));
+  EXPECT_FALSE(mayUseTcp("^tcp"));
+  EXPECT_FALSE(mayUseTcp("^sm,tcp"));
+  EXPECT_FALSE(mayUseTcp("sm,self"));
+  EXPECT_FALSE(mayUseTcp("posix,cma,self"));
+  EXPECT_FALSE(mayUseTcp("tcpx,rc"));
+}
+
 }  // namespace
 }  // namespace gyre::transport::ucx_wires
 

@@ -88,8 +88,10 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   // Segments come from a pool and go back once read; the send side's must
   // not be larger, so neither is touched when the user set one. A name UCP
   // does not know goes to every UCX transport's table without its prefix:
-  // "RX_SEG_SIZE" is tcp's (UCX_TCP_RX_SEG_SIZE), and no other has it.
-  if (s == UCS_OK && !std::getenv("UCX_TCP_RX_SEG_SIZE") && !std::getenv("UCX_TCP_TX_SEG_SIZE"))
+  // "RX_SEG_SIZE" is tcp's (UCX_TCP_RX_SEG_SIZE), and no other has it; set
+  // where UCX opens no tcp, each worker's start warned of it.
+  const bool tcp = ucx_wires::mayUseTcp(std::getenv("UCX_TLS"));
+  if (s == UCS_OK && tcp && !std::getenv("UCX_TCP_RX_SEG_SIZE") && !std::getenv("UCX_TCP_TX_SEG_SIZE"))
     s = ucp_config_modify(config, "RX_SEG_SIZE", ucx_wires::kTcpReceiveSegment);
   // The kernel's autotuned socket buffers start small: a 256 KiB message
   // waited for its receiver to drain it several times over, and a 2-rank
@@ -97,7 +99,7 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   // own TCP asks for (docs/PERFORMANCE-transports.md).
   const std::string buffer =
       ucx_wires::tcpSocketBuffer(options.socketBufferBytes, std::getenv("UCX_TCP_SNDBUF"), std::getenv("UCX_TCP_RCVBUF"));
-  if (s == UCS_OK && !buffer.empty()) {
+  if (s == UCS_OK && tcp && !buffer.empty()) {
     s = ucp_config_modify(config, "SNDBUF", buffer.c_str());
     if (s == UCS_OK) s = ucp_config_modify(config, "RCVBUF", buffer.c_str());
   }

@@ -56,6 +56,16 @@ inline bool mayUseSharedMemory(const char* tls) {
   return tlsAllowsAny(tls, [](std::string_view name) { return isOneOf(name, kShared); });
 }
 
+// Whether UCX may open its tcp transport (tls: as tlsAllowsAny's; an
+// exclusion that names tcp leaves it out). gyre sets tcp's own options
+// (its segment, its socket buffers) only then: UCX warns at every worker's
+// start of an option that no transport it opened took.
+inline bool mayUseTcp(const char* tls) {
+  const auto isTcp = [](std::string_view name) { return name == "tcp" || name == "all"; };
+  if (tls && tls[0] == '^') return !tls[1] || !tlsAllowsAny(tls + 1, [](std::string_view name) { return name == "tcp"; });
+  return tlsAllowsAny(tls, isTcp);
+}
+
 // Whether gyre's endpoints ask UCX for peer failure handling
 // (UCP_ERR_HANDLING_MODE_PEER; GYRE_UCX_ERROR_MODE). With it, UCX 1.13 gives
 // its tcp and shared-memory transports no zero-copy lanes: a large
