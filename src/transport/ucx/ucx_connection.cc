@@ -429,7 +429,12 @@ bool UcxConnection::receive(Recv& r, void* dst, size_t bytes, const MessageTag& 
   // was made, instead of waiting for the waiter's progress round (with
   // ranks on cores of their own it comes every eighth look at ready(): a
   // 2-rank AllToAll of 32 KiB over UCX's shared memory waited ~1 us a call).
-  if (!advance(r) && (looked || !ep_ || (transport_.progressWorker(), !advance(r)))) {
+  bool whole = advance(r);
+  if (!whole && !looked && ep_) {
+    transport_.progressWorker();
+    whole = advance(r);
+  }
+  if (!whole) {
     throwIfPeerGone();
     return false;
   }
