@@ -117,7 +117,7 @@ void UcxConnection::throwIfFailed() const {
 void UcxConnection::throwIfPeerGone() {
   throwIfFailed();
   if (transport_.peerErrors()) return;
-  const int64_t now = nowNs();
+  const int64_t now = coarseNowNs();  // every failed look of a waiting receive or send reads it
   if (goneSinceNs_ < 0) {
     if (now - lastDeathLookNs_ < kDeathLookNs) return;
     lastDeathLookNs_ = now;
