@@ -34,13 +34,12 @@ UcxTeardownLog::UcxTeardownLog() {
   tFlushErrors = 0;
   ucs_log_push_handler(takeFlushErrors);  // handlers run last pushed first
   handlers_ = ucs_log_num_handlers();
-  pushed_ = true;
 }
 
 UcxTeardownLog::~UcxTeardownLog() {
   // Popped only if it is still the last: a handler someone pushed since
   // would be the one popped (ours then stays, passing everything on).
-  if (pushed_ && ucs_log_num_handlers() == handlers_) ucs_log_pop_handler();
+  if (ucs_log_num_handlers() == handlers_) ucs_log_pop_handler();
   tInScope = false;
   gHandlerMu.unlock();
 }

@@ -25,7 +25,6 @@ class UcxTeardownLog {
   int flushErrors() const;
 
  private:
-  bool pushed_ = false;
   unsigned handlers_ = 0;  // UCX's count of log handlers once ours was pushed
 };
 

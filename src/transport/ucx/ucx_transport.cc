@@ -89,8 +89,8 @@ std::unique_ptr<UcxTransport> UcxTransport::create(bootstrap::Bootstrap& bs, con
   // Segments come from a pool and go back once read; the send side's must
   // not be larger, so neither is touched when the user set one. A name UCP
   // does not know goes to every UCX transport's table without its prefix:
-  // "RX_SEG_SIZE" is tcp's (UCX_TCP_RX_SEG_SIZE), and no other has it; set
-  // where UCX opens no tcp, each worker's start warned of it.
+  // "RX_SEG_SIZE" is tcp's (UCX_TCP_RX_SEG_SIZE), and no other has it (set
+  // where UCX opened no tcp, it made every worker's start warn).
   const bool tcp = ucx_wires::mayUseTcp(std::getenv("UCX_TLS"));
   if (s == UCS_OK && tcp && !std::getenv("UCX_TCP_RX_SEG_SIZE") && !std::getenv("UCX_TCP_TX_SEG_SIZE"))
     s = ucp_config_modify(config, "RX_SEG_SIZE", ucx_wires::kTcpReceiveSegment);
