@@ -401,13 +401,11 @@ TEST(ConnectionManager, UcxOverItsSharedMemoryAloneWorksAndADeadRankIsNamed) {
   EXPECT_FALSE(out.timedOut) << out.describe();
   EXPECT_TRUE(out.allSucceeded()) << out.describe();
 }
-#endif
 
-#ifdef GYRE_HAVE_UCX
 // UCX_TLS naming no tcp: gyre gives UCX's tcp its options only where UCX
 // may open tcp. It used to set tcp's receive segment regardless, and every
 // rank's UCX warned at start of an option no transport took.
-TEST(ConnectionManager, UcxWithoutTcpStartsWithoutAWarning) {
+TEST(ConnectionManager, UcxWithoutTcpIsNotGivenTcpsOptions) {
   RunOutcome out = runRanks(2, [](int rank, int nranks, const gyreUniqueId& id) {
     setenv("GYRE_TRANSPORT", "ucx", 1);
     setenv("GYRE_UCX_ERROR_MODE", "none", 1);

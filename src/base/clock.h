@@ -8,20 +8,18 @@
 
 namespace gyre {
 
-inline int64_t nowNs() {
+inline int64_t clockNs(clockid_t clock) {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
+
+inline int64_t nowNs() { return clockNs(CLOCK_MONOTONIC); }
 
 // The same clock to the kernel's last tick (1-4 ms), read without the time
 // stamp counter: for rate limits of a millisecond or more polled in a hot
 // loop, where a full read (~50 ns in a VM) is a cost of its own.
-inline int64_t coarseNowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+inline int64_t coarseNowNs() { return clockNs(CLOCK_MONOTONIC_COARSE); }
 
 class Deadline {
  public:
