@@ -246,9 +246,9 @@ void checkCase(gyreComm_t comm, int me, const Case& c, gyreDataType_t t, bool ah
   size_t wrong = 0;
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t h = 0; h < H; ++h) {
-      std::vector<unsigned char> want(esz);
-      writeElem(t, want.data(), xValue(rows[i].q, rows[i].t, h));
-      wrong += std::memcmp(&got[(i * H + h) * esz], want.data(), esz) != 0;
+      unsigned char want[8] = {};  // the widest element (a heap vector per element cost minutes under ASan)
+      writeElem(t, want, xValue(rows[i].q, rows[i].t, h));
+      wrong += std::memcmp(&got[(i * H + h) * esz], want, esz) != 0;
     }
   check.expect(wrong == 0, what + ": " + std::to_string(wrong) + " dispatched elements wrong");
   check.expect(guardIntact(got, recvRows * H * esz), what + ": dispatch wrote past its rows");
@@ -277,9 +277,9 @@ void checkCase(gyreComm_t comm, int me, const Case& c, gyreDataType_t t, bool ah
       for (size_t s = 0; s < K; ++s)
         for (size_t h = 0; h < H; ++h) {
           const double v = slotValue(tk, s, h);
-          std::vector<unsigned char> want(esz, 0);
-          if (v >= 0) writeElem(t, want.data(), v);
-          wrong += std::memcmp(&out[((tk * K + s) * H + h) * esz], want.data(), esz) != 0;
+          unsigned char want[8] = {};
+          if (v >= 0) writeElem(t, want, v);
+          wrong += std::memcmp(&out[((tk * K + s) * H + h) * esz], want, esz) != 0;
         }
     check.expect(wrong == 0, what + ": " + std::to_string(wrong) + " per-slot combined elements wrong");
     check.expect(guardIntact(out, T * K * H * esz), what + ": combine wrote past its rows");
@@ -302,9 +302,9 @@ void checkCase(gyreComm_t comm, int me, const Case& c, gyreDataType_t t, bool ah
           accD = std::fma(static_cast<double>(wts[tk * K + s]), v, accD);
           accF = std::fma(wts[tk * K + s], static_cast<float>(v), accF);
         }
-        std::vector<unsigned char> want(esz);
-        writeElem(t, want.data(), t == gyreFloat64 ? accD : static_cast<double>(accF));
-        wrong += std::memcmp(&sum[(tk * H + h) * esz], want.data(), esz) != 0;
+        unsigned char want[8] = {};
+        writeElem(t, want, t == gyreFloat64 ? accD : static_cast<double>(accF));
+        wrong += std::memcmp(&sum[(tk * H + h) * esz], want, esz) != 0;
       }
     check.expect(wrong == 0, what + ": " + std::to_string(wrong) + " weighted combined elements wrong");
     check.expect(guardIntact(sum, T * H * esz), what + ": weighted combine wrote past its rows");
@@ -322,9 +322,9 @@ void checkCase(gyreComm_t comm, int me, const Case& c, gyreDataType_t t, bool ah
     wrong = 0;
     for (size_t i = 0; i < rows.size(); ++i)
       for (size_t h = 0; h < H; ++h) {
-        std::vector<unsigned char> want(esz);
-        writeElem(t, want.data(), xValue(rows[i].q, rows[i].t, h, rows[i].s + 1));
-        wrong += std::memcmp(&back[(i * H + h) * esz], want.data(), esz) != 0;
+        unsigned char want[8] = {};
+        writeElem(t, want, xValue(rows[i].q, rows[i].t, h, rows[i].s + 1));
+        wrong += std::memcmp(&back[(i * H + h) * esz], want, esz) != 0;
       }
     check.expect(wrong == 0, what + ": " + std::to_string(wrong) + " per-slot dispatched elements wrong");
     check.expect(guardIntact(back, rows.size() * H * esz), what + ": per-slot dispatch wrote past its rows");
