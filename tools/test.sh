@@ -12,8 +12,12 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 if [ "${GYRE_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # -O1 -g1 (line tables: the sanitizers' reports still name file and line)
+  # halves the build's time against -O2 -g (23 to 12 minutes on 2 cores);
+  # the tests run about as fast (each suite within 0.9-1.35x).
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGYRE_WERROR=ON \
-    -DGYRE_SANITIZE=address,undefined -DGYRE_BUILD_BENCH=OFF
+    -DGYRE_SANITIZE=address,undefined -DGYRE_BUILD_BENCH=OFF \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   cmake --build build-asan -j"$jobs"
   # TEST_LIGHT: the AllReduce matrices check two types and three ops at every
   # count, placement, algorithm and transport here. The sanitizers look for
