@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
+#include <list>
 #include <functional>
 #include <iterator>
 #include <string>
@@ -1028,7 +1028,10 @@ class Runner {
   size_t inputReady_ = 0;         // input bytes known to be in place
   std::vector<uint32_t> writers_;  // by output piece: the steps still to write it
   std::vector<PeerAddresses> peerAddresses_;  // by peer, for single-copy reads
-  std::deque<Registration> registered_;       // a deque: a send in flight keeps pointing at its entry
+  // A list: a send in flight keeps pointing at its entry, and an empty one
+  // allocates nothing (libstdc++'s deque allocates on construction, which
+  // was the one allocation of every small call).
+  std::list<Registration> registered_;
   const LaneState* lanes_ = nullptr;          // the plan's lanes, while they run
   size_t nlanes_ = 0;
   bool lanesFinished_ = false;
