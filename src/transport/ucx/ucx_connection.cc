@@ -14,11 +14,18 @@ namespace gyre::transport {
 namespace {
 
 // UCP tags: the sender's rank above its sequence number toward this peer,
-// and a bit that marks the payload of a message sent in two parts.
+// a bit that marks the payload of a message sent in two parts, and one that
+// marks a small message sent without the header's size (its own length
+// says it): 64 B with the 24-byte tag is 88 B, within UCX's 93 B short
+// protocol over its shared memory, where the whole 32-byte header made it
+// 96 B and an eager copy. A receive matches the first part of a message
+// either way (kFirstPartMask) and learns which from the tag it got.
 constexpr int kSeqBits = 44;
 constexpr uint64_t kPayloadBit = uint64_t{1} << (kSeqBits - 1);
-constexpr uint64_t kSeqMask = kPayloadBit - 1;
+constexpr uint64_t kCompactBit = uint64_t{1} << (kSeqBits - 2);
+constexpr uint64_t kSeqMask = kCompactBit - 1;
 constexpr uint64_t kFullMask = ~uint64_t{0};
+constexpr uint64_t kFirstPartMask = ~kCompactBit;
 // The top bit marks a registered range's packed rkey (ucx_memory.cc), whose
 // tag carries the key's id where a message's carries its sequence number;
 // ranks stay below it (UcxTransport::kMaxRanks).
@@ -154,10 +161,11 @@ void UcxConnection::post(Send& s, const void* data, size_t bytes, const MessageT
     // Small: header and payload packed into one contiguous buffer, so UCX
     // sends it inline (its short protocol takes contiguous data only; an iov
     // went by zero-copy, a request to complete later).
-    std::memcpy(s.packed, &s.header, sizeof(Header));
-    if (bytes) std::memcpy(s.packed + sizeof(Header), data, bytes);
+    // The size is left out (kCompactBit): the message's length says it.
+    std::memcpy(s.packed, &s.header.tag, sizeof(MessageTag));
+    if (bytes) std::memcpy(s.packed + sizeof(MessageTag), data, bytes);
     ucp_request_param_t c{};
-    r = ucp_tag_send_nbx(ep_, s.packed, sizeof(Header) + bytes, utag, &c);
+    r = ucp_tag_send_nbx(ep_, s.packed, sizeof(MessageTag) + bytes, utag | kCompactBit, &c);
   } else {
     r = ucp_tag_send_nbx(ep_, s.iov, onePart && bytes ? 2 : 1, utag, &p);
   }
@@ -233,11 +241,12 @@ bool UcxConnection::trySendFrom(const void* src, size_t bytes, const MessageTag&
 bool UcxConnection::arrive(Recv& r, uint64_t seq) {
   if (r.posted) return true;
   ucp_tag_recv_info_t info{};
-  r.message = ucp_tag_probe_nb(transport_.worker(), tagFor(peer_, seq), kFullMask, 1, &info);
+  r.message = ucp_tag_probe_nb(transport_.worker(), tagFor(peer_, seq), kFirstPartMask, 1, &info);
   if (!r.message) return false;
   r.posted = true;
   r.seq = seq;
   r.length = info.length;
+  r.compact = (info.sender_tag & kCompactBit) != 0;
   return true;
 }
 
@@ -278,7 +287,7 @@ void UcxConnection::postWhole(Recv& r, void* dst, size_t bytes) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.datatype = ucp_dt_make_iov();
-  void* q = ucp_tag_recv_nbx(transport_.worker(), r.iov, 3, tagFor(peer_, recvSeq_), kFullMask, &p);
+  void* q = ucp_tag_recv_nbx(transport_.worker(), r.iov, 3, tagFor(peer_, recvSeq_), kFirstPartMask, &p);
   if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
   r.request = q;
   r.whole = r.posted = r.placed = true;
@@ -297,7 +306,16 @@ ucs_status_t UcxConnection::settleFirstPart(Recv& r) {
   ucp_request_free(r.request);
   r.request = nullptr;
   r.length = info.length;
-  r.twoPart = r.length == sizeof(Header);
+  r.compact = (info.sender_tag & kCompactBit) != 0;
+  r.twoPart = !r.compact && r.length == sizeof(Header);
+  if (r.compact && st == UCS_OK) {
+    // A small message, where this rank expected a larger one (the ranks
+    // disagree, and check() says so): its tag landed where the header's
+    // size and tag go, shifted by the size the message does not carry.
+    MessageTag tag;
+    std::memcpy(tag.words, static_cast<const void*>(&r.header), sizeof tag.words);
+    r.header = Header{r.length - sizeof(MessageTag), tag};
+  }
   return st;
 }
 
@@ -319,16 +337,20 @@ void UcxConnection::place(Recv& r, void* dst, size_t room) {
     dst = r.staging.get();
     room = maxMessageBytes();
   }
-  const bool headerAlone = r.length == sizeof(Header);
-  const size_t inline_ = r.length - std::min(r.length, sizeof(Header));
+  // A compact message is the tag and its payload (the size is its length's
+  // rest); any other, the whole header, then its payload or nothing (a
+  // header alone: the payload comes as a second part).
+  const size_t head = r.compact ? sizeof(MessageTag) : sizeof(Header);
+  const size_t inline_ = r.length - std::min(r.length, head);
   r.dst = dst;
   r.room = room;
-  r.twoPart = headerAlone;
+  r.twoPart = !r.compact && r.length == sizeof(Header);
+  if (r.compact) r.header.bytes = inline_;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.datatype = ucp_dt_make_iov();
   int parts = inline_ ? 2 : 1;
-  r.iov[0] = ucp_dt_iov_t{&r.header, sizeof(Header)};
+  r.iov[0] = r.compact ? ucp_dt_iov_t{&r.header.tag, sizeof(MessageTag)} : ucp_dt_iov_t{&r.header, sizeof(Header)};
   r.iov[1] = ucp_dt_iov_t{dst, inline_};
   if (inline_ > room) {
     // A one-part message longer than the room is received whole aside (its
@@ -350,7 +372,12 @@ bool UcxConnection::advance(Recv& r) {
     const ucs_status_t st = settleFirstPart(r);
     if (st == UCS_INPROGRESS) return false;
     if (st != UCS_OK) throwStatus(st, "receive from");
-    if (!r.aside.empty()) std::memcpy(&r.header, r.aside.data(), sizeof(Header));
+    if (!r.aside.empty()) {
+      if (r.compact)
+        std::memcpy(&r.header.tag, r.aside.data(), sizeof(MessageTag));
+      else
+        std::memcpy(&r.header, r.aside.data(), sizeof(Header));
+    }
     // A header alone names a payload to come, unless the message is empty.
     if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > 0 && r.header.bytes <= r.room)
       postPayload(r, r.seq, r.dst, r.header.bytes);
@@ -370,13 +397,28 @@ bool UcxConnection::advance(Recv& r) {
 }
 
 UcxConnection::Recv& UcxConnection::front() {
-  if (queue_.empty()) queue_.emplace_back(std::make_unique<Recv>());
+  if (queue_.empty()) queue_.push_back(freshRecv());
   return *queue_.front();
 }
 
+// A message's state from the spares (one a message from the heap was a
+// malloc and a free of every small call's time).
+std::unique_ptr<UcxConnection::Recv> UcxConnection::freshRecv() {
+  if (spareRecvs_.empty()) return std::make_unique<Recv>();
+  std::unique_ptr<Recv> r = std::move(spareRecvs_.back());
+  spareRecvs_.pop_back();
+  return r;
+}
+
+void UcxConnection::retire(std::unique_ptr<Recv> r) {
+  if (r->staging && freeStaging_.size() <= kReadAhead) freeStaging_.push_back(std::move(r->staging));
+  if (spareRecvs_.size() > kReadAhead) return;
+  *r = Recv{};
+  spareRecvs_.push_back(std::move(r));
+}
+
 void UcxConnection::pop() {
-  Recv& r = *queue_.front();
-  if (r.staging && freeStaging_.size() <= kReadAhead) freeStaging_.push_back(std::move(r.staging));
+  retire(std::move(queue_.front()));
   queue_.pop_front();
   ++recvSeq_;
 }
@@ -488,11 +530,14 @@ ProgressResult UcxConnection::progress(ReadAhead readAhead) {
   // ahead).
   if (readAhead == ReadAhead::All && ep_ && failure_ == UCS_OK) {
     for (size_t i = 0; i < kReadAhead; ++i) {
-      if (queue_.size() <= i) queue_.emplace_back(std::make_unique<Recv>());
+      if (queue_.size() <= i) queue_.push_back(freshRecv());
       Recv& r = *queue_[i];
       if (r.done) continue;
       if (!arrive(r, recvSeq_ + i)) {
-        if (i + 1 == queue_.size() && i > 0) queue_.pop_back();  // keep the queue to what arrived
+        if (i + 1 == queue_.size() && i > 0) {  // keep the queue to what arrived
+          retire(std::move(queue_.back()));
+          queue_.pop_back();
+        }
         break;
       }
       if (!r.placed) place(r, nullptr, 0);
@@ -515,7 +560,7 @@ bool UcxConnection::hasUnreadData() const {
   if (!ep_) return false;
   if (!queue_.empty() && queue_.front()->posted) return true;
   ucp_tag_recv_info_t info{};
-  return ucp_tag_probe_nb(transport_.worker(), tagFor(peer_, recvSeq_), kFullMask, 0, &info) != nullptr;
+  return ucp_tag_probe_nb(transport_.worker(), tagFor(peer_, recvSeq_), kFirstPartMask, 0, &info) != nullptr;
 }
 
 bool UcxConnection::hasQueuedOutput() const {

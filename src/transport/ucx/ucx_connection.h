@@ -1,5 +1,6 @@
 // One peer over UCX (ucx_transport.h): the try forms over tagged sends and
-// receives, each message a 32-byte header and its payload in one iov.
+// receives, each message a 32-byte header and its payload in one iov (a
+// small one its 24-byte tag and payload in one piece).
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -105,6 +106,7 @@ class UcxConnection final : public Connection {
     bool done = false;     // buffer form: complete, until recvRelease
     bool early = false;    // its payload's receive was posted into dst before it came
     bool whole = false;    // its receive was posted into dst before it came (one part)
+    bool compact = false;  // small, sent without the header's size (its length says it)
     void* request = nullptr;  // the first part's receive
     void* payload = nullptr;  // the second part's
     Header header{};
@@ -142,6 +144,8 @@ class UcxConnection final : public Connection {
   bool receive(Recv& r, void* dst, size_t bytes, const MessageTag& tag);
   Recv& front();  // the next message's (made on first use)
   void pop();
+  std::unique_ptr<Recv> freshRecv();
+  void retire(std::unique_ptr<Recv> r);  // back to the spares, its staging to the pool
 
   UcxTransport& transport_;
   int peer_;
@@ -163,6 +167,7 @@ class UcxConnection final : public Connection {
   std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> sendStaging_;
   int reserved_ = -1;  // the slot trySendBuffer handed out
   std::deque<std::unique_ptr<Recv>> queue_;  // queue_[i]: message recvSeq_ + i
+  std::vector<std::unique_ptr<Recv>> spareRecvs_;
   std::vector<std::unique_ptr<uint8_t[]>> freeStaging_;  // receive staging, for reuse
   uint64_t nextKeyId_ = 0;
   std::unordered_map<uint64_t, Registration> registrations_;  // by key id
