@@ -11,7 +11,12 @@ namespace gyre::bootstrap {
 
 constexpr uint32_t kHelloMagic = 0x4759484c;  // "GYHL"
 constexpr uint32_t kReplyMagic = 0x47595250;  // "GYRP"
-constexpr uint32_t kProtocolVersion = 2;
+// Also stands for the transports' wire formats, which ranks never
+// compare: a change to one bumps it, so that builds that would misread
+// each other's messages (and wait for one that never matches) are refused
+// at the rendezvous as "a different gyre version". 3: small UCX messages
+// without the header's size.
+constexpr uint32_t kProtocolVersion = 3;
 
 struct Hello {
   uint32_t magic;
