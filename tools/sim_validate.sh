@@ -348,13 +348,15 @@ for cfg in $configs; do
     m=$out/measured-$c-$cfg.txt
     [ -s "$m" ] || continue
     : >"$out/simulated-$c-$cfg.txt"
-    # Each size with the algorithm rank 0's trace names for it.
-    /usr/bin/python3 - "$out/trace-$c-$cfg.json" <<'EOF' | while read -r size algo; do
+    # Each size with the algorithm rank 0's trace names for it (the calls
+    # of this collective: gyre-bench's own barriers and AllGathers of its
+    # timings are in the trace too).
+    /usr/bin/python3 - "$out/trace-$c-$cfg.json" "$c" <<'EOF' | while read -r size algo; do
 import collections, json, sys
 calls = collections.defaultdict(collections.Counter)
 for e in json.load(open(sys.argv[1])):
     a = e.get("args", {})
-    if e.get("cat") == "gyre" and "algorithm" in a:
+    if e.get("cat") == "gyre" and "algorithm" in a and e.get("name") == sys.argv[2]:
         calls[a["bytes"]][a["algorithm"]] += 1
 for b in sorted(calls):
     print(b, calls[b].most_common(1)[0][0])
