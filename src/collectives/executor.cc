@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <list>
 #include <functional>
 #include <iterator>
+#include <list>
 #include <string>
 #include <vector>
 

@@ -245,9 +245,30 @@ bool UcxConnection::arrive(Recv& r, uint64_t seq) {
   if (!r.message) return false;
   r.posted = true;
   r.seq = seq;
+  noteFirstPart(r, info);
+  return true;
+}
+
+// What a message's first part says of it once its length and tag are
+// known: compact (small, its size left out), a header alone (its payload
+// comes as a second part), or a header and its payload.
+void UcxConnection::noteFirstPart(Recv& r, const ucp_tag_recv_info_t& info) {
   r.length = info.length;
   r.compact = (info.sender_tag & kCompactBit) != 0;
-  return true;
+  r.twoPart = !r.compact && r.length == sizeof(Header);
+}
+
+// The header of a message from its first bytes: a compact message's tag,
+// its size the rest of its length; any other's whole header.
+UcxConnection::Header UcxConnection::headerOf(const void* first, size_t length, bool compact) {
+  Header h{};
+  if (compact) {
+    std::memcpy(h.tag.words, first, sizeof h.tag.words);
+    h.bytes = length - sizeof(MessageTag);
+  } else {
+    std::memcpy(static_cast<void*>(&h), first, sizeof h);
+  }
+  return h;
 }
 
 // Posts the receive of message seq's second part (its payload) into dst.
@@ -305,17 +326,11 @@ ucs_status_t UcxConnection::settleFirstPart(Recv& r) {
   if (st == UCS_INPROGRESS) return st;
   ucp_request_free(r.request);
   r.request = nullptr;
-  r.length = info.length;
-  r.compact = (info.sender_tag & kCompactBit) != 0;
-  r.twoPart = !r.compact && r.length == sizeof(Header);
-  if (r.compact && st == UCS_OK) {
-    // A small message, where this rank expected a larger one (the ranks
-    // disagree, and check() says so): its tag landed where the header's
-    // size and tag go, shifted by the size the message does not carry.
-    MessageTag tag;
-    std::memcpy(tag.words, static_cast<const void*>(&r.header), sizeof tag.words);
-    r.header = Header{r.length - sizeof(MessageTag), tag};
-  }
+  noteFirstPart(r, info);
+  // A small message, where this rank expected a larger one (the ranks
+  // disagree, and check() says so): its tag landed where the header's size
+  // and tag go, shifted by the size the message does not carry.
+  if (r.compact && st == UCS_OK) r.header = headerOf(&r.header, r.length, true);
   return st;
 }
 
@@ -344,7 +359,6 @@ void UcxConnection::place(Recv& r, void* dst, size_t room) {
   const size_t inline_ = r.length - std::min(r.length, head);
   r.dst = dst;
   r.room = room;
-  r.twoPart = !r.compact && r.length == sizeof(Header);
   if (r.compact) r.header.bytes = inline_;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
@@ -372,12 +386,7 @@ bool UcxConnection::advance(Recv& r) {
     const ucs_status_t st = settleFirstPart(r);
     if (st == UCS_INPROGRESS) return false;
     if (st != UCS_OK) throwStatus(st, "receive from");
-    if (!r.aside.empty()) {
-      if (r.compact)
-        std::memcpy(&r.header.tag, r.aside.data(), sizeof(MessageTag));
-      else
-        std::memcpy(&r.header, r.aside.data(), sizeof(Header));
-    }
+    if (!r.aside.empty()) r.header = headerOf(r.aside.data(), r.length, r.compact);
     // A header alone names a payload to come, unless the message is empty.
     if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > 0 && r.header.bytes <= r.room)
       postPayload(r, r.seq, r.dst, r.header.bytes);

@@ -133,6 +133,8 @@ class UcxConnection final : public Connection {
   static ucs_status_t settle(void*& request);
   // The receive of a message, in steps (ucx_connection.cc).
   bool arrive(Recv& r, uint64_t seq);
+  static void noteFirstPart(Recv& r, const ucp_tag_recv_info_t& info);
+  static Header headerOf(const void* first, size_t length, bool compact);
   void place(Recv& r, void* dst, size_t room);  // dst null: its own staging
   void postPayload(Recv& r, uint64_t seq, void* dst, size_t bytes);
   void postPayloadEarly(Recv& r, void* dst, size_t bytes);
