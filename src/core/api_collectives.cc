@@ -28,7 +28,7 @@ using gyre::core::Operation;
 
 namespace gyre::api {
 
-void dispatch(Communicator& c, Operation op, gyreStream_t stream) {
+void dispatch(Communicator& c, Operation&& op, gyreStream_t stream) {
   gyre::core::bindStream(op, stream);
   c.bindPreMulSum(op);
   if (gyre::core::group::active()) {
@@ -40,7 +40,7 @@ void dispatch(Communicator& c, Operation op, gyreStream_t stream) {
 }
 
 // Blocking calls go through dispatch; nonblocking ones get a request first.
-void dispatchNonblocking(Communicator& c, Operation op, gyreRequest_t* request) {
+void dispatchNonblocking(Communicator& c, Operation&& op, gyreRequest_t* request) {
   if (!request) throwError(gyreInvalidArgument, "request is NULL");
   auto state = std::make_shared<gyre::core::RequestState>();
   op.request = state;

@@ -27,7 +27,7 @@ bool reduces(OpKind k) {
 
 }  // namespace
 
-void Communicator::submit(Operation op) {
+void Communicator::submit(Operation&& op) {
   ActiveScope active(activeCalls_);  // until the Turn below has let go of *this
   checkUsable();
   if (op.stream) return enqueueOnStreams(std::move(op));  // device_calls.cc
@@ -202,28 +202,44 @@ void Communicator::execute(Operation& op) {
   noteCall(op, start, nullptr);
 }
 
+namespace {
+
+// Adds to a statistic that only the thread running the calls writes (see
+// Communicator::StatCounters): no read-modify-write instruction needed.
+template <typename T>
+void addTo(std::atomic<T>& a, T v) {
+  a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 void Communicator::noteCall(const Operation& op, int64_t startNs, const Error* failure) {
   const bool failed = failure != nullptr;
   if (traceRow_) traceCall(op, startNs, failed ? gyreGetErrorString(failure->code()) : "ok");
-  std::lock_guard<std::mutex> lock(statsMu_);
-  ++stats_.calls;
-  stats_.failed += failed;
-  stats_.bytes += std::max(op.sendBytes, op.recvBytes);
-  stats_.seconds += static_cast<double>(nowNs() - startNs) / 1e9;
-  if (op.kind == OpKind::SendRecv && op.isSend && !failed && op.peer >= 0 && op.peer < nranks_)
-    stats_.sentToPeer[op.peer] += op.sendBytes;
+  addTo(stats_.calls, uint64_t{1});
+  if (failed) addTo(stats_.failed, uint64_t{1});
+  addTo(stats_.bytes, uint64_t{std::max(op.sendBytes, op.recvBytes)});
+  addTo(stats_.nanoseconds, nowNs() - startNs);
+  if (op.kind == OpKind::SendRecv && op.isSend && !failed && op.peer >= 0 && op.peer < nranks_ && stats_.sentToPeer)
+    addTo(stats_.sentToPeer[op.peer], uint64_t{op.sendBytes});
 }
 
 void Communicator::countSent(const collectives::Plan& plan, size_t elemSize) {
-  std::lock_guard<std::mutex> lock(statsMu_);
   for (const collectives::Step& s : plan.steps)
     if (s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_)
-      stats_.sentToPeer[s.sendPeer] += s.count * elemSize;
+      addTo(stats_.sentToPeer[s.sendPeer], uint64_t{s.count * elemSize});
 }
 
 Communicator::Stats Communicator::stats() const {
-  std::lock_guard<std::mutex> lock(statsMu_);
-  return stats_;
+  Stats s;
+  s.calls = stats_.calls.load(std::memory_order_relaxed);
+  s.failed = stats_.failed.load(std::memory_order_relaxed);
+  s.bytes = stats_.bytes.load(std::memory_order_relaxed);
+  s.seconds = static_cast<double>(stats_.nanoseconds.load(std::memory_order_relaxed)) / 1e9;
+  s.sentToPeer.resize(static_cast<size_t>(nranks_));
+  if (stats_.sentToPeer)
+    for (int p = 0; p < nranks_; ++p) s.sentToPeer[p] = stats_.sentToPeer[p].load(std::memory_order_relaxed);
+  return s;
 }
 
 std::string Communicator::peerTransport(int peer) const {
