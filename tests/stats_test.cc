@@ -2,6 +2,7 @@
 // made, exactly, and bad arguments named.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,11 @@ TEST_P(CommStats, CountTheCallsTheirBytesAndWhatWentToEachPeer) {
     check.expect(std::string(name).empty(), std::string("this rank's own: '") + name + "'");
     // Rank 0 sends 1000 floats to rank 2; everyone makes one AllReduce of 256.
     std::vector<float> v(1000, 1.0f);
+    const auto before = std::chrono::steady_clock::now();
     if (rank == 0) check.expectOk(gyreSend(v.data(), 1000, gyreFloat32, 2, comm, nullptr), "send");
     if (rank == 2) check.expectOk(gyreRecv(v.data(), 1000, gyreFloat32, 0, comm, nullptr), "recv");
     check.expectOk(gyreAllReduce(v.data(), v.data(), 256, gyreFloat32, gyreSum, comm, nullptr), "allreduce");
+    const double around = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
     // A refused call runs nothing and counts nothing.
     check.expect(gyreAllReduce(v.data(), v.data(), 1, static_cast<gyreDataType_t>(99), gyreSum, comm, nullptr) ==
                      gyreInvalidArgument,
@@ -39,6 +42,10 @@ TEST_P(CommStats, CountTheCallsTheirBytesAndWhatWentToEachPeer) {
     check.expect(s.calls == 1 + p2p && s.failedCalls == 0, "calls " + std::to_string(s.calls));
     check.expect(s.bytes == 1024 + p2p * 4000, "bytes " + std::to_string(s.bytes));
     check.expect(s.seconds > 0, "time inside the calls");
+    // In seconds, whatever the library counts in: no more than the time
+    // around the calls (a tenth more for the counter's calibration).
+    check.expect(s.seconds <= around * 1.1,
+                 "time inside the calls " + std::to_string(s.seconds) + " s, around them " + std::to_string(around) + " s");
     // What the AllReduce sent goes to peers; rank 0's send is 4000 to rank 2 on top.
     uint64_t total = 0;
     for (int p = 0; p < n; ++p) total += sent[p];

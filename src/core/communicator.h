@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "bootstrap/bootstrap.h"
 #include "collectives/executor.h"
@@ -254,9 +255,16 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // GYRE_TRACE_STEPS=1 with a trace: the running plan's steps (trace_steps.h), else null.
   std::unique_ptr<TraceSteps> traceSteps_;
   void traceCall(const Operation& op, int64_t startNs, const char* result);
-  // A call that ran (execute), from startNs, failed when failure is set:
+  // A call's start: to the kernel's tick (callStartNs_), exact only when
+  // traced, and in cycles for its length in the statistics.
+  struct CallClock {
+    int64_t startNs;
+    uint64_t startCycles;
+  };
+  CallClock startCall();
+  // A call that ran (execute), from its start, failed when failure is set:
   // into the statistics and the trace.
-  void noteCall(const Operation& op, int64_t startNs, const Error* failure);
+  void noteCall(const Operation& op, const CallClock& clock, const Error* failure);
   // What a plan that ran sent each peer, into the statistics.
   void countSent(const collectives::Plan& plan, size_t elemSize);
   // The statistics as the calls add to them: one writer at a time (calls
@@ -265,10 +273,11 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // unlock pairs were a fifth of a small call's own time.
   struct StatCounters {
     std::atomic<uint64_t> calls{0}, failed{0}, bytes{0};
-    std::atomic<int64_t> nanoseconds{0};  // (a division per call, as seconds)
+    std::atomic<uint64_t> cycles{0};  // the calls' time, in cycleCount() units (cycleRate_)
     std::unique_ptr<std::atomic<uint64_t>[]> sentToPeer;  // nranks_ of them
   };
   StatCounters stats_;
+  CycleRate cycleRate_;
   // estimate()'s simulations, by (operation, bytes, ranks): a planner asks
   // the same question many times.
   mutable std::mutex estimatesMu_;
