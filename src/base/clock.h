@@ -6,10 +6,6 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
-
 namespace gyre {
 
 inline int64_t clockNs(clockid_t clock) {
@@ -31,7 +27,7 @@ inline int64_t coarseNowNs() { return clockNs(CLOCK_MONOTONIC_COARSE); }
 // nanoseconds.
 inline uint64_t cycleCount() {
 #if defined(__x86_64__) || defined(__i386__)
-  return __rdtsc();
+  return __builtin_ia32_rdtsc();  // (the builtin: x86intrin.h is a heavy include for every file that has clocks)
 #else
   return static_cast<uint64_t>(nowNs());
 #endif
