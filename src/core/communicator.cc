@@ -439,7 +439,12 @@ void Communicator::checkReports() {
   if (stallReport_ && callStartNs_ - stallReport_->lastPollNs >= StallReportState::kPollEveryNs)
     answerStallQuestions();
   if (!networkReports_) return;
-  const int64_t now = callStartNs_;  // this call's start (execute): a clock read less per call
+  // The clock itself, not the call's start (read to the tick): a call that
+  // needs nothing from its peers (a send that fits in the buffers) fails
+  // on a peer's report only here, and a report that came since the last
+  // call's start must be seen even when both fell in one tick
+  // (mismatch_test's CallMismatchGuarantee).
+  const int64_t now = nowNs();
   if (now - lastReportPollNs_ < kReportPollEveryNs) return;
   lastReportPollNs_ = now;
   if (auto n = bootstrap_->pollAbortNotice()) {
