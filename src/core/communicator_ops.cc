@@ -186,9 +186,10 @@ void Communicator::runGroupMembers(std::vector<Operation>& ops) {
 // The start's clock serves the rate limit of the stall questions' look at
 // a call's start (every 10 ms): the kernel's tick (1-4 ms) is enough for
 // it, and exact time only a traced call needs (the failure reports' look
-// reads the clock itself, where a peer reports through the network). Its length, for the statistics, is counted in cycles. Two full
-// clock reads were a quarter of a small call's own time (one rank, 64 B
-// AllReduce: 28 ns each in this VM, the counter 11).
+// reads the clock itself, where a peer reports through the network). Its
+// length, for the statistics, is counted in cycles. Two full clock reads
+// were a quarter of a small call's own time (one rank, 64 B AllReduce:
+// 28 ns each in this VM, the counter 11).
 Communicator::CallClock Communicator::startCall() {
   const CallClock c{traceRow_ ? nowNs() : coarseNowNs(), cycleCount()};
   callStartNs_ = c.startNs;
