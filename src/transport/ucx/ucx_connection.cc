@@ -179,6 +179,7 @@ void UcxConnection::post(Send& s, const void* data, size_t bytes, const MessageT
     s.payload = pr;
   }
   s.busy = true;
+  ++busySends_;
 }
 
 ucs_status_t UcxConnection::settle(void*& request) {
@@ -197,10 +198,12 @@ bool UcxConnection::finished(Send& s) {
     if (st == UCS_INPROGRESS) return false;
     if (st != UCS_OK) {
       s.busy = false;
+      --busySends_;
       throwStatus(st, "send to");
     }
   }
   s.busy = false;
+  --busySends_;
   return true;
 }
 
@@ -557,7 +560,9 @@ ProgressResult UcxConnection::progress(ReadAhead readAhead) {
   // says whether output is still under way (a staged send's flag was
   // otherwise cleared only when its buffer was next wanted, and a rank done
   // with its own calls could not tell that a rendezvous still needs it).
-  for (Send& s : staged_) finished(s);
+  if (busySends_) {
+    for (Send& s : staged_) finished(s);
+  }
   res.sendBlocked = hasQueuedOutput();
   return res;
 }
@@ -572,12 +577,7 @@ bool UcxConnection::hasUnreadData() const {
   return ucp_tag_probe_nb(transport_.worker(), tagFor(peer_, recvSeq_), kFirstPartMask, 0, &info) != nullptr;
 }
 
-bool UcxConnection::hasQueuedOutput() const {
-  if (direct_.busy) return true;
-  for (const Send& s : staged_)
-    if (s.busy) return true;
-  return false;
-}
+bool UcxConnection::hasQueuedOutput() const { return busySends_ > 0; }
 
 bool UcxConnection::sendsInFlight() noexcept {
   bool any = false;
@@ -618,6 +618,7 @@ void UcxConnection::close(bool force) {
   };
   ended(direct_);
   for (Send& s : staged_) ended(s);
+  busySends_ = 0;
   // A receive a peer's rendezvous is already filling is not cancelled at
   // once: UCX may still write into its buffer. Nothing it may touch is
   // freed before its request has ended (a bounded wait; past it, the

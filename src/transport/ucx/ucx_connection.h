@@ -161,6 +161,10 @@ class UcxConnection final : public Connection {
   uint64_t lastEvents_ = 0;           // and its workerEvents()
   Send direct_;               // a caller-memory send (trySendFrom), resumed
   std::vector<Send> staged_;  // buffer-form sends, one per staging slot
+  // Sends posted and not yet seen finished (direct_'s and staged_'s): every
+  // progress round asked each slot (a cache line or two apiece, cold after
+  // the core's other rank ran) whether it was busy.
+  int busySends_ = 0;
   // Memory from aligned new[] goes back through aligned delete[], also when
   // the constructor throws (no destructor then).
   struct AlignedDelete {
