@@ -266,7 +266,7 @@ void Communicator::setUpTransports(Deadline deadline) {
   auto spin = [&](int64_t normal) {
     return config_.spinNs >= 0 ? config_.spinNs : oversubscribed ? 0 : normal;
   };
-  yieldNs_ = config_.yieldNs >= 0 ? config_.yieldNs : oversubscribed ? 1'000'000 : 0;
+  yieldNs_ = config_.yieldNs >= 0 ? config_.yieldNs : oversubscribed ? 1'000'000 : -1;
 
   // Shared memory and TCP are created on every rank (creation is
   // collective), and the connection manager picks one per peer: shared
@@ -473,13 +473,15 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
   // block on one in short slices so the other is looked at too.
   transport::Transport& t = items.front().conn->transport();
   bool mixed = false;
-  int64_t spinNs = 0;
+  int64_t spinNs = 0, transportYieldNs = 0;
   bool forData = false;
   for (const WaitItem& w : items) {
     mixed |= &w.conn->transport() != &t;
     spinNs = std::max(spinNs, w.conn->transport().spinNs());
+    transportYieldNs = std::max(transportYieldNs, w.conn->transport().yieldNs());
     forData |= w.what == Waiting::ForData;
   }
+  const int64_t yieldNs = yieldNs_ >= 0 ? yieldNs_ : transportYieldNs;
   auto holdingRendezvous = [&](int64_t now) { return forData && now - start < kHeldReadAheadAfterNs; };
   auto readAhead = [&](int64_t now) {
     return holdingRendezvous(now) ? transport::ReadAhead::Arrived : transport::ReadAhead::All;
@@ -501,7 +503,7 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
   auto goOn = [&] {
     lookedNs = nowNs();
     if (abortRequested_.load(std::memory_order_relaxed)) checkHealth(items);
-    return lookedNs - start < spinNs + yieldNs_;
+    return lookedNs - start < spinNs + yieldNs;
   };
   if (yieldUntilReady(ready, [&] { return progressAll(readAhead(lookedNs)); }, [] { sched_yield(); }, goOn)) return;
   // Then sleep in slices, checking peers' health between them.

@@ -456,7 +456,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // By GPU: the proxy's streams, scratch and bounce buffers of direct device
   // calls (the worker's).
   std::map<int, std::unique_ptr<ProxyEngine>> engines_;
-  int64_t yieldNs_ = 0;  // after spinning, yield the core this long before sleeping
+  // After spinning, yield the core this long before sleeping, whatever the
+  // transport (GYRE_YIELD_NS, or ranks that outnumber cores); -1: as long as
+  // the transport waited on asks (Transport::yieldNs).
+  int64_t yieldNs_ = -1;
   bool canReadPeers_ = false;  // every peer's connection reads its memory (kPeerRead)
   bool localReads_ = false;    // ... and every one is a kernel copy on this host (shm)
   bool deviceMessages_ = false;  // every peer's connection carries device messages

@@ -178,7 +178,7 @@ const Param kParams[] = {
      }},
     {{"GYRE_YIELD_NS", "auto",
       "after spinning, yield the core this long before sleeping (auto: 1 ms when ranks outnumber "
-      "cores, else 0)"},
+      "cores or the wait is on UCX, else 0)"},
      [](Config& c, const std::string& v, const char* n) {
        c.yieldNs = lower(v) == "auto" ? -1 : parseInt(v, n, 0, 10'000'000'000LL);
      }},

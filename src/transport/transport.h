@@ -290,6 +290,13 @@ class Transport {
   virtual Connection* connection(int peer) = 0;
   // How long a waiter should busy-poll before blocking.
   virtual int64_t spinNs() const = 0;
+  // Then, with a core of its own, how long it should keep looking (handing
+  // the core to any other runnable thread between looks) before it sleeps:
+  // where a message moves only in its receiver's looks (a rendezvous the
+  // receiver reads), a waiter asleep holds its peer up until it wakes, and a
+  // wake-up costs more than the wait (the communicator decides when ranks
+  // outnumber cores).
+  virtual int64_t yieldNs() const { return 0; }
   // Blocks until some connection of this transport may have changed state
   // or timeoutNs passes; spurious returns are allowed. It calls ready() once
   // it has armed its wake-up, and returns true if ready() did: a ready() that

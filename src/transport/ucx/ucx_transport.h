@@ -47,6 +47,14 @@ class UcxTransport final : public Transport {
     // kernel's autotuning. gyre's TCP asks for GYRE_TCP_BUFFER_BYTES.
     size_t socketBufferBytes = 0;
     int64_t spinNs = 20'000;
+    // A large message over UCX's shared memory is a rendezvous the receiver
+    // reads (cma) once its worker is looked at, and the sender's request
+    // ends only when its own worker sees the receiver's answer: with a
+    // waiter asleep, the pair's next piece waited for a wake-up (in this
+    // VM a halted vCPU's, 0.1-1 ms). 2 ranks, AllToAll of 16-64 MiB
+    // 1.3-2.6x the time of a waiter that keeps looking for 1 ms
+    // (docs/PERFORMANCE-transports.md).
+    int64_t yieldNs = 1'000'000;
     MemoryCopy memoryCopy;
     // Whether endpoints ask for peer failure handling (GYRE_UCX_ERROR_MODE;
     // ucx_wires.h).
@@ -72,6 +80,7 @@ class UcxTransport final : public Transport {
   void connect(std::span<const int> peers, Deadline deadline) override;
   Connection* connection(int peer) override;
   int64_t spinNs() const override { return options_.spinNs; }
+  int64_t yieldNs() const override { return options_.yieldNs; }
   bool block(int64_t timeoutNs, FunctionRef<bool()> ready) override;
   bool hasPendingOutput() const override;
   void shutdown() override;
