@@ -16,6 +16,7 @@ gyre / the best peer; --plot draws every series in one SVG through
     /usr/bin/python3 tools/compare.py --with-ucx --markdown out/compare.md
     /usr/bin/python3 tools/compare.py --collectives all --scenario shm-2,tcp-2 --with-ucx --plot out/all.svg
     /usr/bin/python3 tools/compare.py --collectives all --scenario shm-2,shm-4 --gyre-algos all --peers none
+    /usr/bin/python3 tools/compare.py --collectives allreduce,alltoall --scenario ucxsm-2,ucxsm-4
 
 Collectives and their peers (OMPI = Open MPI's default path and, with
 --with-ucx, its UCX path; Gloo over TCP only, so in tcp-N scenarios):
@@ -155,14 +156,18 @@ def sweep(lo, hi, factor):
 
 
 class Scenario:
-    def __init__(self, name, nranks, sizes, transport, title, oversubscribe=False):
+    def __init__(self, name, nranks, sizes, transport, title, oversubscribe=False, ucx_wire="tcp"):
         self.name = name
-        self.iterations = ITERATIONS_SHM if transport == "shm" else ITERATIONS_TCP
+        self.iterations = ITERATIONS_SHM if transport == "shm" or ucx_wire == "sm" else ITERATIONS_TCP
         self.nranks = nranks
         self.sizes = sorted(set(sizes))
         self.transport = transport  # GYRE_TRANSPORT
         self.title = title
         self.oversubscribe = oversubscribe
+        # ucx scenarios: the UCX wire both libraries are given (tcp: UCX's
+        # tcp on lo, against gyre's TCP; sm: UCX's shared memory, against
+        # gyre's shm).
+        self.ucx_wire = ucx_wire
 
 
 # The requested sweeps are factor 4 from 8 B, which only hits odd powers of
@@ -182,15 +187,21 @@ SCENARIOS = {
 
 
 def scenario_by_name(name):
-    """A named scenario, or shm-N / tcp-N / ucx-N: N ranks over the full
-    sweep (ucx-N: 8 B to 64 MiB)."""
+    """A named scenario, or shm-N / tcp-N / ucx-N / ucxsm-N: N ranks over the
+    full sweep (ucx-N and ucxsm-N: 8 B to 64 MiB)."""
     if name in SCENARIOS:
         return SCENARIOS[name]
-    m = re.fullmatch(r"(shm|tcp|ucx)-(\d+)", name)
+    m = re.fullmatch(r"(shm|tcp|ucx|ucxsm)-(\d+)", name)
     if not m or int(m.group(2)) < 2:
-        raise argparse.ArgumentTypeError("unknown scenario %r (%s, or shm-N / tcp-N / ucx-N with N >= 2)" % (
-            name, ", ".join(SCENARIOS)))
+        raise argparse.ArgumentTypeError("unknown scenario %r (%s, or shm-N / tcp-N / ucx-N / ucxsm-N with N >= 2)"
+                                         % (name, ", ".join(SCENARIOS)))
     transport, n = m.group(1), int(m.group(2))
+    if transport == "ucxsm":
+        # The same bar over UCX's shared memory (both UCX_TLS=sm,self),
+        # against gyre's own shared memory.
+        return Scenario(name, n, sweep(8, 64 * MiB, 8) + [64 * MiB], "ucx",
+                        "%d ranks over UCX's shared memory: gyre (GYRE_TRANSPORT=ucx) vs Open MPI pml ucx, both "
+                        "UCX_TLS=sm,self, vs gyre's own shm" % n, ucx_wire="sm")
     if transport == "ucx":
         # The transport issue's bar: gyre over UCX against Open MPI's pml ucx
         # over the same UCX wire (both UCX_TLS=tcp,self on lo), and against
@@ -497,10 +508,11 @@ class GyreLib(Lib):
     COLLECTIVE for the others; with `algo`, that algorithm forced through
     GYRE_ALGO (else the tuner's choice)."""
 
-    def __init__(self, transport, algo=None, register=False, key=None):
+    def __init__(self, transport, algo=None, register=False, key=None, ucx_env=None):
         name = key or ("gyre:" + algo if algo else "gyre")
         super().__init__(name, name, peer=False)
         self.transport = transport
+        self.ucx_env = ucx_env or UCX_TCP_ENV
         self.algo = algo
         self.register = register  # gyre-bench -R 1: buffers from gyreMemAlloc
 
@@ -515,7 +527,7 @@ class GyreLib(Lib):
     def env(self, coll):
         env = {"GYRE_TRANSPORT": self.transport}
         if self.transport == "ucx":
-            env.update(UCX_TCP_ENV)  # the wire Open MPI's UCX is given
+            env.update(self.ucx_env)  # the wire Open MPI's UCX is given
         if self.algo:
             env["GYRE_ALGO"] = "%s:%s" % (coll.name, self.algo)
         return env
@@ -536,26 +548,35 @@ UCX_MCA = ["--mca", "pml", "ucx", "--mca", "opal_common_ucx_tls", "any",
 # Both UCX paths on loopback over UCX's tcp (gyre's would take UCX's shared
 # memory on one host otherwise).
 UCX_TCP_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo"}
+# Or both over UCX's shared memory (ucxsm-N).
+UCX_SM_ENV = {"UCX_TLS": "sm,self"}
+
+
+def ucx_env(sc):
+    return UCX_SM_ENV if sc.ucx_wire == "sm" else UCX_TCP_ENV
 
 
 def collective_libs(sc, coll, args):
     """The columns of one collective in one scenario, gyre first."""
+    env = ucx_env(sc)
     if args.gyre_memalloc:
         # The main series with gyreMemAlloc buffers, and plain malloc'd ones beside it.
-        libs = [GyreLib(sc.transport, register=True), GyreLib(sc.transport, key="gyre-malloc")]
+        libs = [GyreLib(sc.transport, register=True, ucx_env=env),
+                GyreLib(sc.transport, key="gyre-malloc", ucx_env=env)]
     else:
-        libs = [GyreLib(sc.transport)]
+        libs = [GyreLib(sc.transport, ucx_env=env)]
     for algo in args.gyre_algos.get(coll.name, []):
         if algo == "direct" and sc.transport != "shm":
             continue  # the direct algorithms work on shared memory only
-        libs.append(GyreLib(sc.transport, algo))
+        libs.append(GyreLib(sc.transport, algo, ucx_env=env))
     if "gloo" in args.peers and sc.transport == "tcp":
         libs += [GlooLib(a) for a in (args.gloo_algos if coll.name == "allreduce" else coll.gloo)]
     if sc.transport == "ucx":
-        libs.append(GyreLib("tcp", key="gyre-tcp"))
+        own = "shm" if sc.ucx_wire == "sm" else "tcp"
+        libs.append(GyreLib(own, key="gyre-" + own))
     if "ompi" in args.peers:
         if sc.transport == "ucx":
-            libs.append(MpiLib("ompi-ucx", "ompi-ucx-tcp", UCX_MCA, UCX_TCP_ENV))
+            libs.append(MpiLib("ompi-ucx", "ompi-ucx-" + sc.ucx_wire, UCX_MCA, env))
         elif sc.transport == "tcp":
             libs.append(MpiLib("ompi-tcp", "ompi-tcp", ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
                                                         "--mca", "btl_tcp_if_include", "lo"]))
@@ -955,7 +976,7 @@ ABSENT = "-"  # a library that does not have this collective (or this column)
 def peer_rank(key):
     """Canonical order of the peer columns: gyre with malloc'd buffers, Gloo's
     variants, gloo-best, Open MPI."""
-    if key in ("gyre-malloc", "gyre-tcp"):
+    if key in ("gyre-malloc", "gyre-tcp", "gyre-shm"):
         return (-1, 0)
     gloo = ["gloo-" + a for a in GLOO_ALGOS + ["alltoall"]]
     if key in gloo:
@@ -1419,8 +1440,9 @@ def main():
                     help="comma list of %s; 'peers' = %s; 'all' = every one (default: allreduce, with the "
                     "AllReduce targets)" % (", ".join(COLLECTIVES), ",".join(PEER_COLLECTIVES)))
     ap.add_argument("--scenario", action="append",
-                    help="scenario(s) to run, repeatable or comma separated: %s, shm-N, tcp-N, all "
-                    "(default: all, the three named ones)" % ", ".join(SCENARIOS))
+                    help="scenario(s) to run, repeatable or comma separated: %s, shm-N, tcp-N, ucx-N (over UCX's "
+                    "tcp), ucxsm-N (over UCX's shared memory), all (default: all, the three named ones)"
+                    % ", ".join(SCENARIOS))
     ap.add_argument("--repeats", type=int, default=3, help="alternating launches per library (>= 3 for a "
                     "report; fewer only for a smoke test), default 3")
     ap.add_argument("--build-dir", default=os.path.join(REPO, "build"), help="CMake build directory (default ./build)")
