@@ -196,19 +196,17 @@ def scenario_by_name(name):
         raise argparse.ArgumentTypeError("unknown scenario %r (%s, or shm-N / tcp-N / ucx-N / ucxsm-N with N >= 2)"
                                          % (name, ", ".join(SCENARIOS)))
     transport, n = m.group(1), int(m.group(2))
-    if transport == "ucxsm":
-        # The same bar over UCX's shared memory (both UCX_TLS=sm,self),
-        # against gyre's own shared memory.
-        return Scenario(name, n, sweep(8, 64 * MiB, 8) + [64 * MiB], "ucx",
-                        "%d ranks over UCX's shared memory: gyre (GYRE_TRANSPORT=ucx) vs Open MPI pml ucx, both "
-                        "UCX_TLS=sm,self, vs gyre's own shm" % n, ucx_wire="sm")
-    if transport == "ucx":
+    if transport in ("ucx", "ucxsm"):
         # The transport issue's bar: gyre over UCX against Open MPI's pml ucx
-        # over the same UCX wire (both UCX_TLS=tcp,self on lo), and against
-        # gyre's own transport of that kind (TCP).
+        # over the same UCX wire, and against gyre's own transport of that
+        # kind: UCX's tcp on lo against gyre's TCP (ucx-N), UCX's shared
+        # memory against gyre's shm (ucxsm-N).
+        wire = "sm" if transport == "ucxsm" else "tcp"
+        over = ("UCX's shared memory", "UCX_TLS=sm,self", "shm") if wire == "sm" else \
+            ("UCX", "UCX_TLS=tcp,self on lo", "TCP")
         return Scenario(name, n, sweep(8, 64 * MiB, 8) + [64 * MiB], "ucx",
-                        "%d ranks over UCX: gyre (GYRE_TRANSPORT=ucx) vs Open MPI pml ucx, both UCX_TLS=tcp,self on "
-                        "lo, vs gyre's own TCP" % n)
+                        "%d ranks over %s: gyre (GYRE_TRANSPORT=ucx) vs Open MPI pml ucx, both %s, vs gyre's own %s"
+                        % ((n,) + over), ucx_wire=wire)
     title = ("%d ranks, shared memory: gyre (GYRE_TRANSPORT=shm) vs Open MPI default path" % n if transport == "shm"
              else "%d ranks, TCP over loopback: gyre (GYRE_TRANSPORT=tcp) vs Gloo vs Open MPI (btl tcp,self on lo)"
              % n)
