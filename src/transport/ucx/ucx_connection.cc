@@ -142,13 +142,7 @@ uint64_t UcxConnection::tagFor(int sender, uint64_t seq) const {
 uint64_t UcxConnection::keyTag(int sender, uint64_t id) const { return kKeyBit | tagFor(sender, id); }
 
 void UcxConnection::post(Send& s, const void* data, size_t bytes, const MessageTag& tag) {
-  s.header = Header{bytes, tag};
-  s.iov[0] = ucp_dt_iov_t{&s.header, sizeof(Header)};
-  s.iov[1] = ucp_dt_iov_t{const_cast<void*>(data), bytes};
   const uint64_t utag = tagFor(transport_.rank(), sendSeq_++);
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-  p.datatype = ucp_dt_make_iov();
   // Up to onePartBytes a message is one UCP message, header and payload in
   // one iov (eager: it lands whole or is probed whole). Larger ones go as
   // the header alone, then the payload in place (UCX's rendezvous reads it
@@ -162,11 +156,17 @@ void UcxConnection::post(Send& s, const void* data, size_t bytes, const MessageT
     // sends it inline (its short protocol takes contiguous data only; an iov
     // went by zero-copy, a request to complete later).
     // The size is left out (kCompactBit): the message's length says it.
-    std::memcpy(s.packed, &s.header.tag, sizeof(MessageTag));
+    std::memcpy(s.packed, &tag, sizeof(MessageTag));
     if (bytes) std::memcpy(s.packed + sizeof(MessageTag), data, bytes);
     ucp_request_param_t c{};
     r = ucp_tag_send_nbx(ep_, s.packed, sizeof(MessageTag) + bytes, utag | kCompactBit, &c);
   } else {
+    s.header = Header{bytes, tag};
+    s.iov[0] = ucp_dt_iov_t{&s.header, sizeof(Header)};
+    s.iov[1] = ucp_dt_iov_t{const_cast<void*>(data), bytes};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_iov();
     r = ucp_tag_send_nbx(ep_, s.iov, onePart && bytes ? 2 : 1, utag, &p);
   }
   if (UCS_PTR_IS_ERR(r)) throwStatus(UCS_PTR_STATUS(r), "send to");
@@ -363,8 +363,23 @@ void UcxConnection::place(Recv& r, void* dst, size_t room) {
   r.dst = dst;
   r.room = room;
   if (r.compact) r.header.bytes = inline_;
+  if (r.compact && r.length <= sizeof r.small) {
+    // A small message is received whole into the Recv and copied out
+    // (firstPartDone): UCX's scatter into a tag-and-payload iov cost more
+    // instructions than the message has bytes. Immediate completion
+    // allowed: one that came whole (eager, the common small case) is copied
+    // out here and needs no request of UCX's.
+    ucp_request_param_t c{};
+    void* q = ucp_tag_msg_recv_nbx(transport_.worker(), r.small, r.length, r.message, &c);
+    if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
+    r.request = q;
+    r.placed = r.inSmall = true;
+    if (!q) firstPartDone(r);
+    return;
+  }
+  // Immediate completion allowed, as for a small one.
   ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   p.datatype = ucp_dt_make_iov();
   int parts = inline_ ? 2 : 1;
   r.iov[0] = r.compact ? ucp_dt_iov_t{&r.header.tag, sizeof(MessageTag)} : ucp_dt_iov_t{&r.header, sizeof(Header)};
@@ -380,6 +395,26 @@ void UcxConnection::place(Recv& r, void* dst, size_t room) {
   if (UCS_PTR_IS_ERR(q)) throwStatus(UCS_PTR_STATUS(q), "receive from");
   r.request = q;
   r.placed = true;
+  if (!q) firstPartDone(r);  // it came whole: copied out already
+}
+
+// The first part has been received: a message received aside names
+// itself from there; a header alone names its payload, whose receive is
+// posted into place (unless it was posted early, or the message is empty
+// or does not fit: check() says so).
+void UcxConnection::firstPartDone(Recv& r) {
+  if (r.inSmall) {  // tag and payload, from the Recv's own buffer
+    std::memcpy(r.header.tag.words, r.small, sizeof r.header.tag.words);
+    if (r.header.bytes <= r.room) {
+      if (r.header.bytes) std::memcpy(r.dst, r.small + sizeof(MessageTag), r.header.bytes);
+    } else {
+      r.aside.assign(r.small, r.small + r.length);  // longer than the room: check() refuses it
+    }
+    return;
+  }
+  if (!r.aside.empty()) r.header = headerOf(r.aside.data(), r.length, r.compact);
+  if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > 0 && r.header.bytes <= r.room)
+    postPayload(r, r.seq, r.dst, r.header.bytes);
 }
 
 // Moves a placed message on: its header, then (two parts) its payload into
@@ -389,10 +424,7 @@ bool UcxConnection::advance(Recv& r) {
     const ucs_status_t st = settleFirstPart(r);
     if (st == UCS_INPROGRESS) return false;
     if (st != UCS_OK) throwStatus(st, "receive from");
-    if (!r.aside.empty()) r.header = headerOf(r.aside.data(), r.length, r.compact);
-    // A header alone names a payload to come, unless the message is empty.
-    if (!r.early && r.twoPart && r.aside.empty() && r.header.bytes > 0 && r.header.bytes <= r.room)
-      postPayload(r, r.seq, r.dst, r.header.bytes);
+    firstPartDone(r);
   }
   // A payload posted early that will not come as posted is not waited for:
   // the header names another size (the ranks disagree: check() says so),
@@ -425,7 +457,7 @@ std::unique_ptr<UcxConnection::Recv> UcxConnection::freshRecv() {
 void UcxConnection::retire(std::unique_ptr<Recv> r) {
   if (r->staging && freeStaging_.size() <= kReadAhead) freeStaging_.push_back(std::move(r->staging));
   if (spareRecvs_.size() > kReadAhead) return;
-  *r = Recv{};
+  r->reset();
   spareRecvs_.push_back(std::move(r));
 }
 
