@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libbenchmark-dev                  # tests and micro-benchmarks
   openmpi-bin libopenmpi-dev libgloo-dev         # the peers we measure against
   python3                                        # tools/compare.py
+  valgrind                                       # tools/call_instructions.py (callgrind)
   python3-numpy python3-pytest                   # the Python binding's tests and example
   python3-torch libtorch-dev pybind11-dev        # the PyTorch backend (pytorch/), its tests and benchmark
   dpkg-dev                                       # cpack -G DEB (dpkg-shlibdeps) and its check
