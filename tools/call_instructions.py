@@ -15,6 +15,11 @@ launches it), so the two sit side by side.
 
   tools/call_instructions.py --transport ucx --ucx-tls sm,self --mpi
 
+Run it on an otherwise idle host: where the peers share their cores with
+other work, rank 0 does wait, and the looks it makes while it waits are
+counted with the call (gyre's last row says how many were in waits; Open
+MPI's count has no such split: 1466 a call idle, 8800 beside a build).
+
 Needs valgrind (callgrind_annotate comes with it). docs/PERFORMANCE-transports.md
 has a table it made and what it showed.
 """
@@ -103,6 +108,17 @@ def find(functions, name):
     return None
 
 
+def read_counts(path, api, what):
+    """A callgrind file's inclusive counts by function, the calls of the API
+    function and its inclusive count; a clear error if it was never called."""
+    functions = parse_functions(annotate(path))
+    calls = calls_of(annotate(path, "--tree=caller"), api)
+    whole = find(functions, api)
+    if not calls or whole is None:
+        raise SystemExit(f"call_instructions: no calls of {api} in {what}")
+    return functions, calls, whole
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -156,12 +172,7 @@ def count_gyre(a, work):
             argv += ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
         commands.append((argv + [bench] + bench_args(a), env))
     run_all(commands, a.timeout, f"gyre-bench over {a.transport}")
-    functions = parse_functions(annotate(out))
-    api = GYRE_API[a.collective]
-    calls = calls_of(annotate(out, "--tree=caller"), api)
-    whole = find(functions, api)
-    if not calls or whole is None:
-        raise SystemExit(f"call_instructions: no calls of {api} in rank 0's counts")
+    functions, calls, whole = read_counts(out, GYRE_API[a.collective], "rank 0's counts")
     run_call = sum(n for fn, n in functions.items() if RUN_CALL.search(fn))
     execute = sum(n for fn, n in functions.items() if EXECUTE.search(fn))
     transport = sum(n for fn, n in functions.items() if TRANSPORT.search(fn))
@@ -195,12 +206,7 @@ def count_mpi(a, work):
     if a.ucx_tls:
         argv += ["-x", f"UCX_TLS={a.ucx_tls}"]
     run_all([(argv + [wrapper, perf] + bench_args(a), dict(os.environ))], a.timeout, "Open MPI")
-    functions = parse_functions(annotate(out))
-    api = MPI_API[a.collective]
-    calls = calls_of(annotate(out, "--tree=caller"), api)
-    whole = find(functions, api)
-    if not calls or whole is None:
-        raise SystemExit(f"call_instructions: no calls of {api} in Open MPI rank 0's counts")
+    _, calls, whole = read_counts(out, MPI_API[a.collective], "Open MPI rank 0's counts")
     return {"calls": calls, "whole call": round(whole / calls)}
 
 
