@@ -11,6 +11,8 @@
 # This file is both included by tests/CMakeLists.txt (defining the test) and
 # run by ctest as a script (cmake -P), which runs the tool and checks it.
 
+include(${CMAKE_CURRENT_LIST_DIR}/tool_test.cmake)
+
 if(CMAKE_SCRIPT_MODE_FILE)
   set(json "${OUT}/counts.json")
   file(REMOVE "${json}")
@@ -19,14 +21,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
   if(MPI)
     list(APPEND cmd --mpi)
   endif()
-  string(JOIN " " shown ${cmd})
-  message(STATUS "running: ${shown}")
-  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
-  message(STATUS "stdout:\n${out}")
-  message(STATUS "stderr:\n${err}")
-  if(NOT rc STREQUAL "0")
-    message(FATAL_ERROR "tools/call_instructions.py exited with '${rc}'")
-  endif()
+  gyre_run_tool(tools/call_instructions.py out ${cmd})
   file(READ "${json}" counts)
   string(JSON calls GET "${counts}" gyre calls)
   if(NOT calls EQUAL 220)
@@ -66,19 +61,15 @@ find_program(GYRE_VALGRIND valgrind)
 find_program(GYRE_CALLGRIND_ANNOTATE callgrind_annotate)
 # (Not in a sanitizer build: valgrind cannot run a sanitized binary.)
 if(GYRE_VALGRIND AND GYRE_CALLGRIND_ANNOTATE AND TARGET gyre-bench AND NOT GYRE_SANITIZE)
-  find_program(GYRE_INSTRUCTIONS_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
-  if(NOT GYRE_INSTRUCTIONS_PYTHON)
-    find_package(Python3 COMPONENTS Interpreter QUIET)
-    set(GYRE_INSTRUCTIONS_PYTHON ${Python3_EXECUTABLE})
-  endif()
+  gyre_find_tool_python()
   set(with_mpi OFF)
   if(TARGET mpi-collective-perf)
     set(with_mpi ON)
   endif()
-  if(GYRE_INSTRUCTIONS_PYTHON)
+  if(GYRE_TOOL_PYTHON)
     add_test(NAME call_instructions_quick
              COMMAND ${CMAKE_COMMAND}
-                     -DPYTHON=${GYRE_INSTRUCTIONS_PYTHON}
+                     -DPYTHON=${GYRE_TOOL_PYTHON}
                      -DTOOL=${PROJECT_SOURCE_DIR}/tools/call_instructions.py
                      -DBUILD=${PROJECT_BINARY_DIR}
                      -DMPI=${with_mpi}

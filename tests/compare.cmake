@@ -10,6 +10,8 @@
 # This file is both included by tests/CMakeLists.txt (defining the test) and
 # run by ctest as a script (cmake -P), which runs the tool and checks it.
 
+include(${CMAKE_CURRENT_LIST_DIR}/tool_test.cmake)
+
 if(CMAKE_SCRIPT_MODE_FILE)
   file(REMOVE_RECURSE "${OUT}")
   file(MAKE_DIRECTORY "${OUT}")
@@ -19,14 +21,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
       --scenario tcp-2 --collectives allreduce,alltoall --repeats 1 --min 8 --max 4K
       --iters-scale 0.05 --memcpy-size 1M --timeout 60
       --markdown "${OUT}/compare.md" --json "${OUT}/compare.json" --plot "${OUT}/compare.svg")
-  string(JOIN " " shown ${cmd})
-  message(STATUS "running: ${shown}")
-  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
-  message(STATUS "stdout:\n${out}")
-  message(STATUS "stderr:\n${err}")
-  if(NOT rc STREQUAL "0")
-    message(FATAL_ERROR "tools/compare.py exited with '${rc}'")
-  endif()
+  gyre_run_tool(tools/compare.py out ${cmd})
 
   # One table: its header has the per-peer and best-peer ratio columns.
   string(REGEX MATCH "busbw \\(GB/s\\) and ratios\n([^\n]*)\n" _ "${out}")
@@ -82,17 +77,11 @@ endif()
 
 if(TARGET gloo-allreduce-perf AND TARGET mpi-allreduce-perf AND TARGET mpi-collective-perf AND
    TARGET gyre-bench AND TARGET gyre-allreduce-perf AND TARGET gyrerun)
-  # The tool runs with the standard library only; Debian's python3 is what
-  # its users run it with.
-  find_program(GYRE_COMPARE_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
-  if(NOT GYRE_COMPARE_PYTHON)
-    find_package(Python3 COMPONENTS Interpreter QUIET)
-    set(GYRE_COMPARE_PYTHON ${Python3_EXECUTABLE})
-  endif()
-  if(GYRE_COMPARE_PYTHON)
+  gyre_find_tool_python()
+  if(GYRE_TOOL_PYTHON)
     add_test(NAME compare_quick
              COMMAND ${CMAKE_COMMAND}
-                     -DPYTHON=${GYRE_COMPARE_PYTHON}
+                     -DPYTHON=${GYRE_TOOL_PYTHON}
                      -DTOOL=${PROJECT_SOURCE_DIR}/tools/compare.py
                      -DPEER_DIR=$<TARGET_FILE_DIR:gloo-allreduce-perf>
                      -DGYRERUN=$<TARGET_FILE:gyrerun>
