@@ -62,6 +62,12 @@ TRANSPORT = re.compile(
 LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(<|\*)?\s*([^:\s][^:]*?):(.*?)(?:\s+\((\d[\d,]*)x\))?(?:\s+\[[^\]]*\])?\s*$")
 
 
+def names(fn, name):
+    """Whether callgrind's function `fn` is `name` (a C function's bare
+    name, or a C++ one with its parameters)."""
+    return fn == name or fn.startswith(name + "(")
+
+
 def parse_functions(annotate_output):
     """{function: instructions} from callgrind_annotate's flat listing."""
     out = {}
@@ -89,7 +95,7 @@ def calls_of(tree_output, name):
         if kind == "<":
             pending.append(int(count.replace(",", "")) if count else 0)
         elif kind == "*":
-            if fn == name or fn.startswith(name + "("):
+            if names(fn, name):
                 total += sum(pending)
             pending = []
     return total
@@ -103,7 +109,7 @@ def annotate(path, *extra):
 
 def find(functions, name):
     for fn, n in functions.items():
-        if fn == name or fn.startswith(name + "("):
+        if names(fn, name):
             return n
     return None
 
