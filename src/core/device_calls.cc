@@ -48,6 +48,9 @@ struct Buffer {
 
 void bindStream(Operation& op, gyreStream_t stream) {
   device::Backend* b = device::backend();
+  // No device here: every buffer is host memory, and NULL and the legacy
+  // stream both mean a host call (first: the common case's only test).
+  if (!b && (!stream || stream == GYRE_STREAM_LEGACY)) return;
   const Buffer buffers[] = {{op.sendbuff, op.sendBytes, "sendbuff"}, {op.recvbuff, op.recvBytes, "recvbuff"}};
   if (stream == GYRE_STREAM_LEGACY) {
     // NCCL's NULL: the legacy default stream for device memory, now for host
