@@ -31,16 +31,16 @@ void Communicator::submit(Operation&& op) {
   ActiveScope active(activeCalls_);  // until the Turn below has let go of *this
   checkUsable();
   if (op.stream) return enqueueOnStreams(std::move(op));  // device_calls.cc
-  std::unique_lock<std::mutex> lock(queueMu_);
-  if (!op.request && queue_.empty() && !busy_) {
-    // The common case: nothing queued ahead, run on the caller's thread.
-    busy_ = true;
-    lock.unlock();
+  uint32_t nobody = 0;
+  if (!op.request && turn_.compare_exchange_strong(nobody, kBusy)) {
+    // The common case: nothing queued ahead, nobody running or waiting:
+    // run on the caller's thread.
     Turn turn{*this};
     execute(op);
     return;
   }
   // Queued: a nonblocking call, or a blocking one waiting its turn.
+  std::unique_lock<std::mutex> lock(queueMu_);
   std::shared_ptr<RequestState> waitFor;
   if (!op.request) op.request = waitFor = std::make_shared<RequestState>();
   pushToWorker(std::move(op));
@@ -53,20 +53,24 @@ void Communicator::submit(Operation&& op) {
 
 void Communicator::pushToWorker(Operation op) {
   queue_.push_back(std::move(op));
+  turn_.fetch_add(kOther);
   if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   queueCv_.notify_all();
 }
 
-Communicator::Turn::~Turn() {
-  std::lock_guard<std::mutex> l(c.queueMu_);
-  c.busy_ = false;
-  c.queueCv_.notify_all();
+void Communicator::releaseTurn() {
+  uint32_t onlyUs = kBusy;
+  if (turn_.compare_exchange_strong(onlyUs, 0)) return;  // nobody to wake
+  std::lock_guard<std::mutex> l(queueMu_);
+  turn_.fetch_and(~kBusy);
+  queueCv_.notify_all();
 }
 
 void Communicator::waitForTurn() {
   std::unique_lock<std::mutex> lock(queueMu_);
-  queueCv_.wait(lock, [&] { return queue_.empty() && !busy_; });
-  busy_ = true;
+  turn_.fetch_add(kOther);  // counted before looking: a release now wakes us
+  queueCv_.wait(lock, [&] { return queue_.empty() && !busy(); });
+  turn_.fetch_sub(kOther - kBusy);  // no longer waiting, and busy (kBusy was clear)
 }
 
 void Communicator::workerLoop() {
@@ -74,17 +78,15 @@ void Communicator::workerLoop() {
   topology::bindCurrentThreadToPreferredNuma();  // no-op on one NUMA node or with GYRE_TOPO_AFFINITY=0
   for (;;) {
     std::unique_lock<std::mutex> lock(queueMu_);
-    queueCv_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
+    queueCv_.wait(lock, [&] { return (!queue_.empty() && !busy()) || (stopping_ && queue_.empty()); });
     if (queue_.empty()) return;  // stopping, nothing left
     Operation op = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
+    turn_.fetch_sub(kOther - kBusy);  // no longer queued, and busy (kBusy was clear)
     lock.unlock();
     if (op.device) {
       runOnDevice(op);  // never throws: a failure breaks the communicator
-      lock.lock();
-      busy_ = false;
-      queueCv_.notify_all();
+      releaseTurn();
       continue;
     }
     gyreResult_t result = gyreSuccess;
@@ -99,10 +101,7 @@ void Communicator::workerLoop() {
       result = gyreInternalError;
       why = std::string("internal error: ") + e.what();
     }
-    lock.lock();
-    busy_ = false;
-    queueCv_.notify_all();
-    lock.unlock();
+    releaseTurn();
     op.request->complete(result, why);
   }
 }
