@@ -58,7 +58,11 @@ constexpr size_t kDeviceBounceBytes = 4 << 20;
 
 class Runner {
  public:
-  Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx) : plan_(plan), args_(args), ctx_(ctx) {
+  Runner(const Plan& plan, const CallArgs& args, ExecContext& ctx)
+      : plan_(plan),
+        args_(args),
+        ctx_(ctx),
+        plain_(!args.inputArrival && !args.engine && !args.stepObserver && !args.outputDeparture) {
     if (args_.outputDeparture) countOutputWriters();
   }
   // The call is over (or failed): what we registered for peers, which they
@@ -104,9 +108,10 @@ class Runner {
         continue;
       }
       Outcome o = Outcome::Blocked;
-      if (args_.stepObserver && l.stepStartNs == 0) l.stepStartNs = nowNs();
+      if (!plain_ && args_.stepObserver && l.stepStartNs == 0) l.stepStartNs = nowNs();
       try {
-        o = tryStep(plan_.steps[l.next], l);
+        const Step& s = plan_.steps[l.next];
+        if (!plain_ || !tryPlainStep(s, l, o)) o = tryStep(s, l);
       } catch (const transport::MessageMismatch& m) {
         explain(plan_.steps[l.next], m);
         throw;
@@ -119,8 +124,10 @@ class Runner {
       moved = true;
       l.phase = 0;
       l.partial = false;
-      if (args_.outputDeparture) outputWritten(plan_.steps[l.next]);
-      if (args_.stepObserver) tellStepDone(l);
+      if (!plain_) {
+        if (args_.outputDeparture) outputWritten(plan_.steps[l.next]);
+        if (args_.stepObserver) tellStepDone(l);
+      }
       const Prim done = plan_.steps[l.next++].prim;
       if (oneMessage && !isLocal(done)) return true;
     }
@@ -273,6 +280,47 @@ class Runner {
   // The values' type in a buffer: the caller's, or float32 in Scratch.
   kernels::DType valuesIn(BufId b) const { return b == BufId::Scratch ? kernels::DType::Float32 : args_.values; }
 
+  // The usual steps of a plain call (plain_: host buffers, nothing to
+  // watch), in the lane's own loop: a send, a receive or a copy straight to
+  // the transport or the copy kernel, past tryStep's tests that cannot
+  // hold and its call. False: not one of them, tryStep's.
+  [[gnu::always_inline]] bool tryPlainStep(const Step& s, LaneState& l, Outcome& o) {
+    if (s.srcView || s.dstView) return false;
+    switch (s.prim) {
+      case Prim::Send: {
+        Connection& out = ctx_.connection(s.sendPeer);
+        o = out.trySendFrom(pointer(s.src, s.srcOffset), s.count * args_.elemSize, wireTagOf(s))
+                ? Outcome::Done
+                : blocked(l, out, Waiting::ForRoom);
+        return true;
+      }
+      case Prim::Recv:
+        o = recvInto(ctx_.connection(s.recvPeer), pointer(s.dst, s.dstOffset), s.count * args_.elemSize,
+                     wireTagOf(s), s.dst == BufId::Output, l);
+        return true;
+      case Prim::Copy:
+        if (s.finalReduce) return false;  // a copy that divides (avg)
+        copyStep(s);
+        o = Outcome::Done;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // A Copy step that does not divide.
+  void copyStep(const Step& s) {
+    const void* src = pointer(s.src, s.srcOffset);
+    void* dst = pointer(s.dst, s.dstOffset);
+    if (src == dst) return;
+    const size_t bytes = s.count * args_.elemSize;
+    if (args_.engine) {
+      args_.engine->copy(dst, src, bytes);
+    } else {
+      kernels::copy(dst, src, bytes, s.dst == BufId::Output && args_.streamOutput);
+    }
+  }
+
   Outcome tryStep(const Step& s, LaneState& l) {
     if (args_.inputArrival) awaitInput(s);
     if (args_.engine) deviceStepBegins(s);
@@ -291,16 +339,11 @@ class Runner {
     switch (s.prim) {
       case Prim::Copy:
         if (divisor == 1) {
-          // A plain copy straight to the copy kernel: through the reduce
-          // dispatch (a task built, the table looked up, the copy picked
-          // out of it) a small call's block copy cost ~80 instructions
-          // more (tools/call_instructions.py).
-          if (src == dst) return Outcome::Done;
-          if (args_.engine) {
-            args_.engine->copy(dst, src, bytes);
-          } else {
-            kernels::copy(dst, src, bytes, s.dst == BufId::Output && args_.streamOutput);
-          }
+          // Straight to the copy kernel: through the reduce dispatch (a
+          // task built, the table looked up, the copy picked out of it) a
+          // small call's block copy cost ~80 instructions more
+          // (tools/call_instructions.py).
+          copyStep(s);
         } else {
           reduce(dst, nullptr, src, nullptr, s, divisor, s.dst == BufId::Output);
         }
@@ -1054,6 +1097,9 @@ class Runner {
   const LaneState* lanes_ = nullptr;          // the plan's lanes, while they run
   size_t nlanes_ = 0;
   bool lanesFinished_ = false;
+  // Nothing but the steps themselves to look after (no input arriving in
+  // pieces, no device engine, no step observer, no output departing).
+  const bool plain_;
 };
 
 }  // namespace
@@ -1099,7 +1145,7 @@ void runLanes(Runner& runner, LaneState* lanes, size_t nlanes, ExecContext& ctx)
   // was ~40 of a small call's instructions).
   const bool several = nlanes > 1;
   size_t open = 0;
-  auto sweep = [&]() {
+  auto sweep = [&]() __attribute__((always_inline)) {  // (in the loop below, not a call)
     bool moved = false;
     open = 0;
     for (size_t i = 0; i < nlanes; ++i) {
