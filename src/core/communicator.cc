@@ -692,8 +692,7 @@ void Communicator::beginCollective(collectives::CallRequest& req, collectives::O
 
 void Communicator::runCall(const collectives::CallRequest& req, collectives::CallArgs& args,
                            const collectives::Algorithm* prefer) {
-  opName_ = collectives::opKindName(req.desc.kind);
-  opSeq_ = req.desc.seq;
+  // (opName_ and opSeq_ are the call's already: beginCollective.)
   try {
     collectives::OnlineTuner::Pick pick;
     if (online_ && !prefer && !req.desc.codec && !req.seq && !overrides_.find(req.desc.kind, req.bytes()))
@@ -711,7 +710,11 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       if (!pick.algo) logChoice(req, planCache_.algorithm, forced);
     }
     const char* algo = planCache_.algorithm;
-    plan_.tags.assign(1, collectives::makeTag(req.desc));
+    if (plan_.tags.size() == 1) {
+      plan_.tags[0] = collectives::makeTag(req.desc);
+    } else {
+      plan_.tags.assign(1, collectives::makeTag(req.desc));
+    }
     if (plan_.scratchElems) {
       const size_t bytes = plan_.scratchElems * req.elemSize;
       args.scratch = args.engine ? args.engine->scratch(bytes) : scratch(bytes);

@@ -205,8 +205,9 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void workerLoop();
   void pushToWorker(Operation op);
   void drainQueue();
-  // Plans and runs one call; failures break the communicator (except
-  // invalid arguments found before anything was sent).
+  // Plans and runs one call, after beginCollective (which named it);
+  // failures break the communicator (except invalid arguments found before
+  // anything was sent).
   // prefer: the algorithm to use where GYRE_ALGO names none (a stream call's
   // single-copy plan, runsDirectOnDevice), instead of the tuner's choice.
   void runCall(const collectives::CallRequest& req, collectives::CallArgs& args,

@@ -400,7 +400,7 @@ void Communicator::executeCollective(Operation& op) {
     args.engine = op.device->engine;
     args.streamOutput = false;
   }
-  runCall(req, args, directOnDevice(op));
+  runCall(req, args, op.stream ? directOnDevice(op) : nullptr);  // (a host call: never)
 }
 
 void Communicator::executePointToPoint(std::span<Operation> ops) {

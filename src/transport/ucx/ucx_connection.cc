@@ -462,9 +462,16 @@ void UcxConnection::retire(std::unique_ptr<Recv> r) {
 }
 
 void UcxConnection::pop() {
+  ++recvSeq_;
+  // The usual case, nothing read ahead: the message's state becomes the
+  // next one's where it is (retired to the spares, popped, and taken back
+  // by front() it was ~70 instructions of every small receive).
+  if (queue_.size() == 1 && !queue_.front()->staging) {
+    queue_.front()->reset();
+    return;
+  }
   retire(std::move(queue_.front()));
   queue_.pop_front();
-  ++recvSeq_;
 }
 
 // Nothing may land in the message's buffer any more: its payload's receive,
