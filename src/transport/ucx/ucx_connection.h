@@ -116,7 +116,10 @@ class UcxConnection final : public Connection {
     size_t room = 0;
     std::unique_ptr<uint8_t[]> staging;  // when read ahead or in the buffer form
     std::vector<uint8_t> aside;          // a one-part message longer than the room
-    uint8_t small[256];  // a compact message, whole (tag and payload)
+    // A compact message, whole (tag and payload); its payload is read in
+    // place by a receive without a buffer of its own, so it is aligned for
+    // any element type (8 bytes: after the 24-byte tag).
+    alignas(8) uint8_t small[256];
 
     // For a spare's next message: every field above but the scratch ones
     // (iov, small), which each message sets before use. (Assigning a fresh
