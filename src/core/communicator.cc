@@ -541,12 +541,12 @@ void Communicator::waitUntil(std::span<const WaitItem> items, FunctionRef<bool()
   }
 }
 
-Error Communicator::fail(const Error& cause, int failedPeer) {
+Error Communicator::fail(const Error& cause, int failedPeer, const char* call) {
   // A call that broke because this rank aborted or revoked the communicator
   // (its connections shut under it) failed for that reason, whatever the
   // transport saw.
   if (abortRequested_.load() && !dynamic_cast<const PeerFailure*>(&cause))
-    return fail(PeerFailure(gyreInvalidUsage, rank_, stoppedSentence()), failedPeer);
+    return fail(PeerFailure(gyreInvalidUsage, rank_, stoppedSentence()), failedPeer, call);
   int origin = rank_;
   std::string sentence = cause.what();
   gyreResult_t code = cause.code();
@@ -590,8 +590,8 @@ Error Communicator::fail(const Error& cause, int failedPeer) {
   // not (a rank's local failure, "the stream failed: ...", reported on).
   if (origin >= 0 && origin != rank_ && sentence.find("rank " + std::to_string(origin)) == std::string::npos)
     sentence = bootstrap_->describe(origin) + " failed: " + sentence;
-  std::string message = std::string(opName_) + " #" + std::to_string(opSeq_) + " failed on rank " +
-                        std::to_string(rank_) + ": " + sentence;
+  const std::string what = call ? std::string(call) : std::string(opName_) + " #" + std::to_string(opSeq_);
+  std::string message = what + " failed on rank " + std::to_string(rank_) + ": " + sentence;
   {
     std::lock_guard<std::mutex> lock(failMu_);
     if (failedCode_.load() == gyreSuccess) {
@@ -614,10 +614,12 @@ void Communicator::abort() {
   if (connections_) connections_->interrupt();  // a call blocked in a transport wakes up
   // The call in progress (if any) sees the flag within a block slice.
   while (activeCalls_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  if (failedCode_.load() == gyreSuccess) {
-    opName_ = "communicator";
-    (void)fail(PeerFailure(gyreInvalidUsage, rank_, stoppedSentence()));
-  }
+  // Named apart from the current call: the worker may still be running a
+  // device call (not an active call of this thread's), and its name and
+  // number are the worker's to write and read (ThreadSanitizer saw the
+  // race, DeviceStreams.AnAbortReleasesTheStreamOfAnEnqueuedCall).
+  if (failedCode_.load() == gyreSuccess)
+    (void)fail(PeerFailure(gyreInvalidUsage, rank_, stoppedSentence()), -1, "communicator");
 }
 
 void Communicator::revoke() {

@@ -317,8 +317,10 @@ class Communicator final : public collectives::ExecContext, public collectives::
   void exchangeForSplit(void* data, size_t bytesPerRank, collectives::OpKind as = collectives::OpKind::CommSplit);
   // Records a failure that breaks the communicator and tells the peers;
   // returns the error to throw, its message naming the origin. failedPeer:
-  // the peer whose connection broke, if known.
-  Error fail(const Error& cause, int failedPeer = -1);
+  // the peer whose connection broke, if known. call: what failed, where it
+  // is not the current call (opName_ #opSeq_, which only the thread running
+  // calls may read).
+  Error fail(const Error& cause, int failedPeer = -1, const char* call = nullptr);
   std::string describeWaits(std::span<const WaitItem> items) const;
 
   int rank_ = 0;
