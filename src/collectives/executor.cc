@@ -287,20 +287,16 @@ class Runner {
   [[gnu::always_inline]] bool tryPlainStep(const Step& s, LaneState& l, Outcome& o) {
     if (s.srcView || s.dstView) return false;
     switch (s.prim) {
-      case Prim::Send: {
-        Connection& out = ctx_.connection(s.sendPeer);
-        o = out.trySendFrom(pointer(s.src, s.srcOffset), s.count * args_.elemSize, wireTagOf(s))
-                ? Outcome::Done
-                : blocked(l, out, Waiting::ForRoom);
+      case Prim::Send:
+        o = sendFrom(s, l, pointer(s.src, s.srcOffset), s.count * args_.elemSize, wireTagOf(s));
         return true;
-      }
       case Prim::Recv:
         o = recvInto(ctx_.connection(s.recvPeer), pointer(s.dst, s.dstOffset), s.count * args_.elemSize,
                      wireTagOf(s), s.dst == BufId::Output, l);
         return true;
       case Prim::Copy:
         if (s.finalReduce) return false;  // a copy that divides (avg)
-        copyStep(s);
+        copyStep(s, pointer(s.src, s.srcOffset), pointer(s.dst, s.dstOffset));
         o = Outcome::Done;
         return true;
       default:
@@ -308,10 +304,14 @@ class Runner {
     }
   }
 
-  // A Copy step that does not divide.
-  void copyStep(const Step& s) {
-    const void* src = pointer(s.src, s.srcOffset);
-    void* dst = pointer(s.dst, s.dstOffset);
+  // A Send step's message, from src.
+  Outcome sendFrom(const Step& s, LaneState& l, const void* src, size_t bytes, const transport::MessageTag& tag) {
+    Connection& out = ctx_.connection(s.sendPeer);
+    return out.trySendFrom(src, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
+  }
+
+  // A Copy step that does not divide, src to dst (its buffers' pointers).
+  void copyStep(const Step& s, const void* src, void* dst) {
     if (src == dst) return;
     const size_t bytes = s.count * args_.elemSize;
     if (args_.engine) {
@@ -343,7 +343,7 @@ class Runner {
           // task built, the table looked up, the copy picked out of it) a
           // small call's block copy cost ~80 instructions more
           // (tools/call_instructions.py).
-          copyStep(s);
+          copyStep(s, src, dst);
         } else {
           reduce(dst, nullptr, src, nullptr, s, divisor, s.dst == BufId::Output);
         }
@@ -351,10 +351,8 @@ class Runner {
       case Prim::Reduce:  // dst = dst (+) src, dst on the left when recvFirst
         reduce(dst, nullptr, dst, src, s, divisor, false);
         return Outcome::Done;
-      case Prim::Send: {
-        Connection& out = ctx_.connection(s.sendPeer);
-        return out.trySendFrom(src, bytes, tag) ? Outcome::Done : blocked(l, out, Waiting::ForRoom);
-      }
+      case Prim::Send:
+        return sendFrom(s, l, src, bytes, tag);
       case Prim::Recv:
         return recvInto(ctx_.connection(s.recvPeer), dst, bytes, tag, s.dst == BufId::Output, l);
       case Prim::RecvReduce: {

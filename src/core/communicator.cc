@@ -712,11 +712,8 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       if (!pick.algo) logChoice(req, planCache_.algorithm, forced);
     }
     const char* algo = planCache_.algorithm;
-    if (plan_.tags.size() == 1) {
-      plan_.tags[0] = collectives::makeTag(req.desc);
-    } else {
-      plan_.tags.assign(1, collectives::makeTag(req.desc));
-    }
+    plan_.tags.resize(1);  // (already one tag, for a plan reused: nothing to do)
+    plan_.tags[0] = collectives::makeTag(req.desc);
     if (plan_.scratchElems) {
       const size_t bytes = plan_.scratchElems * req.elemSize;
       args.scratch = args.engine ? args.engine->scratch(bytes) : scratch(bytes);

@@ -56,16 +56,14 @@ void bindStream(Operation& op, gyreStream_t stream) {
     // NCCL's NULL: the legacy default stream for device memory, now for host
     // memory.
     bool onDevice = false;
-    if (b)
-      for (const Buffer& x : buffers)
-        if (x.p && x.bytes) {
-          const device::MemoryKind k = b->classify(x.p).kind;
-          onDevice |= k == device::MemoryKind::Device || k == device::MemoryKind::Managed;
-        }
+    for (const Buffer& x : buffers)  // (b is there: returned above otherwise)
+      if (x.p && x.bytes) {
+        const device::MemoryKind k = b->classify(x.p).kind;
+        onDevice |= k == device::MemoryKind::Device || k == device::MemoryKind::Managed;
+      }
     if (!onDevice) stream = nullptr;
   }
-  if (!stream) {
-    if (!b) return;  // no device here: every buffer is host memory
+  if (!stream) {  // (b is there: returned above otherwise)
     for (const Buffer& x : buffers) {
       if (!x.p || !x.bytes) continue;
       const device::MemoryInfo m = b->classify(x.p);
