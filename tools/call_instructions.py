@@ -102,8 +102,15 @@ def calls_of(tree_output, name):
 
 
 def annotate(path, *extra):
-    r = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--show-percs=no", "--threshold=100", *extra, path],
-                       capture_output=True, text=True, check=True)
+    # Where the sources are found (run from the source tree), the listing
+    # names a function twice, by the absolute and by the relative path of
+    # its file, and the annotated sources' call lines ("=> file:function
+    # (Nx)") look like counts of their own: both added to the function's
+    # count (a call counted 1.6-2x). So: no annotated sources, and run from
+    # the folder of the counts, where no source is.
+    r = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--show-percs=no", "--threshold=100", "--auto=no",
+                        *extra, path],
+                       capture_output=True, text=True, check=True, cwd=os.path.dirname(os.path.abspath(path)))
     return r.stdout
 
 
