@@ -29,7 +29,7 @@ if(CMAKE_SCRIPT_MODE_FILE)
   endif()
   string(JSON whole GET "${counts}" gyre "whole call")
   set(sum 0)
-  foreach(layer "API and communicator" "plan bookkeeping (runCall outside the executor)"
+  foreach(layer "API and communicator" "plan bookkeeping (runCall or repeat, outside the executor)"
                 "executor, the transport's calls left out" "transport: send and receive")
     string(JSON n GET "${counts}" gyre "${layer}")
     if(n LESS_EQUAL 0)

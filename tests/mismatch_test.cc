@@ -100,6 +100,20 @@ const Case kCases[] = {
        return allReduce(c);
      },
      {"called send #1 (16 x float32 from rank 0 to rank 1)", "called allreduce #1"}},
+    {"repeated_then_count",
+     3,
+     [](gyreComm_t c, int r) {
+       // The same AllReduce three times (the second and third repeat the
+       // first: call_repeat.cc); then rank 0 makes it a fourth time, a
+       // repeat again, where the others halve the count.
+       std::vector<float> v(64, 1.0f);
+       for (int k = 0; k < 3; ++k) {
+         gyreResult_t s = gyreAllReduce(v.data(), v.data(), 64, gyreFloat32, gyreSum, c, nullptr);
+         if (s != gyreSuccess) return s;
+       }
+       return gyreAllReduce(v.data(), v.data(), r == 0 ? 64 : 32, gyreFloat32, gyreSum, c, nullptr);
+     },
+     {"allreduce #4 (64 x float32", "allreduce #4 (32 x float32"}},
     {"split_against_allreduce",
      3,
      [](gyreComm_t c, int r) {

@@ -51,7 +51,10 @@ MPI_API = {
     "reduce": "PMPI_Reduce",
 }
 # The layers, by the function whose inclusive count ends each one.
-RUN_CALL = re.compile(r"gyre::core::Communicator::runCall\(")
+# A call made again runs its plan from Communicator::repeat (call_repeat.cc)
+# instead: its bookkeeping (the call's number, the peers' reports, the
+# statistics) is counted with the plan's.
+RUN_CALL = re.compile(r"gyre::core::Communicator::(runCall|repeat)\(")
 EXECUTE = re.compile(r"^gyre::collectives::execute\(")
 WAIT = re.compile(r"gyre::core::Communicator::waitUntil\(")
 # A connection's data calls, as the executor's steps make them.
@@ -195,7 +198,7 @@ def count_gyre(a, work):
         "calls": calls,
         "whole call": per(whole),
         "API and communicator": per(whole - run_call),
-        "plan bookkeeping (runCall outside the executor)": per(run_call - execute),
+        "plan bookkeeping (runCall or repeat, outside the executor)": per(run_call - execute),
         "executor, the transport's calls left out": per(execute - transport),
         "transport: send and receive": per(transport),
         "(of the executor and transport, in waits)": per(waits),

@@ -21,6 +21,7 @@ using gyre::api::guarded;
 using gyre::api::impl;
 using gyre::api::requireBuffer;
 using gyre::collectives::OpKind;
+using gyre::core::CallKey;
 using gyre::core::Communicator;
 using gyre::core::Operation;
 
@@ -37,6 +38,17 @@ void dispatch(Communicator& c, Operation&& op, gyreStream_t stream) {
   } else {
     c.submit(std::move(op));
   }
+}
+
+// A blocking host call: the same call as the last one runs again on its
+// plan (Communicator::repeat); any other is made (make(): its checks and
+// Operation) and dispatched, keyed so that the next may repeat it.
+template <typename Make>
+void dispatchOrRepeat(Communicator& c, const CallKey& key, gyreStream_t stream, Make&& make) {
+  if (!stream && c.repeat(key)) return;
+  Operation o = make();
+  if (!stream) o.key = key;
+  dispatch(c, std::move(o), stream);
 }
 
 // Blocking calls go through dispatch; nonblocking ones get a request first.
@@ -286,8 +298,8 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count, g
                            gyreRedOp_t op, gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreAllReduce", [&] {
     Communicator& c = impl(comm);
-    Operation o = allReduceOp(c, sendbuff, recvbuff, count, datatype, op);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::AllReduce, enumBits(datatype), enumBits(op), -1, count, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return allReduceOp(c, sendbuff, recvbuff, count, datatype, op); });
   });
 }
 
@@ -295,8 +307,8 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count, g
                            gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreBroadcast", [&] {
     Communicator& c = impl(comm);
-    Operation o = broadcastOp(c, sendbuff, recvbuff, count, datatype, root);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::Broadcast, enumBits(datatype), 0, root, count, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return broadcastOp(c, sendbuff, recvbuff, count, datatype, root); });
   });
 }
 
@@ -304,8 +316,8 @@ gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyre
                         int root, gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreReduce", [&] {
     Communicator& c = impl(comm);
-    Operation o = reduceOp(c, sendbuff, recvbuff, count, datatype, op, root);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::Reduce, enumBits(datatype), enumBits(op), root, count, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return reduceOp(c, sendbuff, recvbuff, count, datatype, op, root); });
   });
 }
 
@@ -313,8 +325,8 @@ gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreAllGather", [&] {
     Communicator& c = impl(comm);
-    Operation o = allGatherOp(c, sendbuff, recvbuff, sendcount, datatype);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::AllGather, enumBits(datatype), 0, -1, sendcount, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return allGatherOp(c, sendbuff, recvbuff, sendcount, datatype); });
   });
 }
 
@@ -322,8 +334,8 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                gyreRedOp_t op, gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreReduceScatter", [&] {
     Communicator& c = impl(comm);
-    Operation o = reduceScatterOp(c, sendbuff, recvbuff, recvcount, datatype, op);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::ReduceScatter, enumBits(datatype), enumBits(op), -1, recvcount, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return reduceScatterOp(c, sendbuff, recvbuff, recvcount, datatype, op); });
   });
 }
 
@@ -331,8 +343,8 @@ gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count, gy
                           gyreStream_t stream) {
   return guarded("gyreAllToAll", [&] {
     Communicator& c = impl(comm);
-    Operation o = allToAllOp(c, sendbuff, recvbuff, count, datatype);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::AllToAll, enumBits(datatype), 0, -1, count, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return allToAllOp(c, sendbuff, recvbuff, count, datatype); });
   });
 }
 
@@ -350,8 +362,8 @@ gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t sendcount, 
                         gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreGather", [&] {
     Communicator& c = impl(comm);
-    Operation o = gatherOp(c, sendbuff, recvbuff, sendcount, datatype, root);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::Gather, enumBits(datatype), 0, root, sendcount, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return gatherOp(c, sendbuff, recvbuff, sendcount, datatype, root); });
   });
 }
 
@@ -359,8 +371,8 @@ gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                          gyreComm_t comm, gyreStream_t stream) {
   return guarded("gyreScatter", [&] {
     Communicator& c = impl(comm);
-    Operation o = scatterOp(c, sendbuff, recvbuff, recvcount, datatype, root);
-    dispatch(c, std::move(o), stream);
+    const CallKey key{true, OpKind::Scatter, enumBits(datatype), 0, root, recvcount, sendbuff, recvbuff};
+    dispatchOrRepeat(c, key, stream, [&] { return scatterOp(c, sendbuff, recvbuff, recvcount, datatype, root); });
   });
 }
 

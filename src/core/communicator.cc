@@ -664,6 +664,7 @@ size_t Communicator::inPlaceMessageBytes(int peer) {
 }
 
 void* Communicator::scratch(size_t bytes) {
+  repeat_.valid = false;  // a repeat's arguments point into it
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   return scratch_.data();
 }
@@ -709,6 +710,14 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       planCache_.algorithm = collectives::planCall(req, *this, overrides_, plan_, &forced, pick.algo);
       planCache_.remember(req, nranks_);
       planCache_.preferred = prefer;
+      planCache_.sends.clear();
+      for (const collectives::Step& s : plan_.steps)
+        if (s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_) {
+          auto to = std::find_if(planCache_.sends.begin(), planCache_.sends.end(),
+                                 [&](const auto& e) { return e.first == s.sendPeer; });
+          if (to == planCache_.sends.end()) to = planCache_.sends.insert(to, {s.sendPeer, 0});
+          to->second += s.count;
+        }
       if (!pick.algo) logChoice(req, planCache_.algorithm, forced);
     }
     const char* algo = planCache_.algorithm;
@@ -733,7 +742,11 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       collectives::execute(plan_, args, *this);
       if (online_->record(pick, double(nowNs() - t0) / 1e3)) settleOnline(pick, req);
     }
-    countSent(plan_, req.elemSize);
+    if (args.resolver) {
+      countSent(plan_, req.elemSize);  // (its steps grew as it ran)
+    } else {
+      countPlannedSends(req.elemSize);
+    }
   } catch (const Error& e) {
     throw fail(e);
   }

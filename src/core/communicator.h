@@ -73,6 +73,11 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // op.request is set, queues it to run in the background (in call order
   // with this communicator's other calls) and returns at once.
   void submit(Operation&& op);
+  // A blocking host call with the same arguments as the last call, when
+  // nothing else has run since: runs it again on that call's plan and
+  // arguments, past the checks and the planning that call went through,
+  // and returns true. False: not such a call; nothing was done (submit it).
+  bool repeat(const CallKey& key);
   // Runs the calls of a group (gyreGroupEnd): collectives one after the
   // other, runs of point-to-point calls together (any order is safe).
   void runGroup(std::vector<Operation>& ops);
@@ -276,7 +281,14 @@ class Communicator final : public collectives::ExecContext, public collectives::
     std::atomic<uint64_t> calls{0}, failed{0}, bytes{0};
     std::atomic<uint64_t> cycles{0};  // the calls' time, in cycleCount() units (cycleRate_)
     std::unique_ptr<std::atomic<uint64_t>[]> sentToPeer;  // nranks_ of them
+    // One writer: no read-modify-write instruction needed.
+    static void add(std::atomic<uint64_t>& a, uint64_t v) {
+      a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+    }
   };
+  // A call that ran, of `bytes`, from its start (clock): its count, size
+  // and time into the statistics (noteCall, and a repeat's).
+  void countCall(uint64_t bytes, const CallClock& clock, bool failed);
   StatCounters stats_;
   CycleRate cycleRate_;
   // estimate()'s simulations, by (operation, bytes, ranks): a planner asks
@@ -371,7 +383,28 @@ class Communicator final : public collectives::ExecContext, public collectives::
           vcounts.insert(vcounts.end(), a, a + n);
     }
     void invalidate() { valid = false; }
+    // What the plan sends each peer, in elements, for the statistics: the
+    // steps summed once, when the plan is made, not after every call (a
+    // plan with Resolve steps, which grows as it runs, is counted after it
+    // ran: countSent).
+    std::vector<std::pair<int, size_t>> sends;
   } planCache_;
+  // The last blocking host call's plan and arguments, for the same call
+  // again (call_repeat.cc). valid: nothing else has run since, and nothing
+  // of it needs more than its plan (no stream, device, codec, PreMulSum,
+  // resolver, online tuner, trace); every other call clears it first.
+  struct Repeat {
+    bool valid = false;
+    CallKey key;
+    collectives::CallArgs args;
+    const char* name = "";
+    size_t statBytes = 0;
+  } repeat_;
+  // After a call that ran whole (executeCollective): keeps it for a repeat
+  // if it may be one.
+  void rememberRepeat(const Operation& op, const collectives::CallArgs& args);
+  // The planned sends (planCache_.sends) into the statistics.
+  void countPlannedSends(size_t elemSize);
   collectives::Group world_;
   collectives::TuningParams tuning_;
   std::vector<int> hostIndex_;  // by rank

@@ -17,6 +17,7 @@ using collectives::OpKind;
 
 void Communicator::executeMoe(Operation& op) {
   ActiveScope active(activeCalls_);
+  repeat_.valid = false;  // (it takes the scratch)
   checkUsable();
   collectives::MoeRoute& r = *op.moe;
   const bool counts = op.kind == OpKind::MoeCounts;

@@ -212,33 +212,26 @@ void Communicator::execute(Operation& op) {
   noteCall(op, clock, nullptr);
 }
 
-namespace {
-
-// Adds to a statistic that only the thread running the calls writes (see
-// Communicator::StatCounters): no read-modify-write instruction needed.
-template <typename T>
-void addTo(std::atomic<T>& a, T v) {
-  a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
-}
-
-}  // namespace
-
 void Communicator::noteCall(const Operation& op, const CallClock& clock, const Error* failure) {
   const bool failed = failure != nullptr;
   if (traceRow_) traceCall(op, clock.startNs, failed ? gyreGetErrorString(failure->code()) : "ok");
-  addTo(stats_.calls, uint64_t{1});
-  if (failed) addTo(stats_.failed, uint64_t{1});
-  addTo(stats_.bytes, uint64_t{std::max(op.sendBytes, op.recvBytes)});
-  const uint64_t end = cycleCount();  // (a counter another CPU's may trail: never less than nothing)
-  addTo(stats_.cycles, end > clock.startCycles ? end - clock.startCycles : uint64_t{0});
+  countCall(std::max(op.sendBytes, op.recvBytes), clock, failed);
   if (op.kind == OpKind::SendRecv && op.isSend && !failed && op.peer >= 0 && op.peer < nranks_ && stats_.sentToPeer)
-    addTo(stats_.sentToPeer[op.peer], uint64_t{op.sendBytes});
+    StatCounters::add(stats_.sentToPeer[op.peer], op.sendBytes);
+}
+
+void Communicator::countCall(uint64_t bytes, const CallClock& clock, bool failed) {
+  StatCounters::add(stats_.calls, 1);
+  if (failed) StatCounters::add(stats_.failed, 1);
+  StatCounters::add(stats_.bytes, bytes);
+  const uint64_t end = cycleCount();  // (a counter another CPU's may trail: never less than nothing)
+  StatCounters::add(stats_.cycles, end > clock.startCycles ? end - clock.startCycles : 0);
 }
 
 void Communicator::countSent(const collectives::Plan& plan, size_t elemSize) {
   for (const collectives::Step& s : plan.steps)
     if (s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_)
-      addTo(stats_.sentToPeer[s.sendPeer], uint64_t{s.count * elemSize});
+      StatCounters::add(stats_.sentToPeer[s.sendPeer], s.count * elemSize);
 }
 
 Communicator::Stats Communicator::stats() const {
@@ -301,6 +294,7 @@ const void* Communicator::premultiplied(const Operation& op, size_t elems) {
 
 void Communicator::executeCollective(Operation& op) {
   ActiveScope active(activeCalls_);
+  repeat_.valid = false;  // plan_ and the scratch are this call's from here
   checkUsable();
   const auto dt = static_cast<kernels::DType>(op.dtype);
   collectives::CallRequest req;
@@ -401,10 +395,12 @@ void Communicator::executeCollective(Operation& op) {
     args.streamOutput = false;
   }
   runCall(req, args, op.stream ? directOnDevice(op) : nullptr);  // (a host call: never)
+  if (op.key.set) rememberRepeat(op, args);
 }
 
 void Communicator::executePointToPoint(std::span<Operation> ops) {
   ActiveScope active(activeCalls_);
+  repeat_.valid = false;  // (plan_ becomes the messages')
   checkUsable();
   std::vector<collectives::P2PMessage> messages;
   std::vector<void*> buffers;

@@ -82,6 +82,23 @@ struct DeviceCall {
   ProxyEngine* engine = nullptr;
 };
 
+// A blocking host call's arguments as the API got them (before any rank's
+// reading of them: a broadcast's sendbuff off the root is still the
+// caller's pointer). The communicator keeps the last such call's plan and
+// arguments, and a call with the same key runs on them past the checks
+// that call passed (call_repeat.cc). Unset: never repeated.
+struct CallKey {
+  bool set = false;
+  collectives::OpKind kind = collectives::OpKind::AllReduce;
+  int dtype = 0;
+  int redop = 0;
+  int root = -1;
+  size_t count = 0;
+  const void* sendbuff = nullptr;
+  const void* recvbuff = nullptr;
+  bool operator==(const CallKey&) const = default;
+};
+
 struct Operation {
   collectives::OpKind kind = collectives::OpKind::AllReduce;
   const void* sendbuff = nullptr;
@@ -131,6 +148,7 @@ struct Operation {
   collectives::InputArrival* inputArrival = nullptr;
   collectives::OutputDeparture* outputDeparture = nullptr;
   std::vector<Operation> members;  // a group enqueued on streams as one unit
+  CallKey key;  // a blocking host call of the API's: what a repeat of it gives
 };
 
 }  // namespace gyre::core
