@@ -496,6 +496,11 @@ class Communicator final : public collectives::ExecContext, public collectives::
   bool networkReports_ = false;  // some peer reports failures through the network, not shared memory
   int64_t lastHealthCheckNs_ = 0;
   int64_t lastReportPollNs_ = INT64_MIN / 2;
+  // The same look's time in cycles, and the poll interval in cycles (at
+  // the rate measured when it last looked; 0: not known yet): a call that
+  // comes sooner reads no clock.
+  uint64_t lastReportPollCycles_ = 0;
+  uint64_t reportPollCycles_ = 0;
   std::vector<char> moePacked_;  // an MoE call's packed rows, kept for the next call
   std::vector<std::vector<char>> moeStaging_;  // a counts-ahead dispatch's rows for too small an output  // checkReports' latest poll of the network
   int device_ = -1;      // the GPU current when it was made (-1: none; gyreCommDevice)
