@@ -25,6 +25,12 @@ constexpr size_t kCount = 37;  // elements per block: not a round number
 
 // An exact value for element i of rank r's input at repetition t.
 int32_t valueOf(int r, size_t i, int t) { return static_cast<int32_t>(1000 * t + 100 * r + static_cast<int>(i)); }
+// Element i summed over n ranks' inputs at repetition t.
+int64_t sumOf(int n, size_t i, int t) {
+  int64_t sum = 0;
+  for (int r = 0; r < n; ++r) sum += valueOf(r, i, t);
+  return sum;
+}
 
 class CallRepeat : public testing::TestWithParam<const char*> {};
 
@@ -50,11 +56,8 @@ TEST_P(CallRepeat, EveryOperationMadeAgainSeesItsBuffersNewValues) {
       // AllReduce, sum.
       fill(t, kCount);
       check.expectOk(gyreAllReduce(in.data(), outBuf.data(), kCount, gyreInt32, gyreSum, comm, nullptr), "allreduce");
-      for (size_t i = 0; i < kCount; ++i) {
-        int64_t want = 0;
-        for (int r = 0; r < n; ++r) want += valueOf(r, i, t);
-        if (!check.expect(outBuf[i] == want, "allreduce[" + std::to_string(i) + "]" + at)) break;
-      }
+      for (size_t i = 0; i < kCount; ++i)
+        if (!check.expect(outBuf[i] == sumOf(n, i, t), "allreduce[" + std::to_string(i) + "]" + at)) break;
     });
     eachTime([&](int t, const std::string& at) {
       // AllReduce in place, max.
@@ -74,11 +77,8 @@ TEST_P(CallRepeat, EveryOperationMadeAgainSeesItsBuffersNewValues) {
       // Reduce to rank 2, sum.
       fill(t, kCount);
       check.expectOk(gyreReduce(in.data(), outBuf.data(), kCount, gyreInt32, gyreSum, 2, comm, nullptr), "reduce");
-      for (size_t i = 0; i < kCount && rank == 2; ++i) {
-        int64_t want = 0;
-        for (int r = 0; r < n; ++r) want += valueOf(r, i, t);
-        if (!check.expect(outBuf[i] == want, "reduce[" + std::to_string(i) + "]" + at)) break;
-      }
+      for (size_t i = 0; i < kCount && rank == 2; ++i)
+        if (!check.expect(outBuf[i] == sumOf(n, i, t), "reduce[" + std::to_string(i) + "]" + at)) break;
     });
     eachTime([&](int t, const std::string& at) {
       fill(t, kCount);
@@ -92,11 +92,9 @@ TEST_P(CallRepeat, EveryOperationMadeAgainSeesItsBuffersNewValues) {
       fill(t, all);
       check.expectOk(gyreReduceScatter(in.data(), outBuf.data(), kCount, gyreInt32, gyreSum, comm, nullptr),
                      "reducescatter");
-      for (size_t i = 0; i < kCount; ++i) {
-        int64_t want = 0;
-        for (int r = 0; r < n; ++r) want += valueOf(r, rank * kCount + i, t);
-        if (!check.expect(outBuf[i] == want, "reducescatter[" + std::to_string(i) + "]" + at)) break;
-      }
+      for (size_t i = 0; i < kCount; ++i)
+        if (!check.expect(outBuf[i] == sumOf(n, rank * kCount + i, t), "reducescatter[" + std::to_string(i) + "]" + at))
+          break;
     });
     eachTime([&](int t, const std::string& at) {
       fill(t, all);
@@ -158,13 +156,10 @@ TEST_P(CallRepeat, RepeatsBetweenOtherCallsGroupsAndNonblockingCallsAreExactAndC
         check.expectOk(gyreWait(req), how + ": wait");
       }
       ++calls;
-      for (size_t i = 0; i < kCount; ++i) {
-        int64_t want = 0;
-        for (int r = 0; r < n; ++r) want += valueOf(r, i, t);
-        if (!check.expect(res[i] == want, how + ": [" + std::to_string(i) + "] " + std::to_string(res[i]) +
-                                              ", expected " + std::to_string(want)))
+      for (size_t i = 0; i < kCount; ++i)
+        if (!check.expect(res[i] == sumOf(n, i, t), how + ": [" + std::to_string(i) + "] " + std::to_string(res[i]) +
+                                                        ", expected " + std::to_string(sumOf(n, i, t))))
           break;
-      }
       ++t;
     };
     allReduce("first", 0);

@@ -19,7 +19,7 @@ void Communicator::rememberRepeat(const Operation& op, const collectives::CallAr
   // codec's residuals, pieces arriving) or is observed (the trace, the
   // online tuner's trials, a log line per call) goes the whole way.
   if (op.stream || op.device || op.request || op.codec || op.premul || op.stageSend || op.stageRecv ||
-      op.inputArrival || op.outputDeparture || args.engine || args.resolver || args.stepObserver || online_ ||
+      op.inputArrival || op.outputDeparture || args.engine || args.stepObserver || online_ ||
       traceRow_ || !planCache_.valid || log::enabled(log::Level::Trace))
     return;
   repeat_.key = op.key;

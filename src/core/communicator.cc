@@ -720,7 +720,7 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       planCache_.preferred = prefer;
       planCache_.sends.clear();
       for (const collectives::Step& s : plan_.steps)
-        if (s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_) {
+        if (sendsToPeer(s)) {
           auto to = std::find_if(planCache_.sends.begin(), planCache_.sends.end(),
                                  [&](const auto& e) { return e.first == s.sendPeer; });
           if (to == planCache_.sends.end()) to = planCache_.sends.insert(to, {s.sendPeer, 0});
@@ -750,11 +750,7 @@ void Communicator::runCall(const collectives::CallRequest& req, collectives::Cal
       collectives::execute(plan_, args, *this);
       if (online_->record(pick, double(nowNs() - t0) / 1e3)) settleOnline(pick, req);
     }
-    if (args.resolver) {
-      countSent(plan_, req.elemSize);  // (its steps grew as it ran)
-    } else {
-      countPlannedSends(req.elemSize);
-    }
+    countPlannedSends(req.elemSize);
   } catch (const Error& e) {
     throw fail(e);
   }

@@ -271,8 +271,13 @@ class Communicator final : public collectives::ExecContext, public collectives::
   // A call that ran (execute), from its start, failed when failure is set:
   // into the statistics and the trace.
   void noteCall(const Operation& op, const CallClock& clock, const Error* failure);
-  // What a plan that ran sent each peer, into the statistics.
+  // What a plan that ran sent each peer, into the statistics (a plan that
+  // grew as it ran: the MoE exchanges'; runCall's are summed when made).
   void countSent(const collectives::Plan& plan, size_t elemSize);
+  // Whether a step sends to another rank (what the statistics count).
+  bool sendsToPeer(const collectives::Step& s) const {
+    return s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_;
+  }
   // The statistics as the calls add to them: one writer at a time (calls
   // run one at a time, handed on under queueMu_), readers on any thread
   // (stats()). Plain loads and stores of atomics, no lock: two lock and
@@ -384,15 +389,15 @@ class Communicator final : public collectives::ExecContext, public collectives::
     }
     void invalidate() { valid = false; }
     // What the plan sends each peer, in elements, for the statistics: the
-    // steps summed once, when the plan is made, not after every call (a
-    // plan with Resolve steps, which grows as it runs, is counted after it
-    // ran: countSent).
+    // steps summed once, when the plan is made, not after every call (no
+    // plan runCall runs grows as it runs: Resolve steps are the MoE
+    // exchanges', which executeMoe runs and countSent counts).
     std::vector<std::pair<int, size_t>> sends;
   } planCache_;
   // The last blocking host call's plan and arguments, for the same call
   // again (call_repeat.cc). valid: nothing else has run since, and nothing
   // of it needs more than its plan (no stream, device, codec, PreMulSum,
-  // resolver, online tuner, trace); every other call clears it first.
+  // online tuner, trace); every other call clears it first.
   struct Repeat {
     bool valid = false;
     CallKey key;

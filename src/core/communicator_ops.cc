@@ -230,8 +230,7 @@ void Communicator::countCall(uint64_t bytes, const CallClock& clock, bool failed
 
 void Communicator::countSent(const collectives::Plan& plan, size_t elemSize) {
   for (const collectives::Step& s : plan.steps)
-    if (s.sendPeer >= 0 && s.sendPeer < nranks_ && s.sendPeer != rank_)
-      StatCounters::add(stats_.sentToPeer[s.sendPeer], s.count * elemSize);
+    if (sendsToPeer(s)) StatCounters::add(stats_.sentToPeer[s.sendPeer], s.count * elemSize);
 }
 
 Communicator::Stats Communicator::stats() const {
